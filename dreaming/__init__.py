@@ -1,0 +1,3 @@
+"""dreaming: memory consolidation for AI agents."""
+
+__version__ = "0.1.0"
