@@ -1,12 +1,86 @@
+"""The `dreaming` command group, global options and error handling."""
+
 from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
+from dreaming import __version__
+from dreaming.app import App
+from dreaming.errors import ConfigError, DreamingError
 
-@click.group()
-def cli() -> None:
+F = TypeVar("F", bound=Callable[..., Any])
+DEBUG_ENV = "DREAMING_DEBUG"
+
+
+class Context:
+    """What every command gets: where state lives, and the App opened on first use."""
+
+    def __init__(self, state_dir: Path | None, config: Path | None) -> None:
+        self.state_dir = state_dir
+        self.config = config
+        self._app: App | None = None
+
+    @property
+    def app(self) -> App:
+        if self._app is None:
+            self._app = App.open(self.state_dir, self.config)
+        return self._app
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+class DreamingGroup(click.Group):
+    """Turns library errors into one-line messages; DREAMING_DEBUG=1 shows the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DreamingError as err:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            click.echo(f"dreaming: error: {err}", err=True)
+            sys.exit(2 if isinstance(err, ConfigError) else 1)
+
+
+@click.group(cls=DreamingGroup)
+@click.version_option(__version__, prog_name="dreaming")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="DREAMING_STATE_DIR",
+    help="State folder (default ~/.openclaw). Read as an OpenClaw root; "
+    "dreaming keeps its own state in <state-dir>/dreaming.",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="DREAMING_CONFIG",
+    help="Settings file (default <state-dir>/dreaming.toml when it exists).",
+)
+@click.option("-v", "--verbose", count=True, help="More log output on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose: int) -> None:
     """dreaming: consolidate agent transcripts into long-term memory."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    context = Context(state_dir, config)
+    ctx.obj = context
+    ctx.call_on_close(context.close)
 
 
 def main() -> None:
+    from dreaming.cli import _demo, _run, _status, _tags  # noqa: F401  (registers commands)
+
     cli()

@@ -1,0 +1,146 @@
+"""Claims: the sentence-sized statements a corpus line makes, and how they fold together.
+
+A claim's identity is its bag of content words, so "I'm allergic to peanuts" and
+"I am allergic to peanuts." are one claim. Near-duplicates that differ in a word or two
+fold by Jaccard similarity of those bags, found through an inverted index on their rarest
+words. Everything here is deterministic and offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
+# "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
+_ENVELOPE = re.compile(r"\[(?:[A-Z][a-z]{2} )?\d{4}-\d{2}-\d{2}[^\]]{0,40}\]\s*")
+_DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\s+[-•*]\s+|\s*[;；]\s*")
+_WORD = re.compile(r"\w+", re.UNICODE)
+_URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can could did do does doing down during each few
+    for from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just let me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours
+    yourself yourselves m s t d ll re ve im i'm it's that's don doesn didn isn wasn okay ok
+    yes yeah also really just like get got go going one thing things""".split()
+)
+
+# Words that say a statement is meant to last: a durability cue lets a claim seen in one
+# session through deep's gate.
+_CUE = re.compile(
+    r"\b(remember|always|never|from now on|prefer|preference|favou?rite|allergic|my name is|"
+    r"call me|i live|i work|i'm based|birthday|don't ever|do not ever|please note|"
+    r"important:|for future|going forward|my (?:wife|husband|partner|son|daughter|dog|cat))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    key: str
+    text: str
+    tokens: frozenset[str]
+    durable_cue: bool
+
+
+def _stem(word: str) -> str:
+    # Deliberately tiny: folds plurals, which is most of what near-duplicates differ by.
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    words = (w.casefold() for w in _WORD.findall(text))
+    return frozenset(_stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
+
+
+def claim_key(tokens: Iterable[str]) -> str:
+    joined = " ".join(sorted(tokens))
+    return "c:" + hashlib.blake2b(joined.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def clean(text: str) -> str:
+    text = _ENVELOPE.sub("", text)
+    text = _DIRECTIVE.sub("", text)
+    return _FENCE.sub(" ", text)
+
+
+def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
+    """Claims in a corpus line. Questions, code-ish fragments and fragments too short or
+    too long to be one fact are not claims."""
+    claims: list[Claim] = []
+    seen: set[str] = set()
+    for raw in _SENTENCE_END.split(clean(text)):
+        sentence = raw.strip().strip("*_#>`\"' ")
+        if not sentence or sentence.endswith(("?", "？")):
+            continue
+        if _URLISH.search(sentence) or sentence.count("`") or sentence.count("{"):
+            continue
+        words = _WORD.findall(sentence)
+        if not (min_words <= len(words) <= max_words):
+            continue
+        tokens = content_tokens(sentence)
+        if len(tokens) < 2:
+            continue
+        key = claim_key(tokens)
+        if key in seen:
+            continue
+        seen.add(key)
+        claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence))))
+    return claims
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+class SimilarityIndex:
+    """Finds the most similar known token set at or above a threshold.
+
+    Two sets with Jaccard >= t share at least one of any (|A| - ceil(t*|A|) + 1) of A's
+    words, so probing A's rarest words that many is enough to find every match."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self._postings: dict[str, set[int]] = defaultdict(set)
+        self._sets: dict[int, frozenset[str]] = {}
+
+    def add(self, ident: int, tokens: frozenset[str]) -> None:
+        self._sets[ident] = tokens
+        for t in tokens:
+            self._postings[t].add(ident)
+
+    def discard(self, ident: int) -> None:
+        for t in self._sets.pop(ident, frozenset()):
+            self._postings[t].discard(ident)
+
+    def best(self, tokens: frozenset[str]) -> int | None:
+        if not tokens:
+            return None
+        need = len(tokens) - int(self.threshold * len(tokens) + 0.999999) + 1
+        probe = sorted(tokens, key=lambda t: (len(self._postings.get(t, ())), t))[: max(need, 1)]
+        best_id: int | None = None
+        best_score = self.threshold
+        for ident in sorted({i for t in probe for i in self._postings.get(t, ())}):
+            score = jaccard(tokens, self._sets[ident])
+            if score >= best_score and (best_id is None or score > best_score):
+                best_id, best_score = ident, score
+        return best_id
+
+    def __len__(self) -> int:
+        return len(self._sets)

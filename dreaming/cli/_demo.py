@@ -1,0 +1,58 @@
+"""`dreaming demo`: build a synthetic state folder and run a whole night on it, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dreaming import demo as demo_mod
+from dreaming.app import App
+from dreaming.cli._main import cli
+from dreaming.cli._output import emit_json, note
+from dreaming.cli._run import format_light
+
+
+@cli.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("dreaming-demo"),
+    show_default=True,
+    help="Where to write the demo state folder (replaced if it holds an earlier demo).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+def demo(directory: Path, as_json: bool) -> None:
+    """Write a demo state folder and run the night on it with the embedded default (no LLM)."""
+    root = demo_mod.build(directory.resolve())
+    app = App.open(root, root / "dreaming.toml", env={})
+    try:
+        if not as_json:
+            note(app.registry.banner())
+        light = app.run_light()
+        report: dict[str, Any] = {"state_dir": str(root), "agents": []}
+        for data in light:
+            agent = data["agent"]
+            report["agents"].append(
+                {
+                    "agent": agent,
+                    "memory": str(app.paths.memory_file(agent)),
+                    "dreams": str(app.paths.dreams_file(agent)),
+                    "corpus": str(app.paths.corpus_dir(agent)),
+                    "light": data,
+                }
+            )
+    finally:
+        app.close()
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(f"demo state folder: {root}")
+    for a in report["agents"]:
+        click.echo(format_light(a["light"]))
+        click.echo(f"  MEMORY.md: {a['memory']}")
+        click.echo(f"  DREAMS.md: {a['dreams']}")
+        click.echo(f"  corpus:    {a['corpus']}")
+    click.echo(f"next: dreaming --state-dir {root} status")

@@ -1,0 +1,22 @@
+"""Printing: one JSON document on stdout with --json, readable text otherwise."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+def note(message: str) -> None:
+    """Diagnostics go to stderr so stdout stays machine-readable."""
+    click.echo(message, err=True)

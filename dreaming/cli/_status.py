@@ -1,0 +1,48 @@
+"""`dreaming status`: per agent, what has been read, what was kept out and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.status import agent_status
+
+
+def _format(s: dict[str, Any]) -> str:
+    sess = s["sessions"]
+    out = [
+        f"agent {s['agent']}  (clock {s['clock'] or 'unset'})",
+        f"  sessions: {sess['admitted']} admitted, {sess['excluded']} excluded, "
+        f"{sess['internal']} internal, {sess['forgotten']} forgotten",
+        f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['pending_candidates']}"
+        f"   entries: {s['entries']}",
+    ]
+    for phase, run in sorted(s["last_runs"].items()):
+        out.append(f"  last {phase}: {run['started_at']} {run['outcome']}")
+    if s["not_admitted"]:
+        out.append("  not admitted:")
+        for row in s["not_admitted"]:
+            label = row["session_key"] or row["session_id"]
+            out.append(f"    {label}: {row['reason']}")
+    return "\n".join(out)
+
+
+@cli.command()
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
+    """Show each agent's state: sessions, corpus, candidates, entries, last runs."""
+    app = ctx.app
+    names = [a for a in app.agents(list(agents) or None) if app.paths.database(a).exists()]
+    report = [agent_status(app.engine(a, create=False), a) for a in names]
+    if as_json:
+        emit_json({"state_dir": str(app.paths.state_dir), "agents": report})
+        return
+    if not report:
+        click.echo(f"no agent state under {app.paths.home} yet: run `dreaming run` first")
+    for s in report:
+        click.echo(_format(s))

@@ -1,0 +1,215 @@
+"""Validated settings: `dreaming.toml`, where state lives, and per-agent paths.
+
+Unknown keys are errors that name the file and the key, because a misspelt
+policy key (say `excludeSesions`) would otherwise silently admit what the
+operator meant to keep out.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dreaming.errors import ConfigError
+from dreaming.llm import LLMProfile
+
+CONFIG_ENV = "DREAMING_CONFIG"
+STATE_DIR_ENV = "DREAMING_STATE_DIR"
+CONFIG_FILENAME = "dreaming.toml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class SourceKind(StrEnum):
+    OPENCLAW = "openclaw"
+    CLAUDE_CODE = "claude-code"
+    EVENT_LOG = "event-log"
+
+
+class Source(_Strict):
+    """A folder of transcripts. OpenClaw roots name their agents; the others need `agent`."""
+
+    kind: SourceKind
+    path: Path
+    agent: str | None = None
+
+
+class ExcludeSessions(_Strict):
+    hook_external_content_sources: tuple[str, ...] = Field(
+        default=(), alias="hookExternalContentSources"
+    )
+    channels: tuple[str, ...] = ()
+    chat_types: tuple[str, ...] = Field(default=(), alias="chatTypes")
+
+
+class TagsSettings(_Strict):
+    plugin_dirs: tuple[Path, ...] = ()
+    # An explicit list replaces every other source of declarations (see dreaming.tags).
+    declarations: tuple[dict[str, Any], ...] | None = None
+
+
+class CorpusSettings(_Strict):
+    max_line_chars: int = Field(default=2000, ge=80)
+    max_transcript_line_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+
+class CandidateSettings(_Strict):
+    min_claim_words: int = Field(default=4, ge=1)
+    max_claim_words: int = Field(default=60, ge=4)
+    similarity: float = Field(default=0.8, gt=0, le=1)
+    recency_half_life_days: float = Field(default=14.0, gt=0)
+
+
+class AgentSettings(_Strict):
+    workspace: Path | None = None
+
+
+class LLMSettings(_Strict):
+    profiles: dict[str, LLMProfile] = {}
+
+
+class Settings(_Strict):
+    """Everything `dreaming.toml` may say. Defaults make an empty file valid."""
+
+    read_state_dir: bool = True  # read the state folder itself as an OpenClaw root
+    sources: tuple[Source, ...] = ()
+    exclude_sessions: ExcludeSessions = Field(
+        default_factory=ExcludeSessions, alias="excludeSessions"
+    )
+    tags: TagsSettings = Field(default_factory=TagsSettings)
+    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
+    candidates: CandidateSettings = Field(default_factory=CandidateSettings)
+    agents: dict[str, AgentSettings] = {}
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    jobs_dir: Path | None = None
+    database_url: str | None = None
+
+
+def _format_error(path: Path | str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key '{key}'")
+        else:
+            lines.append(f"{path}: key '{key}': {e['msg']}")
+    return "; ".join(lines)
+
+
+def parse_settings(data: Mapping[str, Any], origin: Path | str) -> Settings:
+    try:
+        return Settings.model_validate(dict(data))
+    except ValidationError as err:
+        raise ConfigError(_format_error(origin, err)) from None
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Load settings from `path` (None: defaults). Relative paths resolve against the file."""
+    if path is None:
+        return Settings()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read settings file: {err.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    settings = parse_settings(data, path)
+    return _resolve_paths(settings, path.parent)
+
+
+def _resolve(p: Path, base: Path) -> Path:
+    p = p.expanduser()
+    return p if p.is_absolute() else (base / p)
+
+
+def _resolve_paths(s: Settings, base: Path) -> Settings:
+    return s.model_copy(
+        update={
+            "sources": tuple(
+                src.model_copy(update={"path": _resolve(src.path, base)}) for src in s.sources
+            ),
+            "tags": s.tags.model_copy(
+                update={"plugin_dirs": tuple(_resolve(p, base) for p in s.tags.plugin_dirs)}
+            ),
+            "agents": {
+                name: a.model_copy(
+                    update={"workspace": _resolve(a.workspace, base) if a.workspace else None}
+                )
+                for name, a in s.agents.items()
+            },
+            "jobs_dir": _resolve(s.jobs_dir, base) if s.jobs_dir else None,
+        }
+    )
+
+
+def default_state_dir(env: Mapping[str, str] = os.environ) -> Path:
+    if env.get(STATE_DIR_ENV):
+        return Path(env[STATE_DIR_ENV]).expanduser()
+    return Path("~/.openclaw").expanduser()
+
+
+def find_config(
+    explicit: Path | None, state_dir: Path, env: Mapping[str, str] = os.environ
+) -> Path | None:
+    """--config, then DREAMING_CONFIG, then `<state>/dreaming.toml` if it exists."""
+    if explicit is not None:
+        return explicit
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    candidate = state_dir / CONFIG_FILENAME
+    return candidate if candidate.is_file() else None
+
+
+class Paths:
+    """Where an installation keeps things; one object so nothing else joins paths by hand."""
+
+    def __init__(self, state_dir: Path, settings: Settings) -> None:
+        self.state_dir = state_dir
+        self.settings = settings
+
+    @property
+    def home(self) -> Path:
+        """dreaming's own folder inside the state dir (databases, locks, scheduler)."""
+        return self.state_dir / "dreaming"
+
+    def database(self, agent: str) -> Path:
+        return self.home / "agents" / f"{agent}.sqlite"
+
+    def lock(self, agent: str) -> Path:
+        return self.home / "locks" / f"{agent}.lock"
+
+    def workspace(self, agent: str) -> Path:
+        # OpenClaw's convention: the default agent uses `workspace`, others `workspace-<id>`.
+        configured = self.settings.agents.get(agent)
+        if configured is not None and configured.workspace is not None:
+            return configured.workspace
+        return self.state_dir / ("workspace" if agent == "main" else f"workspace-{agent}")
+
+    def memory_file(self, agent: str) -> Path:
+        return self.workspace(agent) / "MEMORY.md"
+
+    def dreams_file(self, agent: str) -> Path:
+        return self.workspace(agent) / "DREAMS.md"
+
+    def corpus_dir(self, agent: str) -> Path:
+        return self.workspace(agent) / "memory" / ".dreams" / "session-corpus"
+
+    def known_agents(self) -> list[str]:
+        """Agents that have a database already (for status and listings)."""
+        folder = self.home / "agents"
+        if not folder.is_dir():
+            return []
+        return sorted(p.stem for p in folder.glob("*.sqlite"))
+
+
+OutputMode = Literal["text", "json"]

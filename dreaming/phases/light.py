@@ -1,0 +1,631 @@
+"""The light phase: transcripts -> admitted, stripped corpus lines -> folded candidates.
+
+Per session file, everything a read produces - corpus lines, candidate evidence, recalls,
+the file's cursor and the session's admission record - commits in one transaction, so the
+cursor (the watermark) never runs ahead of the work it covers. Corpus files are written from
+the table afterwards; see `dreaming.corpus`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import claims as claims_mod
+from dreaming import corpus, memory_file
+from dreaming.admission import Status, decide, origin_class
+from dreaming.config import Paths, Settings
+from dreaming.messages import Kind, SessionFile
+from dreaming.scoring import Signals, score
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CandidateRow,
+    CorpusDirtyDayRow,
+    CorpusLineRow,
+    FileCursorRow,
+    RecallRow,
+    SessionRow,
+    StateRow,
+    TombstoneRow,
+)
+from dreaming.tags import Scope, TagRegistry
+from dreaming.transcripts import Cursor, TranscriptReader, cursor_is_valid
+
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
+TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+
+CLOCK_KEY = "clock"
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class LightSummary:
+    agent: str
+    sessions_seen: int = 0
+    sessions_read: int = 0
+    sessions_unchanged: int = 0
+    files_rewritten: int = 0
+    not_admitted: Counter[str] = field(default_factory=Counter)
+    messages: int = 0
+    corpus_lines: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    skips: Counter[str] = field(default_factory=Counter)
+    candidates_new: int = 0
+    candidates_updated: int = 0
+    candidates_pending: int = 0
+    recalls: int = 0
+    bytes_read: int = 0
+    corpus_files_written: int = 0
+    clock: str | None = None
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "sessions": {
+                "seen": self.sessions_seen,
+                "read": self.sessions_read,
+                "unchanged": self.sessions_unchanged,
+                "rewritten": self.files_rewritten,
+                "not_admitted": dict(sorted(self.not_admitted.items())),
+            },
+            "messages": self.messages,
+            "corpus_lines": self.corpus_lines,
+            "dropped": dict(sorted(self.dropped.items())),
+            "skips": dict(sorted(self.skips.items())),
+            "candidates": {
+                "new": self.candidates_new,
+                "updated": self.candidates_updated,
+                "pending": self.candidates_pending,
+            },
+            "recalls": self.recalls,
+            "bytes_read": self.bytes_read,
+            "corpus_files_written": self.corpus_files_written,
+            "clock": self.clock,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def _naive_utc(ts: datetime | None) -> datetime | None:
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts is not None else None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass
+class _Folder:
+    """Folds claims into candidates; holds the agent's candidate and entry indexes."""
+
+    agent: str
+    settings: Settings
+    by_key: dict[str, int]
+    index: claims_mod.SimilarityIndex
+    entries: claims_mod.SimilarityIndex
+    entry_keys: list[str]
+    entry_by_claim_key: dict[str, str]
+
+    @classmethod
+    def load(cls, conn: Connection, agent: str, settings: Settings, memory: Path) -> _Folder:
+        sim = settings.candidates.similarity
+        index = claims_mod.SimilarityIndex(sim)
+        by_key: dict[str, int] = {}
+        for cid, key, tokens in conn.execute(
+            select(CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens).where(
+                CANDIDATES.c.agent == agent
+            )
+        ):
+            by_key[key] = cid
+            index.add(cid, frozenset(tokens.split()))
+        # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
+        # (that is how our output echoed back in a transcript is recognised, not re-promoted).
+        entries = claims_mod.SimilarityIndex(sim)
+        entry_keys: list[str] = []
+        entry_by_claim_key: dict[str, str] = {}
+        for block in memory_file.read(memory).live_blocks():
+            tokens = claims_mod.content_tokens(block.text)
+            if not tokens:
+                continue
+            entries.add(len(entry_keys), tokens)
+            entry_keys.append(block.key)
+            entry_by_claim_key[claims_mod.claim_key(tokens)] = block.key
+        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key)
+
+    def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
+        if claim.key in self.entry_by_claim_key:
+            return self.entry_by_claim_key[claim.key]
+        hit = self.entries.best(claim.tokens)
+        return self.entry_keys[hit] if hit is not None else None
+
+    def fold(
+        self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]], summary: LightSummary
+    ) -> set[int]:
+        cs = self.settings.candidates
+        touched: set[int] = set()
+        evidence: list[dict[str, Any]] = []
+        recalls: list[dict[str, Any]] = []
+        now = _now()
+        for line_id, row in lines:
+            found = claims_mod.extract(
+                row["text"], min_words=cs.min_claim_words, max_words=cs.max_claim_words
+            )
+            for claim in found:
+                entry = self.recalled_entry(claim)
+                if entry is not None:
+                    recalls.append(
+                        {
+                            "agent": self.agent,
+                            "entry_key": entry,
+                            "corpus_line_id": line_id,
+                            "session_id": row["session_id"],
+                            "observed_at": row["ts"],
+                        }
+                    )
+                    continue
+                cid = self.by_key.get(claim.key)
+                if cid is None:
+                    cid = self.index.best(claim.tokens)
+                if cid is None:
+                    cid = int(
+                        conn.execute(
+                            insert(CANDIDATES)
+                            .values(
+                                agent=self.agent,
+                                key=claim.key,
+                                text=claim.text,
+                                tokens=" ".join(sorted(claim.tokens)),
+                                durable_cue=claim.durable_cue,
+                                updated_at=now,
+                            )
+                            .returning(CANDIDATES.c.id)
+                        ).scalar_one()
+                    )
+                    self.by_key[claim.key] = cid
+                    self.index.add(cid, claim.tokens)
+                    summary.candidates_new += 1
+                elif claim.durable_cue:
+                    conn.execute(
+                        update(CANDIDATES).where(CANDIDATES.c.id == cid).values(durable_cue=True)
+                    )
+                touched.add(cid)
+                evidence.append(
+                    {
+                        "candidate_id": cid,
+                        "corpus_line_id": line_id,
+                        "agent": self.agent,
+                        "session_id": row["session_id"],
+                        "day": row["day"],
+                        "origin_class": row["origin_class"],
+                    }
+                )
+        if evidence:
+            conn.execute(sqlite_insert(EVIDENCE).on_conflict_do_nothing(), evidence)
+        if recalls:
+            conn.execute(sqlite_insert(RECALLS).on_conflict_do_nothing(), recalls)
+            summary.recalls += len(recalls)
+        return touched
+
+
+def _chunks(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
+    """Recompute the stored signals of candidates from their evidence. Candidates left with
+    no evidence (their lines were removed) and never promoted are deleted. Returns updated."""
+    updated = 0
+    ordered = sorted(set(ids))
+    for chunk in _chunks(ordered):
+        stats = conn.execute(
+            select(
+                EVIDENCE.c.candidate_id,
+                func.count(func.distinct(EVIDENCE.c.session_id)),
+                func.count(func.distinct(EVIDENCE.c.day)),
+                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=LINES.c.line.type)),
+                func.count(),
+                func.min(LINES.c.ts),
+                func.max(LINES.c.ts),
+            )
+            .select_from(EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id))
+            .where(EVIDENCE.c.candidate_id.in_(chunk))
+            .group_by(EVIDENCE.c.candidate_id)
+        ).all()
+        seen = set()
+        for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats:
+            seen.add(cid)
+            conn.execute(
+                update(CANDIDATES)
+                .where(CANDIDATES.c.id == cid)
+                .values(
+                    sessions=sessions,
+                    days=days,
+                    owner_lines=own or 0,
+                    agent_lines=agt or 0,
+                    untrusted_lines=untr or 0,
+                    system_lines=sysl or 0,
+                    evidence_count=count,
+                    first_seen=first,
+                    last_seen=last,
+                    updated_at=_now(),
+                )
+            )
+            updated += 1
+        empty = [cid for cid in chunk if cid not in seen]
+        if empty:
+            conn.execute(
+                delete(CANDIDATES).where(
+                    and_(CANDIDATES.c.id.in_(empty), CANDIDATES.c.status == "pending")
+                )
+            )
+    return updated
+
+
+def rescore(conn: Connection, agent: str, settings: Settings) -> int:
+    """Score every candidate against the agent's clock. Returns the number pending."""
+    clock = read_clock(conn, agent)
+    half_life = settings.candidates.recency_half_life_days
+    rows = conn.execute(select(CANDIDATES).where(CANDIDATES.c.agent == agent)).mappings().all()
+    pending = 0
+    changes = []
+    for r in rows:
+        value = score(
+            Signals(
+                sessions=r["sessions"],
+                days=r["days"],
+                owner_lines=r["owner_lines"],
+                agent_lines=r["agent_lines"],
+                untrusted_lines=r["untrusted_lines"],
+                system_lines=r["system_lines"],
+                last_seen=r["last_seen"],
+                durable_cue=bool(r["durable_cue"]),
+                rem_boost=r["rem_boost"],
+            ),
+            clock,
+            half_life,
+        )
+        if r["status"] == "pending":
+            pending += 1
+        if value != r["score"]:
+            changes.append({"cid": r["id"], "score": value})
+    if changes:
+        conn.execute(
+            update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes
+        )
+    return pending
+
+
+def read_clock(conn: Connection, agent: str) -> datetime | None:
+    value = conn.execute(
+        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == CLOCK_KEY))
+    ).scalar()
+    return datetime.fromisoformat(value) if value else None
+
+
+def _advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None:
+    if newest is None:
+        return
+    current = read_clock(conn, agent)
+    if current is not None and current >= newest:
+        return
+    conn.execute(
+        sqlite_insert(STATE)
+        .values(agent=agent, key=CLOCK_KEY, value=newest.isoformat())
+        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": newest.isoformat()})
+    )
+
+
+def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict[str, Any]:
+    return {
+        "agent": sf.agent,
+        "session_id": sf.session_id,
+        "path": str(sf.path),
+        "format": sf.format.value if sf.format else None,
+        "session_key": sf.session_key,
+        "channel": sf.channel,
+        "chat_type": sf.chat_type,
+        "external_source": sf.external_source,
+        "participants": json.dumps(list(sf.participants)),
+        "kind": sf.kind.value,
+        "created_at": _naive_utc(sf.created_at),
+        "status": status.value,
+        "reason": reason,
+    }
+
+
+def _upsert_session(
+    conn: Connection, values: dict[str, Any], existing: dict[str, Any] | None, read: bool
+) -> None:
+    now = _now()
+    if existing is None:
+        conn.execute(
+            insert(SESSIONS).values(**values, first_seen=now, last_read=now if read else None)
+        )
+        return
+    changed = {k: v for k, v in values.items() if existing.get(k) != v}
+    if read:
+        changed["last_read"] = now
+    if changed:
+        conn.execute(
+            update(SESSIONS)
+            .where(
+                and_(
+                    SESSIONS.c.agent == values["agent"],
+                    SESSIONS.c.session_id == values["session_id"],
+                )
+            )
+            .values(**changed)
+        )
+
+
+def _remove_session_lines(conn: Connection, agent: str, session_id: str) -> tuple[set[int], set[str]]:
+    """Drop a session's corpus lines (its file was rewritten). Returns touched candidates
+    and the days whose files must be rewritten."""
+    where = and_(LINES.c.agent == agent, LINES.c.session_id == session_id)
+    days = {d for (d,) in conn.execute(select(LINES.c.day).where(where).distinct())}
+    touched = {
+        c
+        for (c,) in conn.execute(
+            select(EVIDENCE.c.candidate_id)
+            .where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.session_id == session_id))
+            .distinct()
+        )
+    }
+    conn.execute(
+        delete(EVIDENCE).where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.session_id == session_id))
+    )
+    conn.execute(
+        delete(RECALLS).where(and_(RECALLS.c.agent == agent, RECALLS.c.session_id == session_id))
+    )
+    conn.execute(delete(LINES).where(where))
+    return touched, days
+
+
+def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
+    rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
+    if rows:
+        conn.execute(sqlite_insert(DIRTY).on_conflict_do_nothing(), rows)
+
+
+def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
+    """Rewrite every dirty day's corpus file from the table, then clear its mark."""
+    with engine.connect() as conn:
+        days = [d for (d,) in conn.execute(select(DIRTY.c.day).where(DIRTY.c.agent == agent))]
+    for day in sorted(days):
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(LINES.c.session_id, LINES.c.line, LINES.c.text)
+                .where(and_(LINES.c.agent == agent, LINES.c.day == day))
+                .order_by(func.coalesce(LINES.c.ts, ""), LINES.c.session_id, LINES.c.line)
+            ).all()
+        corpus.write_day(folder, day, corpus.render_day(agent, [tuple(r) for r in rows]))  # type: ignore[misc]
+        with engine.begin() as conn:
+            conn.execute(delete(DIRTY).where(and_(DIRTY.c.agent == agent, DIRTY.c.day == day)))
+    return len(days)
+
+
+class LightPhase:
+    """Runs the light phase for one agent over its session files."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        paths: Paths,
+        registry: TagRegistry,
+        *,
+        progress: Progress | None = None,
+    ) -> None:
+        self.engine = engine
+        self.paths = paths
+        self.settings = paths.settings
+        self.registry = registry
+        self.progress = progress
+
+    def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
+        started = time.perf_counter()
+        summary = LightSummary(agent=agent)
+        corpus_dir = self.paths.corpus_dir(agent)
+        # Repair first: days a crashed run committed but did not write out.
+        summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
+        with self.engine.connect() as conn:
+            tombstoned = {
+                s for (s,) in conn.execute(select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent))
+            }
+            sessions = {
+                r["session_id"]: dict(r)
+                for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings()
+            }
+            cursors = {
+                r["path"]: dict(r)
+                for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings()
+            }
+            folder = _Folder.load(conn, agent, self.settings, self.paths.memory_file(agent))
+        changed = False
+        touched_total: set[int] = set()
+        for n, sf in enumerate(files, 1):
+            if self.progress is not None:
+                self.progress(n, len(files), sf.session_id)
+            summary.sessions_seen += 1
+            decision = decide(
+                sf, self.settings.exclude_sessions, tombstoned=sf.session_id in tombstoned
+            )
+            values = _session_values(sf, decision.status, decision.reason)
+            if not decision.admitted:
+                summary.not_admitted[decision.reason or decision.status.value] += 1
+                if decision.status is not Status.FORGOTTEN:
+                    with self.engine.begin() as conn:
+                        _upsert_session(conn, values, sessions.get(sf.session_id), read=False)
+                continue
+            touched = self._read_session(sf, values, sessions.get(sf.session_id), cursors, folder, summary)
+            if touched is not None:
+                changed = True
+                touched_total |= touched
+        with self.engine.begin() as conn:
+            if changed:
+                summary.candidates_updated = len(touched_total)
+                summary.candidates_pending = rescore(conn, agent, self.settings)
+            else:
+                summary.candidates_pending = int(
+                    conn.execute(
+                        select(func.count()).where(
+                            and_(CANDIDATES.c.agent == agent, CANDIDATES.c.status == "pending")
+                        )
+                    ).scalar_one()
+                )
+            clock = read_clock(conn, agent)
+        summary.clock = clock.isoformat() if clock else None
+        summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
+        summary.duration_s = time.perf_counter() - started
+        return summary
+
+    def _read_session(
+        self,
+        sf: SessionFile,
+        values: dict[str, Any],
+        existing: dict[str, Any] | None,
+        cursors: dict[str, dict[str, Any]],
+        folder: _Folder,
+        summary: LightSummary,
+    ) -> set[int] | None:
+        """Read what is new in one admitted file and commit it. None: nothing was read."""
+        agent = sf.agent
+        key = str(sf.path)
+        try:
+            st = os.stat(sf.path)
+        except OSError:
+            summary.skips["unreadable-file"] += 1
+            return None
+        prev = cursors.get(key)
+        if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
+            summary.sessions_unchanged += 1
+            if existing is not None and (existing["status"], existing["reason"]) != (
+                values["status"],
+                values["reason"],
+            ):
+                with self.engine.begin() as conn:
+                    _upsert_session(conn, values, existing, read=False)
+            return None
+        start: Cursor | None = None
+        rewritten = False
+        if prev is not None:
+            start = Cursor(offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"])
+            if not cursor_is_valid(sf.path, start):
+                start, rewritten = None, True
+        reader = TranscriptReader(
+            sf,
+            start=start,
+            skips=summary.skips,
+            max_line_bytes=self.settings.corpus.max_transcript_line_bytes,
+        )
+        fallback_day = (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
+        max_chars = self.settings.corpus.max_line_chars
+        rows: list[dict[str, Any]] = []
+        newest: datetime | None = None
+        for msg in reader:
+            if msg.kind is not Kind.SPEECH:
+                summary.dropped[msg.kind.value] += 1
+                continue
+            summary.messages += 1
+            text = corpus.normalize(self.registry.strip(msg.text, Scope.DREAMING_INGESTION), max_chars)
+            if not text:
+                summary.dropped["empty-after-strip"] += 1
+                continue
+            ts = _naive_utc(msg.timestamp)
+            if ts is not None and (newest is None or ts > newest):
+                newest = ts
+            rows.append(
+                {
+                    "agent": agent,
+                    "session_id": sf.session_id,
+                    "line": msg.line,
+                    "ts": ts,
+                    "day": corpus.day_of(ts, fallback_day),
+                    "role": msg.role.value,
+                    "origin_class": origin_class(sf, msg).value,
+                    "text": text,
+                    "text_hash": corpus.text_hash(text),
+                }
+            )
+        end = reader.cursor
+        summary.bytes_read += max(end.offset - (start.offset if start else 0), 0)
+        if reader.format is not None:
+            values["format"] = reader.format.value
+        touched: set[int] = set()
+        with self.engine.begin() as conn:
+            days: set[str] = set()
+            if rewritten:
+                summary.files_rewritten += 1
+                gone, old_days = _remove_session_lines(conn, agent, sf.session_id)
+                touched |= gone
+                days |= old_days
+            if rows:
+                conn.execute(sqlite_insert(LINES).on_conflict_do_nothing(), rows)
+                ids = dict(
+                    conn.execute(
+                        select(LINES.c.line, LINES.c.id).where(
+                            and_(
+                                LINES.c.agent == agent,
+                                LINES.c.session_id == sf.session_id,
+                                LINES.c.line >= rows[0]["line"],
+                                LINES.c.line <= rows[-1]["line"],
+                            )
+                        )
+                    ).all()
+                )
+                new_lines = [(ids[r["line"]], r) for r in rows if r["line"] in ids]
+                touched |= folder.fold(conn, new_lines, summary)
+                days |= {r["day"] for r in rows}
+                summary.corpus_lines += len(rows)
+            refresh_candidates(conn, agent, touched)
+            _mark_dirty(conn, agent, days)
+            _advance_clock(conn, agent, newest)
+            cursor_values = {
+                "agent": agent,
+                "path": key,
+                "session_id": sf.session_id,
+                "offset": end.offset,
+                "line": end.line,
+                "head": end.head,
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "updated_at": _now(),
+            }
+            conn.execute(
+                sqlite_insert(CURSORS)
+                .values(**cursor_values)
+                .on_conflict_do_update(index_elements=["agent", "path"], set_=cursor_values)
+            )
+            _upsert_session(conn, values, existing, read=True)
+        summary.sessions_read += 1
+        return touched

@@ -1,0 +1,41 @@
+"""Which transcript files belong to which agent, from the state dir and configured sources."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from dreaming.config import Paths, SourceKind
+from dreaming.errors import ConfigError
+from dreaming.messages import SessionFile
+from dreaming.transcripts import discover_claude_code, discover_event_log, discover_openclaw
+
+
+def discover(paths: Paths) -> dict[str, list[SessionFile]]:
+    """Every known session file, grouped by agent, each group sorted by path."""
+    found: list[SessionFile] = []
+    settings = paths.settings
+    if settings.read_state_dir and (paths.state_dir / "agents").is_dir():
+        found.extend(discover_openclaw(paths.state_dir))
+    for src in settings.sources:
+        if src.kind is SourceKind.OPENCLAW:
+            found.extend(discover_openclaw(src.path))
+            continue
+        if not src.agent:
+            raise ConfigError(f"sources: a {src.kind.value} source ({src.path}) needs `agent`")
+        if src.kind is SourceKind.CLAUDE_CODE:
+            found.extend(discover_claude_code(src.path, src.agent))
+        else:
+            found.extend(discover_event_log(src.path, src.agent))
+    return _group(found)
+
+
+def _group(files: Iterable[SessionFile]) -> dict[str, list[SessionFile]]:
+    grouped: dict[str, dict[str, SessionFile]] = defaultdict(dict)
+    for f in files:
+        # The same file reached through two configured roots is one session.
+        grouped[f.agent].setdefault(str(f.path.resolve()), f)
+    return {
+        agent: sorted(by_path.values(), key=lambda f: str(f.path))
+        for agent, by_path in sorted(grouped.items())
+    }

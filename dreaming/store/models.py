@@ -1,0 +1,163 @@
+"""SQLModel tables of an agent's state. Every table carries `agent` so one PostgreSQL
+database can hold a fleet; the per-agent SQLite file of the embedded default has one value.
+
+The DDL lives in `migrations.py`; a test checks the two agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+
+class SessionRow(SQLModel, table=True):
+    __tablename__ = "sessions"
+
+    agent: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    path: str
+    format: str | None = None
+    session_key: str | None = None
+    channel: str | None = None
+    chat_type: str | None = None
+    external_source: str | None = None
+    participants: str = "[]"  # JSON list
+    kind: str = "interactive"
+    created_at: datetime | None = None
+    status: str = "admitted"  # admitted | excluded | internal | forgotten
+    reason: str | None = None  # policy:<field>=<value> | forgotten | internal:<kind>
+    first_seen: datetime
+    last_read: datetime | None = None
+
+
+class FileCursorRow(SQLModel, table=True):
+    __tablename__ = "file_cursors"
+
+    agent: str = Field(primary_key=True)
+    path: str = Field(primary_key=True)
+    session_id: str
+    offset: int = 0
+    line: int = 0
+    head: str = ""
+    size: int = 0
+    mtime_ns: int = 0
+    updated_at: datetime
+
+
+class CorpusLineRow(SQLModel, table=True):
+    __tablename__ = "corpus_lines"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    session_id: str
+    line: int
+    ts: datetime | None = None
+    day: str  # YYYY-MM-DD of the agent's clock; names the corpus file
+    role: str
+    origin_class: str  # owner | agent | untrusted | system
+    text: str
+    text_hash: str
+
+
+class CandidateRow(SQLModel, table=True):
+    __tablename__ = "candidates"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    key: str
+    text: str
+    tokens: str  # space-joined sorted content tokens, for near-duplicate folding
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    sessions: int = 0
+    days: int = 0
+    owner_lines: int = 0
+    agent_lines: int = 0
+    untrusted_lines: int = 0
+    system_lines: int = 0
+    durable_cue: bool = False
+    score: float = 0.0
+    status: str = "pending"  # pending | promoted | skipped | merged
+    evidence_count: int = 0
+    decided_evidence: int = 0  # evidence_count when last decided: new evidence reopens it
+    rem_boost: float = 0.0
+    updated_at: datetime
+
+
+class CandidateEvidenceRow(SQLModel, table=True):
+    __tablename__ = "candidate_evidence"
+
+    candidate_id: int = Field(primary_key=True)
+    corpus_line_id: int = Field(primary_key=True)
+    agent: str
+    session_id: str
+    day: str
+    origin_class: str
+
+
+class EntryRow(SQLModel, table=True):
+    __tablename__ = "entries"
+
+    agent: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    text: str
+    status: str = "live"  # live | retired
+    created_at: datetime
+    updated_at: datetime
+    recall_count: int = 0
+    last_recalled_at: datetime | None = None
+
+
+class RecallRow(SQLModel, table=True):
+    __tablename__ = "recalls"
+
+    agent: str = Field(primary_key=True)
+    entry_key: str = Field(primary_key=True)
+    corpus_line_id: int = Field(primary_key=True)
+    session_id: str
+    observed_at: datetime | None = None
+
+
+class TombstoneRow(SQLModel, table=True):
+    __tablename__ = "tombstones"
+
+    agent: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    session_key: str | None = None
+    reason: str = "forgotten"
+    created_at: datetime
+    detail: str = "{}"  # JSON
+
+
+class CorpusDirtyDayRow(SQLModel, table=True):
+    """Days whose corpus file must be rewritten from the table (set in the same transaction
+    as the lines, cleared after the file is written), so a crash in between is repaired."""
+
+    __tablename__ = "corpus_dirty_days"
+
+    agent: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    job: str | None = None
+    phases: str  # comma-separated
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: str = "running"  # running | ok | failed | budget | interrupted
+    summary: str = "{}"  # JSON
+
+
+class StateRow(SQLModel, table=True):
+    """Small key/value facts: the agent clock, last run of each phase."""
+
+    __tablename__ = "agent_state"
+
+    agent: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    value: str
