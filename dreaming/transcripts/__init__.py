@@ -1,0 +1,27 @@
+"""Transcript readers (OpenClaw/pi, Claude Code, event log) and session discovery.
+
+Every reader yields `dreaming.messages.Message` and counts per-line problems in a
+`SkipCounts`; bad input is skipped and counted, never raised. Reading is incremental: a
+`Cursor` says where the next read of a file starts and `cursor_is_valid` whether it still can.
+"""
+
+from __future__ import annotations
+
+from ._cursor import Cursor, cursor_is_valid
+from ._detect import detect_format
+from ._discovery import discover_claude_code, discover_event_log, discover_openclaw
+from ._lines import DEFAULT_MAX_LINE_BYTES
+from ._reader import TranscriptReader
+from ._session_keys import session_kind_from_key
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "Cursor",
+    "TranscriptReader",
+    "cursor_is_valid",
+    "detect_format",
+    "discover_claude_code",
+    "discover_event_log",
+    "discover_openclaw",
+    "session_kind_from_key",
+]

@@ -1,0 +1,81 @@
+"""Telling the transcript formats apart from their first object lines."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from dreaming.messages import Format
+
+from ._event_log import is_quiet_event
+from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
+
+SNIFF_LINES = 20
+_BINARY_SNIFF_BYTES = 8192
+
+# Line types that name their format by themselves.
+_OPENCLAW_TYPES = frozenset(
+    {
+        "session",
+        "model_change",
+        "thinking_level_change",
+        "compaction",
+        "custom",
+        "custom_message",
+        "branch_summary",
+        "label",
+        "session_info",
+    }
+)
+_CLAUDE_CODE_TYPES = frozenset(
+    {"summary", "system", "progress", "file-history-snapshot", "queue-operation"}
+)
+_EVENT_MESSAGES = frozenset(
+    {"user/message", "assistant/message", "context/message", "steering/message"}
+)
+
+
+def classify_line(obj: dict[str, Any]) -> Format | None:
+    """The format one object line belongs to, when it says so unambiguously."""
+    line_type = obj.get("type")
+    if not isinstance(line_type, str):
+        return None
+    if line_type == "message":
+        return Format.OPENCLAW if type(obj.get("message")) is dict else None
+    if line_type in ("user", "assistant"):
+        # Claude Code's conversation lines; OpenClaw wraps the same roles in `message` lines.
+        return Format.CLAUDE_CODE if type(obj.get("message")) is dict else None
+    if line_type in _OPENCLAW_TYPES:
+        return Format.OPENCLAW
+    if line_type in _CLAUDE_CODE_TYPES:
+        return Format.CLAUDE_CODE
+    if line_type in _EVENT_MESSAGES or ("data" in obj and is_quiet_event(line_type)):
+        return Format.EVENT_LOG
+    return None
+
+
+def detect_format(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Format | None:
+    """Sniff the first object lines of `path`; None when they name no format we read.
+
+    The first line that names a format decides. Unreadable, empty and binary files are None.
+    """
+    try:
+        with path.open("rb") as f:
+            if b"\0" in f.read(_BINARY_SNIFF_BYTES):
+                return None
+            source = LineSource(
+                f,
+                offset=0,
+                line=0,
+                skips=Counter(),
+                max_line_bytes=max_line_bytes,
+                max_lines=SNIFF_LINES,
+            )
+            for _, obj in source:
+                found = classify_line(obj)
+                if found is not None:
+                    return found
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,279 @@
+"""Finding transcript files on disk and what is known about their sessions.
+
+OpenClaw:    <root>/agents/<agentId>/sessions/<sessionId>.jsonl, indexed by sessions.json
+Claude Code: <root>/<project>/<session>.jsonl and <root>/<project>/<session>/subagents/*.jsonl
+Event log:   any *.jsonl under a folder (or one file)
+
+Every function returns its SessionFiles sorted by path, so runs are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dreaming.messages import Format, SessionFile, SessionKind
+
+from ._common import parse_timestamp
+from ._session_keys import parse_session_key
+
+logger = logging.getLogger(__name__)
+
+# Names OpenClaw gives to .jsonl files beside the transcripts that are not live transcripts:
+# compaction checkpoints, archives left by /reset and deletion, and per-run trajectory
+# sidecars (timing events, not conversation).
+_NOT_TRANSCRIPT_MARKERS = (".checkpoint.", ".reset.", ".deleted.", ".bak", ".trajectory.")
+# The header line is small; this only bounds a pathological first line.
+_HEADER_LIMIT = 64 * 1024
+
+
+# --------------------------------------------------------------------------- OpenClaw
+
+
+@dataclass(slots=True)
+class _Index:
+    """sessions.json, looked up by transcript file name and by session id."""
+
+    by_file: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    by_id: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def find(self, path: Path) -> tuple[str, dict[str, Any]] | None:
+        found = self.by_file.get(path.name) or self.by_id.get(path.stem)
+        if found is None and "-topic-" in path.stem:
+            # Telegram topic transcripts are <sessionId>-topic-<threadId>.jsonl.
+            found = self.by_id.get(path.stem.split("-topic-", 1)[0])
+        return found
+
+
+def discover_openclaw(root: Path) -> list[SessionFile]:
+    """Every live transcript under `<root>/agents/*/sessions/`, with its sessions.json facts.
+
+    A transcript without an index entry is still found (kind INTERACTIVE, no key). A broken
+    sessions.json is logged as a warning and treated as absent.
+    """
+    agents_dir = root / "agents"
+    found: list[SessionFile] = []
+    for agent_dir in _subdirs(agents_dir):
+        sessions_dir = agent_dir / "sessions"
+        if not sessions_dir.is_dir():
+            continue
+        index = _load_index(sessions_dir / "sessions.json")
+        for path in _files(sessions_dir, "*.jsonl"):
+            if any(marker in path.name for marker in _NOT_TRANSCRIPT_MARKERS):
+                continue
+            found.append(_openclaw_session(agent_dir.name, path, index.find(path)))
+    return sorted(found, key=lambda s: s.path)
+
+
+def _load_index(path: Path) -> _Index:
+    index = _Index()
+    if not path.is_file():
+        return index
+    try:
+        with path.open("rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:
+        logger.warning("%s: unreadable session index (%s); sessions found without keys", path, exc)
+        return index
+    if not isinstance(data, dict):
+        logger.warning("%s: session index is not an object; sessions found without keys", path)
+        return index
+    for key, entry in data.items():
+        if not isinstance(entry, dict):
+            logger.warning("%s: entry %r is not an object; ignored", path, key)
+            continue
+        session_id = entry.get("sessionId")
+        if isinstance(session_id, str) and session_id:
+            current = index.by_id.get(session_id)
+            # Several keys can point at one session (aliases, resets): the latest update wins.
+            if current is None or _updated(entry) > _updated(current[1]):
+                index.by_id[session_id] = (key, entry)
+        session_file = entry.get("sessionFile")
+        if isinstance(session_file, str) and session_file:
+            # Written by the gateway's OS, so either separator may appear.
+            name = session_file.replace("\\", "/").rsplit("/", 1)[-1]
+            index.by_file[name] = (key, entry)
+    return index
+
+
+def _updated(entry: dict[str, Any]) -> float:
+    value = entry.get("updatedAt")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _openclaw_session(
+    agent: str, path: Path, indexed: tuple[str, dict[str, Any]] | None
+) -> SessionFile:
+    header_time = _header_timestamp(path)
+    if indexed is None:
+        return SessionFile(
+            agent=agent,
+            session_id=path.stem,
+            path=path,
+            format=Format.OPENCLAW,
+            created_at=header_time,
+        )
+    key, entry = indexed
+    facts = parse_session_key(key)
+    origin = entry.get("origin")
+    if not isinstance(origin, dict):
+        origin = {}
+    channel = _first_str(entry.get("channel"), origin.get("provider"), entry.get("lastChannel"))
+    channel = channel or facts.channel
+    chat_type = _first_str(entry.get("chatType"), origin.get("chatType")) or facts.chat_type
+    external = _first_str(entry.get("hookExternalContentSource")) or facts.external_source
+    participants = _participants(
+        channel,
+        prefixed=(origin.get("from"), origin.get("to"), entry.get("lastTo"), facts.peer),
+        plain=(entry.get("displayName"),),
+    )
+    created_at = parse_timestamp(entry.get("sessionStartedAt")) or header_time
+    extra: dict[str, str] = {}
+    updated_at = parse_timestamp(entry.get("updatedAt"))
+    if updated_at is not None:
+        extra["updated_at"] = updated_at.isoformat()
+    return SessionFile(
+        agent=agent,
+        session_id=path.stem,
+        path=path,
+        format=Format.OPENCLAW,
+        session_key=key,
+        channel=channel,
+        chat_type=chat_type,
+        external_source=external,
+        participants=participants,
+        kind=facts.kind,
+        created_at=created_at,
+        extra=extra,
+    )
+
+
+def _first_str(*values: object) -> str | None:
+    for value in values:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _participants(
+    channel: str | None, *, prefixed: Iterable[object], plain: Iterable[object]
+) -> tuple[str, ...]:
+    """Peer ids as `<channel>:<id>` (ids that already carry a prefix are kept), then names."""
+    out: list[str] = []
+    for value in prefixed:
+        text = _first_str(value)
+        if text is None:
+            continue
+        out.append(f"{channel}:{text}" if channel and ":" not in text else text)
+    for value in plain:
+        text = _first_str(value)
+        if text is not None:
+            out.append(text)
+    return tuple(dict.fromkeys(out))
+
+
+def _header_timestamp(path: Path) -> datetime | None:
+    """The session header's timestamp, when the first line is one."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(_HEADER_LIMIT)
+        header = json.loads(first)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if isinstance(header, dict) and header.get("type") == "session":
+        return parse_timestamp(header.get("timestamp"))
+    return None
+
+
+# --------------------------------------------------------------------------- Claude Code
+
+
+def discover_claude_code(root: Path, agent: str) -> list[SessionFile]:
+    """Every transcript under a Claude Code projects folder (or one project folder).
+
+    Session id = file stem; the project folder name goes to `extra["project"]`. Subagent
+    transcripts are kind SUBAGENT, `agent-acompact-*` (the harness summarising itself)
+    COMPACTION.
+    """
+    found: list[SessionFile] = []
+    # Pointed at one project folder rather than at projects/: take its files as one project.
+    projects = [root] if any(True for _ in _files(root, "*.jsonl")) else _subdirs(root)
+    for project in projects:
+        for path in _files(project, "*.jsonl"):
+            # Older Claude Code kept sidechain agents beside the sessions as agent-<id>.jsonl.
+            kind = _agent_file_kind(path) or SessionKind.INTERACTIVE
+            found.append(_claude_session(agent, path, kind, project.name))
+        for session_dir in _subdirs(project):
+            for path in _files(session_dir / "subagents", "*.jsonl"):
+                kind = _agent_file_kind(path) or SessionKind.SUBAGENT
+                session = _claude_session(agent, path, kind, project.name)
+                session.extra["parent_session"] = session_dir.name
+                found.append(session)
+    return sorted(found, key=lambda s: s.path)
+
+
+def _agent_file_kind(path: Path) -> SessionKind | None:
+    if path.stem.startswith("agent-acompact"):
+        return SessionKind.COMPACTION
+    if path.stem.startswith("agent-"):
+        return SessionKind.SUBAGENT
+    return None
+
+
+def _claude_session(agent: str, path: Path, kind: SessionKind, project: str) -> SessionFile:
+    return SessionFile(
+        agent=agent,
+        session_id=path.stem,
+        path=path,
+        format=Format.CLAUDE_CODE,
+        kind=kind,
+        extra={"project": project},
+    )
+
+
+# --------------------------------------------------------------------------- event log
+
+
+def discover_event_log(root: Path, agent: str) -> list[SessionFile]:
+    """Every *.jsonl file under `root` (or `root` itself when it is a file).
+
+    Session id = the path below root without `.jsonl`, folders joined by `-`, so it depends
+    on nothing but the file's own place (ids stay stable when other files come and go).
+    """
+    if root.is_file():
+        return [SessionFile(agent=agent, session_id=root.stem, path=root, format=Format.EVENT_LOG)]
+    if not root.is_dir():
+        return []
+    found = [
+        SessionFile(
+            agent=agent,
+            session_id="-".join(path.relative_to(root).with_suffix("").parts),
+            path=path,
+            format=Format.EVENT_LOG,
+        )
+        for path in root.rglob("*.jsonl")
+        if path.is_file()
+    ]
+    return sorted(found, key=lambda s: s.path)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    try:
+        return sorted(p for p in folder.glob(pattern) if p.is_file())
+    except OSError:
+        return []
