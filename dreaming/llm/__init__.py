@@ -1,0 +1,39 @@
+"""The LLM layer: structured-output calls to OpenAI-compatible servers, within a budget.
+
+    LLMProfile      which endpoint and model, timeouts, prices, retry bounds
+    LLMClient       complete_json(): one validated JSON reply, retried, budgeted, recorded
+    Budget          USD / token / call limits, checked before every attempt
+    RetryPolicy     what is retried, how long to wait, when to stop
+    CallRecord      one HTTP attempt, as the call log stores it
+    Completion      the validated reply and what it took
+
+Nothing else in dreaming depends on an LLM: every caller has a deterministic path for when
+this layer raises.
+"""
+
+from dreaming.llm._client import LLMClient
+from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
+from dreaming.llm._profile import LLMProfile, StructuredMode, StructuredOutput
+from dreaming.llm._records import CallOutcome, CallRecord, Completion, calls_of, raw_text_of
+from dreaming.llm._retry import RetryPolicy, retry_after_s
+from dreaming.llm._schema import strict_schema
+from dreaming.llm.budget import Budget
+
+__all__ = [
+    "Budget",
+    "CallOutcome",
+    "CallRecord",
+    "Completion",
+    "LLMClient",
+    "LLMProfile",
+    "RetryPolicy",
+    "StructuredMode",
+    "StructuredOutput",
+    "calls_of",
+    "cost_usd",
+    "estimate_prompt_tokens",
+    "estimate_tokens",
+    "raw_text_of",
+    "retry_after_s",
+    "strict_schema",
+]

@@ -1,0 +1,433 @@
+"""LLMClient: one structured-output call to an OpenAI-compatible server.
+
+A call is a tenacity loop of attempts (policy in `_retry.py`). Each attempt checks the
+budget, sends one request through the `openai` package (its own retries off), charges what
+the server reports, and leaves a CallRecord. A server that cannot do json_schema is
+answered by an immediate json_object re-send within the same attempt, and remembered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Generic
+
+import httpx2
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
+
+from dreaming.errors import BudgetExceededError, LLMConfigError, LLMError, TransientError
+from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
+from dreaming.llm._profile import LLMProfile, StructuredMode
+from dreaming.llm._records import CallOutcome, CallRecord, Completion, ReplyT
+from dreaming.llm._reply import invalid_reply, parse_reply
+from dreaming.llm._retry import RetryPolicy, classify
+from dreaming.llm._schema import schema_instructions, strict_schema
+from dreaming.llm.budget import Budget
+
+_log = logging.getLogger("dreaming.llm")
+
+# Sent when the profile says the server needs no key; the `openai` package insists on one.
+_NO_KEY = "sk-no-key-required"
+_SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Never send a request with less time than this left before the deadline.
+_MIN_TIMEOUT_S = 0.05
+
+
+class _SchemaUnsupportedError(Exception):
+    """Internal: the server rejected json_schema; re-send as json_object."""
+
+
+class LLMClient:
+    """Structured-output calls to one OpenAI-compatible endpoint, as an LLMProfile describes.
+
+    Raises LLMConfigError at construction when the profile names a key variable that `env`
+    does not set. `clock`/`sleep`/`wall_clock` are injectable so tests never wait.
+    """
+
+    def __init__(
+        self,
+        profile: LLMProfile,
+        *,
+        env: Mapping[str, str] = os.environ,
+        http_client: httpx2.Client | None = None,
+        retry_policy: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.profile = profile
+        self.retry_policy = retry_policy or RetryPolicy.from_profile(profile)
+        self._clock = clock
+        self._sleep = sleep
+        self._wall_clock = wall_clock
+        self._learned_mode: StructuredMode | None = None
+        self._openai = openai.OpenAI(
+            api_key=_api_key(profile, env),
+            base_url=profile.base_url,
+            timeout=profile.timeout_s,
+            max_retries=0,  # retries are ours: budgeted, logged, recorded
+            default_headers=dict(profile.extra_headers) or None,
+            http_client=http_client,
+        )
+
+    @property
+    def structured_mode(self) -> StructuredMode:
+        """The structured-output mode the next call starts with."""
+        setting = self.profile.structured_output
+        if setting != "auto":
+            return setting
+        return self._learned_mode or "json_schema"
+
+    def complete_json(
+        self,
+        system: str,
+        user: str,
+        schema: Mapping[str, Any],
+        schema_name: str,
+        reply_model: type[ReplyT],
+        *,
+        max_output_tokens: int | None = None,
+        budget: Budget | None = None,
+    ) -> Completion[ReplyT]:
+        """Ask for one JSON object matching `schema`, validated with `reply_model`.
+
+        Raises BudgetExceededError (the call was not made), LLMConfigError, LLMRequestError
+        (not retried), TransientError (retries exhausted) or InvalidReplyError (not retried:
+        the caller may re-ask with the error shown). Every error carries the attempts'
+        CallRecords as `.calls` (read them with `calls_of`).
+        """
+        if not _SCHEMA_NAME.match(schema_name):
+            raise ValueError(f"schema_name must match {_SCHEMA_NAME.pattern}, got {schema_name!r}")
+        call = _Call(
+            self,
+            system=system,
+            user=user,
+            schema=strict_schema(schema),
+            schema_name=schema_name,
+            reply_model=reply_model,
+            max_output_tokens=max_output_tokens or self.profile.max_output_tokens,
+            budget=budget,
+        )
+        return call.run()
+
+    def close(self) -> None:
+        self._openai.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _api_key(profile: LLMProfile, env: Mapping[str, str]) -> str:
+    if not profile.api_key_env:
+        return _NO_KEY
+    key = env.get(profile.api_key_env, "").strip()
+    if not key:
+        raise LLMConfigError(
+            f"no API key for model {profile.model!r} (profile {profile.name!r}): set the "
+            f'{profile.api_key_env} environment variable, or set api_key_env = "" for a '
+            "local server that needs no key"
+        )
+    return key
+
+
+class _Call(Generic[ReplyT]):
+    """The attempts of one `complete_json` call and the records they leave."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        *,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        schema_name: str,
+        reply_model: type[ReplyT],
+        max_output_tokens: int,
+        budget: Budget | None,
+    ) -> None:
+        self.client = client
+        self.profile = client.profile
+        self.system = system
+        self.user = user
+        self.schema = schema
+        self.schema_name = schema_name
+        self.reply_model = reply_model
+        self.max_output_tokens = max_output_tokens
+        self.budget = budget
+        self.records: list[CallRecord] = []
+        self.attempt = 0
+        self.started = client._clock()
+        self.label = f"llm {self.profile.name}/{self.profile.model}"
+
+    def run(self) -> Completion[ReplyT]:
+        if self.budget is not None:
+            # Fails on an unpriced model under a USD-only budget before anything is sent.
+            self.budget.worst_case(0, self.max_output_tokens, self.profile)
+        retrying = self.client.retry_policy.retrying(
+            clock=self.client._clock,
+            sleep=self.client._sleep,
+            started=self.started,
+            label=self.label,
+        )
+        try:
+            parsed, raw_text, mode, model = retrying(self._attempt)
+        except TransientError as exc:
+            self._mark_last_failed()
+            error = TransientError(
+                f"{exc} (gave up after {self.attempt} attempt(s) in "
+                f"{self.client._clock() - self.started:.1f}s)",
+                retry_after=exc.retry_after,
+            )
+            _attach_calls(error, self.records)
+            raise error from exc
+        except (LLMError, BudgetExceededError) as exc:
+            self._mark_last_failed()
+            _attach_calls(exc, self.records)
+            raise
+        return Completion(
+            parsed=parsed,
+            raw_text=raw_text,
+            input_tokens=sum(r.input_tokens for r in self.records),
+            output_tokens=sum(r.output_tokens for r in self.records),
+            cost_usd=self._total_cost(),
+            attempts=self.attempt,
+            duration_s=self.client._clock() - self.started,
+            model=model,
+            mode=mode,
+            calls=list(self.records),
+        )
+
+    def _attempt(self) -> tuple[ReplyT, str, StructuredMode, str]:
+        self.attempt += 1
+        try:
+            return self._send(self.client.structured_mode)
+        except _SchemaUnsupportedError:
+            self.client._learned_mode = "json_object"
+            _log.warning(
+                "%s: the server does not support json_schema; using json_object with the "
+                "schema in the prompt from now on",
+                self.label,
+            )
+            return self._send("json_object")
+
+    def _system_prompt(self, mode: StructuredMode) -> str:
+        if mode == "json_object":
+            return f"{self.system}\n\n{schema_instructions(self.schema)}".lstrip()
+        return self.system
+
+    def _response_format(self, mode: StructuredMode) -> ResponseFormat:
+        if mode == "json_object":
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.schema_name, "schema": self.schema, "strict": True},
+        }
+
+    def _send(self, mode: StructuredMode) -> tuple[ReplyT, str, StructuredMode, str]:
+        profile = self.profile
+        system = self._system_prompt(mode)
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.user},
+        ]
+        plain = [{"role": "system", "content": system}, {"role": "user", "content": self.user}]
+        request = json.dumps(plain, ensure_ascii=False)
+        estimate = estimate_prompt_tokens(plain, self.schema if mode == "json_schema" else None)
+        started_at = datetime.fromtimestamp(self.client._wall_clock(), UTC)
+        if self.budget is not None:
+            worst_usd, worst_tokens = self.budget.worst_case(
+                estimate, self.max_output_tokens, profile
+            )
+            try:
+                self.budget.check(worst_usd, worst_tokens)
+            except BudgetExceededError as exc:
+                self._record(
+                    mode, CallOutcome.OVER_BUDGET, request, started_at, 0.0, error=str(exc)
+                )
+                raise
+        remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
+        timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
+        limit = self.max_output_tokens
+        t0 = self.client._clock()
+        try:
+            completion = self.client._openai.chat.completions.create(
+                model=profile.model,
+                messages=messages,
+                temperature=profile.temperature,
+                response_format=self._response_format(mode),
+                max_tokens=limit if profile.max_tokens_param == "max_tokens" else openai.omit,
+                max_completion_tokens=(
+                    limit if profile.max_tokens_param == "max_completion_tokens" else openai.omit
+                ),
+                timeout=timeout,
+            )
+        except openai.OpenAIError as exc:
+            duration = self.client._clock() - t0
+            failure = classify(exc, profile, mode, timeout_s=timeout, now=self.client._wall_clock())
+            fall_back = failure.schema_unsupported and profile.structured_output == "auto"
+            self._charge(estimate, 0)
+            self._record(
+                mode,
+                CallOutcome.RETRIED if failure.transient or fall_back else CallOutcome.FAILED,
+                request,
+                started_at,
+                duration,
+                input_tokens=estimate,
+                usage_estimated=True,
+                response=failure.body,
+                http_status=failure.status,
+                error=(
+                    "json_schema is not supported here; re-sending as json_object"
+                    if fall_back
+                    else str(failure.error)
+                ),
+            )
+            if fall_back:
+                raise _SchemaUnsupportedError from exc
+            raise failure.error from exc
+        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
+            duration = self.client._clock() - t0
+            error = invalid_reply(f"the server's response is not JSON: {exc}", exc.doc)
+            self._charge(estimate, 0)
+            self._record(
+                mode,
+                CallOutcome.INVALID,
+                request,
+                started_at,
+                duration,
+                input_tokens=estimate,
+                usage_estimated=True,
+                response=exc.doc,
+                http_status=200,
+                error=str(error),
+            )
+            raise error from exc
+
+        duration = self.client._clock() - t0
+        choices = getattr(completion, "choices", None) or []
+        message = choices[0].message if choices else None
+        text = message.content if message is not None else None
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            input_tokens, output_tokens = usage.prompt_tokens, usage.completion_tokens
+        else:
+            input_tokens, output_tokens = estimate, estimate_tokens(text or "")
+        self._charge(input_tokens, output_tokens)
+
+        def record(outcome: CallOutcome, error: str | None = None) -> None:
+            self._record(
+                mode,
+                outcome,
+                request,
+                started_at,
+                duration,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                usage_estimated=usage is None,
+                response=text,
+                http_status=200,
+                error=error,
+            )
+
+        try:
+            if message is None:
+                raise invalid_reply(
+                    "the server's response is not a chat completion (no choices)", None
+                )
+            if message.refusal:
+                raise invalid_reply(f"the model declined to answer: {message.refusal}", text)
+            parsed = parse_reply(
+                text,
+                self.reply_model,
+                schema_name=self.schema_name,
+                finish_reason=choices[0].finish_reason,
+                max_output_tokens=limit,
+            )
+        except LLMError as exc:
+            record(CallOutcome.INVALID, str(exc))
+            raise
+        record(CallOutcome.OK)
+        return parsed, text or "", mode, getattr(completion, "model", None) or profile.model
+
+    def _charge(self, input_tokens: int, output_tokens: int) -> None:
+        if self.budget is not None:
+            usd = cost_usd(self.profile, input_tokens, output_tokens)
+            self.budget.charge(usd, input_tokens + output_tokens)
+
+    def _record(
+        self,
+        mode: StructuredMode,
+        outcome: CallOutcome,
+        request: str,
+        started_at: datetime,
+        duration_s: float,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        usage_estimated: bool = False,
+        response: str | None = None,
+        http_status: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        record = CallRecord(
+            model=self.profile.model,
+            mode=mode,
+            attempt=self.attempt,
+            outcome=outcome,
+            request=request,
+            response=response,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            usage_estimated=usage_estimated,
+            cost_usd=cost_usd(self.profile, input_tokens, output_tokens),
+            duration_s=duration_s,
+            started_at=started_at,
+            http_status=http_status,
+            error=error,
+        )
+        self.records.append(record)
+        level = logging.INFO if outcome is CallOutcome.OK else logging.WARNING
+        _log.log(
+            level,
+            "%s attempt %d (%s): %s in %.2fs, %d+%d tokens%s%s",
+            self.label,
+            self.attempt,
+            mode,
+            outcome.value,
+            duration_s,
+            input_tokens,
+            output_tokens,
+            ": " if error else "",
+            error or "",
+        )
+
+    def _mark_last_failed(self) -> None:
+        if self.records and self.records[-1].outcome is CallOutcome.RETRIED:
+            self.records[-1] = replace(self.records[-1], outcome=CallOutcome.FAILED)
+
+    def _total_cost(self) -> float | None:
+        if not self.profile.has_price:
+            return None
+        return sum(r.cost_usd for r in self.records if r.cost_usd is not None)
+
+
+def _attach_calls(exc: BaseException, records: list[CallRecord]) -> None:
+    # errors.py does not declare `calls`; read it with dreaming.llm.calls_of().
+    setattr(exc, "calls", list(records))  # noqa: B010

@@ -1,0 +1,42 @@
+"""Token estimates and prices: what a call will cost at most, and what it did cost."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dreaming.llm._profile import LLMProfile
+
+# Chat formats wrap every message in a few control tokens, and the reply is primed with a
+# few more; these match OpenAI's published accounting closely enough for a budget.
+TOKENS_PER_MESSAGE = 4
+TOKENS_PER_REPLY = 3
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic, offline token estimate: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def estimate_prompt_tokens(
+    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any] | None = None
+) -> int:
+    """Estimate the prompt tokens of a chat request (a json_schema response format counts)."""
+    total = TOKENS_PER_REPLY
+    for message in messages:
+        total += TOKENS_PER_MESSAGE + estimate_tokens(message.get("content", ""))
+    if schema is not None:
+        total += estimate_tokens(json.dumps(schema, separators=(",", ":")))
+    return total
+
+
+def cost_usd(profile: LLMProfile, input_tokens: int, output_tokens: int) -> float | None:
+    """The price of a call in USD, or None when the profile has no price."""
+    if profile.price_input_per_mtok is None or profile.price_output_per_mtok is None:
+        return None
+    return (
+        input_tokens * profile.price_input_per_mtok / 1e6
+        + output_tokens * profile.price_output_per_mtok / 1e6
+    )
