@@ -20,9 +20,11 @@ _ENVELOPE = re.compile(r"\[(?:[A-Z][a-z]{2} )?\d{4}-\d{2}-\d{2}[^\]]{0,40}\]\s*"
 _DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\s+[-•*]\s+|\s*[;；]\s*")
+_COMMA = re.compile(r",\s+|，")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
 
+# Role words are stopwords: entries say "the user is ..." where speech says "I am ...".
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are aren't as at be because been
     before being below between both but by can could did do does doing down during each few
@@ -32,7 +34,7 @@ STOPWORDS = frozenset(
     theirs them themselves then there these they this those through to too under until up very
     was we were what when where which while who whom why will with would you your yours
     yourself yourselves m s t d ll re ve im i'm it's that's don doesn didn isn wasn okay ok
-    yes yeah also really just like get got go going one thing things""".split()
+    yes yeah also really just like get got go going one thing things user assistant""".split()
 )
 
 # Words that say a statement is meant to last: a durability cue lets a claim seen in one
@@ -78,12 +80,22 @@ def clean(text: str) -> str:
     return _FENCE.sub(" ", text)
 
 
+def _clauses(sentence: str, min_words: int) -> list[str]:
+    """Split "I am allergic to peanuts, skip the satay please" into its two statements, but
+    only when every part is long enough to stand alone ("Anna, my sister, lives ..." stays)."""
+    parts = [p.strip() for p in _COMMA.split(sentence)]
+    if len(parts) > 1 and all(len(_WORD.findall(p)) >= min_words for p in parts):
+        return parts
+    return [sentence]
+
+
 def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
     """Claims in a corpus line. Questions, code-ish fragments and fragments too short or
     too long to be one fact are not claims."""
     claims: list[Claim] = []
     seen: set[str] = set()
-    for raw in _SENTENCE_END.split(clean(text)):
+    sentences = _SENTENCE_END.split(clean(text))
+    for raw in (c for s in sentences for c in _clauses(s.strip(), min_words)):
         sentence = raw.strip().strip("*_#>`\"' ")
         if not sentence or sentence.endswith(("?", "？")):
             continue

@@ -14,8 +14,7 @@ RUNS = RunRow.__table__  # type: ignore[attr-defined]
 
 
 def utcnow() -> datetime:
-    """Naive UTC, the form timestamps take in the database."""
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC)
 
 
 def start_run(engine: Engine, agent: str, phases: list[str], job: str | None = None) -> int:

@@ -113,12 +113,12 @@ class LightSummary:
         }
 
 
-def _naive_utc(ts: datetime | None) -> datetime | None:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts is not None else None
+def _utc(ts: datetime | None) -> datetime | None:
+    return ts.astimezone(UTC) if ts is not None else None
 
 
 def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -358,7 +358,7 @@ def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict
         "external_source": sf.external_source,
         "participants": json.dumps(list(sf.participants)),
         "kind": sf.kind.value,
-        "created_at": _naive_utc(sf.created_at),
+        "created_at": _utc(sf.created_at),
         "status": status.value,
         "reason": reason,
     }
@@ -561,7 +561,7 @@ class LightPhase:
             if not text:
                 summary.dropped["empty-after-strip"] += 1
                 continue
-            ts = _naive_utc(msg.timestamp)
+            ts = _utc(msg.timestamp)
             if ts is not None and (newest is None or ts > newest):
                 newest = ts
             rows.append(

@@ -1,0 +1,216 @@
+"""The light phase end to end through the CLI, on fake OpenClaw folders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from dreaming.cli._main import cli
+from dreaming.store import open_engine
+from tests.openclaw_builder import FakeOpenClaw, append
+
+SENDER = (
+    "Sender (untrusted metadata):\n```json\n{\n  \"label\": \"openclaw-tui\",\n"
+    "  \"id\": \"gateway-client\"\n}\n```\n\n"
+)
+DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def run(state: Path, *args: str, config: Path | None = None) -> dict[str, Any]:
+    from dreaming.cli import _run, _status  # noqa: F401
+
+    base = ["--state-dir", str(state)]
+    if config is not None:
+        base += ["--config", str(config)]
+    result = CliRunner().invoke(cli, [*base, *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def light(state: Path, config: Path | None = None) -> dict[str, Any]:
+    report = run(state, "run", "--phase", "light", config=config)
+    return {a["agent"]: a for a in report["agents"]}
+
+
+def corpus_text(state: Path, agent: str = "main") -> str:
+    ws = state / ("workspace" if agent == "main" else f"workspace-{agent}")
+    folder = ws / "memory" / ".dreams" / "session-corpus"
+    return "".join(p.read_text() for p in sorted(folder.glob("*.txt"))) if folder.exists() else ""
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    root = tmp_path / "state"
+    fake = FakeOpenClaw(root)
+    fake.session(
+        "main",
+        "s1",
+        [
+            ("user", SENDER + "[Sun 2026-03-01 09:00 GMT+1] I'm allergic to peanuts."),
+            ("assistant", "Noted, no peanuts."),
+            ("user", "<relevant_memories>\n- likes durian\n</relevant_memories>\nMy sister Anna lives in Lisbon."),
+        ],
+        key="agent:main:telegram:default:dm:user123",
+        channel="telegram",
+        chatType="direct",
+        start=DAY,
+    )
+    fake.session(
+        "main",
+        "s2",
+        [("user", "I am allergic to peanuts, skip the satay please.")],
+        key="agent:main:main",
+        start=DAY + timedelta(days=2),
+    )
+    fake.session(
+        "main",
+        "mail",
+        [("user", "Invoice INV-2291 for 480 EUR is due on the 30th of the month.")],
+        key="agent:main:hook:gmail:abc",
+        hookExternalContentSource="gmail",
+        start=DAY + timedelta(days=3),
+    )
+    fake.session(
+        "main",
+        "cronjob",
+        [("user", "Run the daily digest for yesterday's calendar events.")],
+        key="agent:main:cron:digest",
+        start=DAY + timedelta(days=3),
+    )
+    (root / "dreaming.toml").write_text(
+        "[excludeSessions]\nhookExternalContentSources = ['gmail']\n"
+    )
+    return root
+
+
+def test_light_admits_strips_and_records_reasons(state: Path) -> None:
+    out = light(state)["main"]
+    assert out["sessions"]["not_admitted"] == {
+        "internal:cron": 1,
+        "policy:hookExternalContentSources=gmail": 1,
+    }
+    corpus = corpus_text(state)
+    assert "[main/sessions/main/s1#L2] [Sun 2026-03-01 09:00 GMT+1] I'm allergic to peanuts." in corpus
+    assert "My sister Anna lives in Lisbon." in corpus
+    for banned in ("untrusted metadata", "openclaw-tui", "relevant_memories", "durian", "INV-2291", "digest"):
+        assert banned not in corpus
+    status = run(state, "status")["agents"][0]
+    reasons = {r["session_id"]: r["reason"] for r in status["not_admitted"]}
+    assert reasons == {"mail": "policy:hookExternalContentSources=gmail", "cronjob": "internal:cron"}
+
+
+def test_candidates_fold_across_sessions(state: Path) -> None:
+    light(state)
+    engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT text, sessions, days, durable_cue, score FROM candidates ORDER BY score DESC")
+        ).all()
+    peanuts = [r for r in rows if "peanut" in r[0]]
+    assert len(peanuts) == 1
+    assert peanuts[0][1] == 2 and peanuts[0][2] == 2
+    assert peanuts[0][4] == max(r[4] for r in rows)
+
+
+def test_rerun_is_noop_and_append_adds_one_line(state: Path) -> None:
+    first = light(state)["main"]
+    before = corpus_text(state)
+    again = light(state)["main"]
+    assert again["corpus_lines"] == 0
+    assert again["sessions"]["read"] == 0
+    assert corpus_text(state) == before
+    append(state / "agents/main/sessions/s2.jsonl", "user", "My dog is called Pixel.", DAY + timedelta(days=2, hours=1), "x1")
+    third = light(state)["main"]
+    assert third["corpus_lines"] == 1
+    after = corpus_text(state)
+    assert after.count("\n") == before.count("\n") + 1
+    assert "[main/sessions/main/s2#L3] My dog is called Pixel." in after
+    assert first["corpus_lines"] == 4
+
+
+def test_rewritten_file_is_reread_without_duplicates(state: Path) -> None:
+    light(state)
+    path = state / "agents/main/sessions/s2.jsonl"
+    FakeOpenClaw(state).session("main", "s2", [("user", "Completely new content about the garden shed.")], start=DAY)
+    assert path.exists()
+    out = light(state)["main"]
+    assert out["sessions"]["rewritten"] == 1
+    corpus = corpus_text(state)
+    assert "garden shed" in corpus
+    assert "skip the satay" not in corpus
+
+
+def test_bad_input_is_counted_not_fatal(state: Path) -> None:
+    folder = state / "agents/main/sessions"
+    good = json.dumps({"type": "message", "timestamp": "2026-03-05T10:00:00Z",
+                       "message": {"role": "user", "content": [{"type": "text", "text": "The boiler is serviced every October."}]}})
+    (folder / "broken.jsonl").write_bytes(
+        b'{"type":"session","version":3,"id":"broken","timestamp":"2026-03-05T10:00:00Z"}\n'
+        b"{not json\n"
+        b"\xff\xfe invalid utf8\n"
+        b"[1, 2]\n"
+        b'{"type":"mystery"}\n' + good.encode() + b"\n"
+    )
+    (folder / "empty.jsonl").write_bytes(b"")
+    (folder / "binary.jsonl").write_bytes(b"\x00\x01\x02" * 100)
+    out = light(state)["main"]
+    skips = out["skips"]
+    assert skips["malformed-json"] >= 1
+    assert skips["invalid-utf8"] == 1
+    assert skips["not-an-object"] == 1
+    assert skips["unknown-line-type"] == 1
+    assert skips["empty-file"] == 1
+    assert skips["binary-file"] == 1
+    assert "The boiler is serviced every October." in corpus_text(state)
+
+
+def test_memory_echo_counts_as_recall(state: Path) -> None:
+    from dreaming import memory_file as mf
+
+    ws = state / "workspace"
+    ws.mkdir(parents=True)
+    fact = "The user is allergic to peanuts."
+    (ws / "MEMORY.md").write_text("# Memory\n" + mf.render_block(mf.entry_key(fact), fact))
+    out = light(state)["main"]
+    assert out["recalls"] >= 2
+    engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
+    with engine.connect() as conn:
+        texts = [r[0] for r in conn.execute(text("SELECT text FROM candidates"))]
+    assert not any("peanut" in t for t in texts)
+
+
+def test_tombstoned_session_is_never_read(state: Path) -> None:
+    engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tombstones (agent, session_id, reason, created_at) VALUES ('main','s2','forgotten','2026-03-09')"))
+    out = light(state)["main"]
+    assert out["sessions"]["not_admitted"]["forgotten"] == 1
+    assert "satay" not in corpus_text(state)
+
+
+def test_crash_between_commit_and_file_write_is_repaired(state: Path) -> None:
+    light(state)
+    folder = state / "workspace/memory/.dreams/session-corpus"
+    files = sorted(folder.glob("*.txt"))
+    expected = {p.name: p.read_text() for p in files}
+    files[0].unlink()
+    engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO corpus_dirty_days VALUES ('main', '{files[0].stem}')"))
+    light(state)
+    assert {p.name: p.read_text() for p in sorted(folder.glob("*.txt"))} == expected
+
+
+def test_unknown_agent_is_a_clean_error(state: Path) -> None:
+    from dreaming.cli import _run  # noqa: F401
+
+    result = CliRunner().invoke(cli, ["--state-dir", str(state), "run", "--phase", "light", "--agent", "nobody"])
+    assert result.exit_code == 1
+    assert "unknown agent" in result.output
