@@ -26,15 +26,18 @@ _URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
 
 # Role words are stopwords: entries say "the user is ..." where speech says "I am ...".
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can could did do does doing down during each few
-    for from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just let me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours
-    yourself yourselves m s t d ll re ve im i'm it's that's don doesn didn isn wasn okay ok
-    yes yeah also really just like get got go going one thing things user assistant""".split()
+    """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just let me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves m s t d ll re ve im i'm it's that's don doesn
+    didn isn wasn okay ok yes yeah also really just like get got go going one thing things
+    user assistant
+    """.split()  # noqa: SIM905
 )
 
 # Words that say a statement is meant to last: a durability cue lets a claim seen in one

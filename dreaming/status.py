@@ -28,7 +28,7 @@ TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
 
 def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
     with engine.connect() as conn:
-        by_status = dict(
+        by_status: dict[str, int] = dict(
             conn.execute(
                 select(SESSIONS.c.status, func.count())
                 .where(SESSIONS.c.agent == agent)
@@ -38,7 +38,12 @@ def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
         not_admitted = [
             {"session_id": sid, "session_key": key, "status": st, "reason": reason}
             for sid, key, st, reason in conn.execute(
-                select(SESSIONS.c.session_id, SESSIONS.c.session_key, SESSIONS.c.status, SESSIONS.c.reason)
+                select(
+                    SESSIONS.c.session_id,
+                    SESSIONS.c.session_key,
+                    SESSIONS.c.status,
+                    SESSIONS.c.reason,
+                )
                 .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.status != "admitted"))
                 .order_by(SESSIONS.c.session_id)
             )
@@ -51,7 +56,7 @@ def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
                 .order_by(TOMBSTONES.c.session_id)
             )
         ]
-        candidates = dict(
+        candidates: dict[str, int] = dict(
             conn.execute(
                 select(CANDIDATES.c.status, func.count())
                 .where(CANDIDATES.c.agent == agent)
@@ -67,7 +72,9 @@ def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
         ).scalar()
         last_runs: dict[str, Any] = {}
         for phases, started, ended, outcome, summary in conn.execute(
-            select(RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary)
+            select(
+                RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary
+            )
             .where(RUNS.c.agent == agent)
             .order_by(RUNS.c.id)
         ):

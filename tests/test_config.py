@@ -83,4 +83,7 @@ def test_workspace_follows_openclaw_convention(tmp_path: Path) -> None:
     paths = Paths(tmp_path, Settings())
     assert paths.workspace("main") == tmp_path / "workspace"
     assert paths.workspace("bob") == tmp_path / "workspace-bob"
-    assert paths.corpus_dir("bob") == tmp_path / "workspace-bob" / "memory" / ".dreams" / "session-corpus"
+    assert (
+        paths.corpus_dir("bob")
+        == tmp_path / "workspace-bob" / "memory" / ".dreams" / "session-corpus"
+    )

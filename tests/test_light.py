@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from dreaming.store import open_engine
 from tests.openclaw_builder import FakeOpenClaw, append
 
 SENDER = (
-    "Sender (untrusted metadata):\n```json\n{\n  \"label\": \"openclaw-tui\",\n"
-    "  \"id\": \"gateway-client\"\n}\n```\n\n"
+    'Sender (untrusted metadata):\n```json\n{\n  "label": "openclaw-tui",\n'
+    '  "id": "gateway-client"\n}\n```\n\n'
 )
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -55,7 +54,11 @@ def state(tmp_path: Path) -> Path:
         [
             ("user", SENDER + "[Sun 2026-03-01 09:00 GMT+1] I'm allergic to peanuts."),
             ("assistant", "Noted, no peanuts."),
-            ("user", "<relevant_memories>\n- likes durian\n</relevant_memories>\nMy sister Anna lives in Lisbon."),
+            (
+                "user",
+                "<relevant_memories>\n- likes durian\n</relevant_memories>\n"
+                "My sister Anna lives in Lisbon.",
+            ),
         ],
         key="agent:main:telegram:default:dm:user123",
         channel="telegram",
@@ -97,13 +100,25 @@ def test_light_admits_strips_and_records_reasons(state: Path) -> None:
         "policy:hookExternalContentSources=gmail": 1,
     }
     corpus = corpus_text(state)
-    assert "[main/sessions/main/s1#L2] [Sun 2026-03-01 09:00 GMT+1] I'm allergic to peanuts." in corpus
+    assert (
+        "[main/sessions/main/s1#L2] [Sun 2026-03-01 09:00 GMT+1] I'm allergic to peanuts." in corpus
+    )
     assert "My sister Anna lives in Lisbon." in corpus
-    for banned in ("untrusted metadata", "openclaw-tui", "relevant_memories", "durian", "INV-2291", "digest"):
+    for banned in (
+        "untrusted metadata",
+        "openclaw-tui",
+        "relevant_memories",
+        "durian",
+        "INV-2291",
+        "digest",
+    ):
         assert banned not in corpus
     status = run(state, "status")["agents"][0]
     reasons = {r["session_id"]: r["reason"] for r in status["not_admitted"]}
-    assert reasons == {"mail": "policy:hookExternalContentSources=gmail", "cronjob": "internal:cron"}
+    assert reasons == {
+        "mail": "policy:hookExternalContentSources=gmail",
+        "cronjob": "internal:cron",
+    }
 
 
 def test_candidates_fold_across_sessions(state: Path) -> None:
@@ -111,7 +126,10 @@ def test_candidates_fold_across_sessions(state: Path) -> None:
     engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
     with engine.connect() as conn:
         rows = conn.execute(
-            text("SELECT text, sessions, days, durable_cue, score FROM candidates ORDER BY score DESC")
+            text(
+                "SELECT text, sessions, days, durable_cue, score FROM candidates"
+                " ORDER BY score DESC"
+            )
         ).all()
     peanuts = [r for r in rows if "peanut" in r[0]]
     assert len(peanuts) == 1
@@ -126,7 +144,13 @@ def test_rerun_is_noop_and_append_adds_one_line(state: Path) -> None:
     assert again["corpus_lines"] == 0
     assert again["sessions"]["read"] == 0
     assert corpus_text(state) == before
-    append(state / "agents/main/sessions/s2.jsonl", "user", "My dog is called Pixel.", DAY + timedelta(days=2, hours=1), "x1")
+    append(
+        state / "agents/main/sessions/s2.jsonl",
+        "user",
+        "My dog is called Pixel.",
+        DAY + timedelta(days=2, hours=1),
+        "x1",
+    )
     third = light(state)["main"]
     assert third["corpus_lines"] == 1
     after = corpus_text(state)
@@ -138,7 +162,9 @@ def test_rerun_is_noop_and_append_adds_one_line(state: Path) -> None:
 def test_rewritten_file_is_reread_without_duplicates(state: Path) -> None:
     light(state)
     path = state / "agents/main/sessions/s2.jsonl"
-    FakeOpenClaw(state).session("main", "s2", [("user", "Completely new content about the garden shed.")], start=DAY)
+    FakeOpenClaw(state).session(
+        "main", "s2", [("user", "Completely new content about the garden shed.")], start=DAY
+    )
     assert path.exists()
     out = light(state)["main"]
     assert out["sessions"]["rewritten"] == 1
@@ -149,8 +175,16 @@ def test_rewritten_file_is_reread_without_duplicates(state: Path) -> None:
 
 def test_bad_input_is_counted_not_fatal(state: Path) -> None:
     folder = state / "agents/main/sessions"
-    good = json.dumps({"type": "message", "timestamp": "2026-03-05T10:00:00Z",
-                       "message": {"role": "user", "content": [{"type": "text", "text": "The boiler is serviced every October."}]}})
+    good = json.dumps(
+        {
+            "type": "message",
+            "timestamp": "2026-03-05T10:00:00Z",
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "The boiler is serviced every October."}],
+            },
+        }
+    )
     (folder / "broken.jsonl").write_bytes(
         b'{"type":"session","version":3,"id":"broken","timestamp":"2026-03-05T10:00:00Z"}\n'
         b"{not json\n"
@@ -189,7 +223,12 @@ def test_memory_echo_counts_as_recall(state: Path) -> None:
 def test_tombstoned_session_is_never_read(state: Path) -> None:
     engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO tombstones (agent, session_id, reason, created_at) VALUES ('main','s2','forgotten','2026-03-09')"))
+        conn.execute(
+            text(
+                "INSERT INTO tombstones (agent, session_id, reason, created_at)"
+                " VALUES ('main', 's2', 'forgotten', '2026-03-09')"
+            )
+        )
     out = light(state)["main"]
     assert out["sessions"]["not_admitted"]["forgotten"] == 1
     assert "satay" not in corpus_text(state)
@@ -211,6 +250,8 @@ def test_crash_between_commit_and_file_write_is_repaired(state: Path) -> None:
 def test_unknown_agent_is_a_clean_error(state: Path) -> None:
     from dreaming.cli import _run  # noqa: F401
 
-    result = CliRunner().invoke(cli, ["--state-dir", str(state), "run", "--phase", "light", "--agent", "nobody"])
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(state), "run", "--phase", "light", "--agent", "nobody"]
+    )
     assert result.exit_code == 1
     assert "unknown agent" in result.output

@@ -28,7 +28,9 @@ def light(state: Path) -> dict[str, dict]:
     from dreaming.cli import _run  # noqa: F401
 
     result = CliRunner().invoke(
-        cli, ["--state-dir", str(state), "run", "--phase", "light", "--json"], catch_exceptions=False
+        cli,
+        ["--state-dir", str(state), "run", "--phase", "light", "--json"],
+        catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
     return {a["agent"]: a for a in json.loads(result.stdout)["agents"]}
@@ -67,7 +69,9 @@ def test_real_transcripts_make_a_clean_corpus(tmp_path: Path, shared_data: Path)
     assert "MEMORY.md以外の変更を禁ずる" in text
 
 
-def test_real_transcripts_rerun_is_a_noop_and_append_adds_one(tmp_path: Path, shared_data: Path) -> None:
+def test_real_transcripts_rerun_is_a_noop_and_append_adds_one(
+    tmp_path: Path, shared_data: Path
+) -> None:
     state = build_state(tmp_path, shared_data)
     light(state)
     before = corpus(state)
@@ -83,7 +87,10 @@ def test_real_transcripts_rerun_is_a_noop_and_append_adds_one(tmp_path: Path, sh
                     "id": "zz1",
                     "parentId": "x",
                     "timestamp": "2026-03-08T14:10:00.000Z",
-                    "message": {"role": "user", "content": [{"type": "text", "text": "My cat is named Mochi."}]},
+                    "message": {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "My cat is named Mochi."}],
+                    },
                 }
             )
             + "\n"

@@ -37,7 +37,12 @@ def test_edited_block_is_detected_and_kept() -> None:
 
 def test_apply_entries_adds_keeps_and_removes() -> None:
     k1, k2, k3 = (mf.entry_key(t) for t in ("one fact", "two fact", "three fact"))
-    start = "# Memory\n" + mf.render_block(k1, "one fact") + "between\n" + mf.render_block(k2, "two fact")
+    start = (
+        "# Memory\n"
+        + mf.render_block(k1, "one fact")
+        + "between\n"
+        + mf.render_block(k2, "two fact")
+    )
     doc = mf.apply_entries(mf.parse(start), [(k2, "two fact"), (k3, "three fact")])
     rendered = doc.render()
     assert "one fact" not in rendered

@@ -74,7 +74,9 @@ class DreamingGroup(click.Group):
 def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose: int) -> None:
     """dreaming: consolidate agent transcripts into long-term memory."""
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     context = Context(state_dir, config)
     ctx.obj = context
     ctx.call_on_close(context.close)

@@ -22,9 +22,7 @@ def format_light(data: dict[str, Any]) -> str:
         lines.append(f"  not admitted: {count} ({reason})")
     lines.append(f"  messages: {data['messages']} spoken, {data['corpus_lines']} new corpus lines")
     if data["dropped"]:
-        lines.append(
-            "  dropped: " + ", ".join(f"{k} {v}" for k, v in data["dropped"].items())
-        )
+        lines.append("  dropped: " + ", ".join(f"{k} {v}" for k, v in data["dropped"].items()))
     if data["skips"]:
         lines.append("  skipped: " + ", ".join(f"{k} {v}" for k, v in data["skips"].items()))
     c = data["candidates"]

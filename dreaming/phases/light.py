@@ -9,7 +9,6 @@ the table afterwards; see `dreaming.corpus`.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +21,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
-    bindparam,
     delete,
     func,
     insert,
@@ -31,12 +29,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from dreaming import claims as claims_mod
-from dreaming import corpus, memory_file
+from dreaming import corpus
 from dreaming.admission import Status, decide, origin_class
-from dreaming.config import Paths, Settings
+from dreaming.candidates import Folder, advance_clock, read_clock, refresh_candidates, rescore
+from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
-from dreaming.scoring import Signals, score
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -45,7 +42,6 @@ from dreaming.store.models import (
     FileCursorRow,
     RecallRow,
     SessionRow,
-    StateRow,
     TombstoneRow,
 )
 from dreaming.tags import Scope, TagRegistry
@@ -59,9 +55,7 @@ EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
 RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
 TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
 
-CLOCK_KEY = "clock"
 Progress = Callable[[int, int, str], None]
 
 
@@ -121,231 +115,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass
-class _Folder:
-    """Folds claims into candidates; holds the agent's candidate and entry indexes."""
-
-    agent: str
-    settings: Settings
-    by_key: dict[str, int]
-    index: claims_mod.SimilarityIndex
-    entries: claims_mod.SimilarityIndex
-    entry_keys: list[str]
-    entry_by_claim_key: dict[str, str]
-
-    @classmethod
-    def load(cls, conn: Connection, agent: str, settings: Settings, memory: Path) -> _Folder:
-        sim = settings.candidates.similarity
-        index = claims_mod.SimilarityIndex(sim)
-        by_key: dict[str, int] = {}
-        for cid, key, tokens in conn.execute(
-            select(CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens).where(
-                CANDIDATES.c.agent == agent
-            )
-        ):
-            by_key[key] = cid
-            index.add(cid, frozenset(tokens.split()))
-        # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
-        # (that is how our output echoed back in a transcript is recognised, not re-promoted).
-        entries = claims_mod.SimilarityIndex(sim)
-        entry_keys: list[str] = []
-        entry_by_claim_key: dict[str, str] = {}
-        for block in memory_file.read(memory).live_blocks():
-            tokens = claims_mod.content_tokens(block.text)
-            if not tokens:
-                continue
-            entries.add(len(entry_keys), tokens)
-            entry_keys.append(block.key)
-            entry_by_claim_key[claims_mod.claim_key(tokens)] = block.key
-        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key)
-
-    def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
-        if claim.key in self.entry_by_claim_key:
-            return self.entry_by_claim_key[claim.key]
-        hit = self.entries.best(claim.tokens)
-        return self.entry_keys[hit] if hit is not None else None
-
-    def fold(
-        self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]], summary: LightSummary
-    ) -> set[int]:
-        cs = self.settings.candidates
-        touched: set[int] = set()
-        evidence: list[dict[str, Any]] = []
-        recalls: list[dict[str, Any]] = []
-        now = _now()
-        for line_id, row in lines:
-            found = claims_mod.extract(
-                row["text"], min_words=cs.min_claim_words, max_words=cs.max_claim_words
-            )
-            for claim in found:
-                entry = self.recalled_entry(claim)
-                if entry is not None:
-                    recalls.append(
-                        {
-                            "agent": self.agent,
-                            "entry_key": entry,
-                            "corpus_line_id": line_id,
-                            "session_id": row["session_id"],
-                            "observed_at": row["ts"],
-                        }
-                    )
-                    continue
-                cid = self.by_key.get(claim.key)
-                if cid is None:
-                    cid = self.index.best(claim.tokens)
-                if cid is None:
-                    cid = int(
-                        conn.execute(
-                            insert(CANDIDATES)
-                            .values(
-                                agent=self.agent,
-                                key=claim.key,
-                                text=claim.text,
-                                tokens=" ".join(sorted(claim.tokens)),
-                                durable_cue=claim.durable_cue,
-                                updated_at=now,
-                            )
-                            .returning(CANDIDATES.c.id)
-                        ).scalar_one()
-                    )
-                    self.by_key[claim.key] = cid
-                    self.index.add(cid, claim.tokens)
-                    summary.candidates_new += 1
-                elif claim.durable_cue:
-                    conn.execute(
-                        update(CANDIDATES).where(CANDIDATES.c.id == cid).values(durable_cue=True)
-                    )
-                touched.add(cid)
-                evidence.append(
-                    {
-                        "candidate_id": cid,
-                        "corpus_line_id": line_id,
-                        "agent": self.agent,
-                        "session_id": row["session_id"],
-                        "day": row["day"],
-                        "origin_class": row["origin_class"],
-                    }
-                )
-        if evidence:
-            conn.execute(sqlite_insert(EVIDENCE).on_conflict_do_nothing(), evidence)
-        if recalls:
-            conn.execute(sqlite_insert(RECALLS).on_conflict_do_nothing(), recalls)
-            summary.recalls += len(recalls)
-        return touched
-
-
-def _chunks(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
-    """Recompute the stored signals of candidates from their evidence. Candidates left with
-    no evidence (their lines were removed) and never promoted are deleted. Returns updated."""
-    updated = 0
-    ordered = sorted(set(ids))
-    for chunk in _chunks(ordered):
-        stats = conn.execute(
-            select(
-                EVIDENCE.c.candidate_id,
-                func.count(func.distinct(EVIDENCE.c.session_id)),
-                func.count(func.distinct(EVIDENCE.c.day)),
-                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=LINES.c.line.type)),
-                func.count(),
-                func.min(LINES.c.ts),
-                func.max(LINES.c.ts),
-            )
-            .select_from(EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id))
-            .where(EVIDENCE.c.candidate_id.in_(chunk))
-            .group_by(EVIDENCE.c.candidate_id)
-        ).all()
-        seen = set()
-        for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats:
-            seen.add(cid)
-            conn.execute(
-                update(CANDIDATES)
-                .where(CANDIDATES.c.id == cid)
-                .values(
-                    sessions=sessions,
-                    days=days,
-                    owner_lines=own or 0,
-                    agent_lines=agt or 0,
-                    untrusted_lines=untr or 0,
-                    system_lines=sysl or 0,
-                    evidence_count=count,
-                    first_seen=first,
-                    last_seen=last,
-                    updated_at=_now(),
-                )
-            )
-            updated += 1
-        empty = [cid for cid in chunk if cid not in seen]
-        if empty:
-            conn.execute(
-                delete(CANDIDATES).where(
-                    and_(CANDIDATES.c.id.in_(empty), CANDIDATES.c.status == "pending")
-                )
-            )
-    return updated
-
-
-def rescore(conn: Connection, agent: str, settings: Settings) -> int:
-    """Score every candidate against the agent's clock. Returns the number pending."""
-    clock = read_clock(conn, agent)
-    half_life = settings.candidates.recency_half_life_days
-    rows = conn.execute(select(CANDIDATES).where(CANDIDATES.c.agent == agent)).mappings().all()
-    pending = 0
-    changes = []
-    for r in rows:
-        value = score(
-            Signals(
-                sessions=r["sessions"],
-                days=r["days"],
-                owner_lines=r["owner_lines"],
-                agent_lines=r["agent_lines"],
-                untrusted_lines=r["untrusted_lines"],
-                system_lines=r["system_lines"],
-                last_seen=r["last_seen"],
-                durable_cue=bool(r["durable_cue"]),
-                rem_boost=r["rem_boost"],
-            ),
-            clock,
-            half_life,
-        )
-        if r["status"] == "pending":
-            pending += 1
-        if value != r["score"]:
-            changes.append({"cid": r["id"], "score": value})
-    if changes:
-        conn.execute(
-            update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes
-        )
-    return pending
-
-
-def read_clock(conn: Connection, agent: str) -> datetime | None:
-    value = conn.execute(
-        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == CLOCK_KEY))
-    ).scalar()
-    return datetime.fromisoformat(value) if value else None
-
-
-def _advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None:
-    if newest is None:
-        return
-    current = read_clock(conn, agent)
-    if current is not None and current >= newest:
-        return
-    conn.execute(
-        sqlite_insert(STATE)
-        .values(agent=agent, key=CLOCK_KEY, value=newest.isoformat())
-        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": newest.isoformat()})
-    )
-
-
 def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict[str, Any]:
     return {
         "agent": sf.agent,
@@ -389,7 +158,9 @@ def _upsert_session(
         )
 
 
-def _remove_session_lines(conn: Connection, agent: str, session_id: str) -> tuple[set[int], set[str]]:
+def _remove_session_lines(
+    conn: Connection, agent: str, session_id: str
+) -> tuple[set[int], set[str]]:
     """Drop a session's corpus lines (its file was rewritten). Returns touched candidates
     and the days whose files must be rewritten."""
     where = and_(LINES.c.agent == agent, LINES.c.session_id == session_id)
@@ -429,7 +200,8 @@ def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
                 .where(and_(LINES.c.agent == agent, LINES.c.day == day))
                 .order_by(func.coalesce(LINES.c.ts, ""), LINES.c.session_id, LINES.c.line)
             ).all()
-        corpus.write_day(folder, day, corpus.render_day(agent, [tuple(r) for r in rows]))  # type: ignore[misc]
+        rendered = corpus.render_day(agent, ((r[0], r[1], r[2]) for r in rows))
+        corpus.write_day(folder, day, rendered)
         with engine.begin() as conn:
             conn.execute(delete(DIRTY).where(and_(DIRTY.c.agent == agent, DIRTY.c.day == day)))
     return len(days)
@@ -460,7 +232,10 @@ class LightPhase:
         summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
         with self.engine.connect() as conn:
             tombstoned = {
-                s for (s,) in conn.execute(select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent))
+                s
+                for (s,) in conn.execute(
+                    select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
+                )
             }
             sessions = {
                 r["session_id"]: dict(r)
@@ -470,7 +245,7 @@ class LightPhase:
                 r["path"]: dict(r)
                 for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings()
             }
-            folder = _Folder.load(conn, agent, self.settings, self.paths.memory_file(agent))
+            folder = Folder.load(conn, agent, self.settings, self.paths.memory_file(agent))
         changed = False
         touched_total: set[int] = set()
         for n, sf in enumerate(files, 1):
@@ -487,7 +262,9 @@ class LightPhase:
                     with self.engine.begin() as conn:
                         _upsert_session(conn, values, sessions.get(sf.session_id), read=False)
                 continue
-            touched = self._read_session(sf, values, sessions.get(sf.session_id), cursors, folder, summary)
+            touched = self._read_session(
+                sf, values, sessions.get(sf.session_id), cursors, folder, summary
+            )
             if touched is not None:
                 changed = True
                 touched_total |= touched
@@ -515,14 +292,14 @@ class LightPhase:
         values: dict[str, Any],
         existing: dict[str, Any] | None,
         cursors: dict[str, dict[str, Any]],
-        folder: _Folder,
+        folder: Folder,
         summary: LightSummary,
     ) -> set[int] | None:
         """Read what is new in one admitted file and commit it. None: nothing was read."""
         agent = sf.agent
         key = str(sf.path)
         try:
-            st = os.stat(sf.path)
+            st = sf.path.stat()
         except OSError:
             summary.skips["unreadable-file"] += 1
             return None
@@ -539,7 +316,9 @@ class LightPhase:
         start: Cursor | None = None
         rewritten = False
         if prev is not None:
-            start = Cursor(offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"])
+            start = Cursor(
+                offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"]
+            )
             if not cursor_is_valid(sf.path, start):
                 start, rewritten = None, True
         reader = TranscriptReader(
@@ -548,7 +327,9 @@ class LightPhase:
             skips=summary.skips,
             max_line_bytes=self.settings.corpus.max_transcript_line_bytes,
         )
-        fallback_day = (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
+        fallback_day = (
+            (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
+        )
         max_chars = self.settings.corpus.max_line_chars
         rows: list[dict[str, Any]] = []
         newest: datetime | None = None
@@ -557,7 +338,9 @@ class LightPhase:
                 summary.dropped[msg.kind.value] += 1
                 continue
             summary.messages += 1
-            text = corpus.normalize(self.registry.strip(msg.text, Scope.DREAMING_INGESTION), max_chars)
+            text = corpus.normalize(
+                self.registry.strip(msg.text, Scope.DREAMING_INGESTION), max_chars
+            )
             if not text:
                 summary.dropped["empty-after-strip"] += 1
                 continue
@@ -591,7 +374,7 @@ class LightPhase:
                 days |= old_days
             if rows:
                 conn.execute(sqlite_insert(LINES).on_conflict_do_nothing(), rows)
-                ids = dict(
+                ids: dict[int, int] = dict(
                     conn.execute(
                         select(LINES.c.line, LINES.c.id).where(
                             and_(
@@ -609,7 +392,7 @@ class LightPhase:
                 summary.corpus_lines += len(rows)
             refresh_candidates(conn, agent, touched)
             _mark_dirty(conn, agent, days)
-            _advance_clock(conn, agent, newest)
+            advance_clock(conn, agent, newest)
             cursor_values = {
                 "agent": agent,
                 "path": key,

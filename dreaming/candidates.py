@@ -1,0 +1,265 @@
+"""Candidates: folding claims from new corpus lines, their stored signals, and scores.
+
+A candidate's signals are always recomputed from its evidence rows (never incremented in
+place), so re-reading a rewritten file or purging a session leaves exact counts behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import claims as claims_mod
+from dreaming import memory_file
+from dreaming.config import Settings
+from dreaming.scoring import Signals, score
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CandidateRow,
+    CorpusLineRow,
+    RecallRow,
+    StateRow,
+)
+
+if TYPE_CHECKING:
+    from dreaming.phases.light import LightSummary
+
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+CLOCK_KEY = "clock"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Folder:
+    """Folds claims into candidates; holds the agent's candidate and entry indexes."""
+
+    agent: str
+    settings: Settings
+    by_key: dict[str, int]
+    index: claims_mod.SimilarityIndex
+    entries: claims_mod.SimilarityIndex
+    entry_keys: list[str]
+    entry_by_claim_key: dict[str, str]
+
+    @classmethod
+    def load(cls, conn: Connection, agent: str, settings: Settings, memory: Path) -> Folder:
+        sim = settings.candidates.similarity
+        index = claims_mod.SimilarityIndex(sim)
+        by_key: dict[str, int] = {}
+        for cid, key, tokens in conn.execute(
+            select(CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens).where(
+                CANDIDATES.c.agent == agent
+            )
+        ):
+            by_key[key] = cid
+            index.add(cid, frozenset(tokens.split()))
+        # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
+        # (that is how our output echoed back in a transcript is recognised, not re-promoted).
+        entries = claims_mod.SimilarityIndex(sim)
+        entry_keys: list[str] = []
+        entry_by_claim_key: dict[str, str] = {}
+        for block in memory_file.read(memory).live_blocks():
+            tokens = claims_mod.content_tokens(block.text)
+            if not tokens:
+                continue
+            entries.add(len(entry_keys), tokens)
+            entry_keys.append(block.key)
+            entry_by_claim_key[claims_mod.claim_key(tokens)] = block.key
+        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key)
+
+    def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
+        if claim.key in self.entry_by_claim_key:
+            return self.entry_by_claim_key[claim.key]
+        hit = self.entries.best(claim.tokens)
+        return self.entry_keys[hit] if hit is not None else None
+
+    def fold(
+        self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]], summary: LightSummary
+    ) -> set[int]:
+        cs = self.settings.candidates
+        touched: set[int] = set()
+        evidence: list[dict[str, Any]] = []
+        recalls: list[dict[str, Any]] = []
+        now = _now()
+        for line_id, row in lines:
+            found = claims_mod.extract(
+                row["text"], min_words=cs.min_claim_words, max_words=cs.max_claim_words
+            )
+            for claim in found:
+                entry = self.recalled_entry(claim)
+                if entry is not None:
+                    recalls.append(
+                        {
+                            "agent": self.agent,
+                            "entry_key": entry,
+                            "corpus_line_id": line_id,
+                            "session_id": row["session_id"],
+                            "observed_at": row["ts"],
+                        }
+                    )
+                    continue
+                cid = self.by_key.get(claim.key)
+                if cid is None:
+                    cid = self.index.best(claim.tokens)
+                if cid is None:
+                    cid = int(
+                        conn.execute(
+                            insert(CANDIDATES)
+                            .values(
+                                agent=self.agent,
+                                key=claim.key,
+                                text=claim.text,
+                                tokens=" ".join(sorted(claim.tokens)),
+                                durable_cue=claim.durable_cue,
+                                updated_at=now,
+                            )
+                            .returning(CANDIDATES.c.id)
+                        ).scalar_one()
+                    )
+                    self.by_key[claim.key] = cid
+                    self.index.add(cid, claim.tokens)
+                    summary.candidates_new += 1
+                elif claim.durable_cue:
+                    conn.execute(
+                        update(CANDIDATES).where(CANDIDATES.c.id == cid).values(durable_cue=True)
+                    )
+                touched.add(cid)
+                evidence.append(
+                    {
+                        "candidate_id": cid,
+                        "corpus_line_id": line_id,
+                        "agent": self.agent,
+                        "session_id": row["session_id"],
+                        "day": row["day"],
+                        "origin_class": row["origin_class"],
+                    }
+                )
+        if evidence:
+            conn.execute(sqlite_insert(EVIDENCE).on_conflict_do_nothing(), evidence)
+        if recalls:
+            conn.execute(sqlite_insert(RECALLS).on_conflict_do_nothing(), recalls)
+            summary.recalls += len(recalls)
+        return touched
+
+
+def _chunks(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
+    """Recompute the stored signals of candidates from their evidence. Candidates left with
+    no evidence (their lines were removed) and never promoted are deleted. Returns updated."""
+    updated = 0
+    ordered = sorted(set(ids))
+    for chunk in _chunks(ordered):
+        stats = conn.execute(
+            select(
+                EVIDENCE.c.candidate_id,
+                func.count(func.distinct(EVIDENCE.c.session_id)),
+                func.count(func.distinct(EVIDENCE.c.day)),
+                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=LINES.c.line.type)),
+                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=LINES.c.line.type)),
+                func.count(),
+                func.min(LINES.c.ts),
+                func.max(LINES.c.ts),
+            )
+            .select_from(EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id))
+            .where(EVIDENCE.c.candidate_id.in_(chunk))
+            .group_by(EVIDENCE.c.candidate_id)
+        ).all()
+        seen = set()
+        for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats:
+            seen.add(cid)
+            conn.execute(
+                update(CANDIDATES)
+                .where(CANDIDATES.c.id == cid)
+                .values(
+                    sessions=sessions,
+                    days=days,
+                    owner_lines=own or 0,
+                    agent_lines=agt or 0,
+                    untrusted_lines=untr or 0,
+                    system_lines=sysl or 0,
+                    evidence_count=count,
+                    first_seen=first,
+                    last_seen=last,
+                    updated_at=_now(),
+                )
+            )
+            updated += 1
+        empty = [cid for cid in chunk if cid not in seen]
+        if empty:
+            conn.execute(
+                delete(CANDIDATES).where(
+                    and_(CANDIDATES.c.id.in_(empty), CANDIDATES.c.status == "pending")
+                )
+            )
+    return updated
+
+
+def rescore(conn: Connection, agent: str, settings: Settings) -> int:
+    """Score every candidate against the agent's clock. Returns the number pending."""
+    clock = read_clock(conn, agent)
+    half_life = settings.candidates.recency_half_life_days
+    rows = conn.execute(select(CANDIDATES).where(CANDIDATES.c.agent == agent)).mappings().all()
+    pending = 0
+    changes = []
+    for r in rows:
+        value = score(
+            Signals(
+                sessions=r["sessions"],
+                days=r["days"],
+                owner_lines=r["owner_lines"],
+                agent_lines=r["agent_lines"],
+                untrusted_lines=r["untrusted_lines"],
+                system_lines=r["system_lines"],
+                last_seen=r["last_seen"],
+                durable_cue=bool(r["durable_cue"]),
+                rem_boost=r["rem_boost"],
+            ),
+            clock,
+            half_life,
+        )
+        if r["status"] == "pending":
+            pending += 1
+        if value != r["score"]:
+            changes.append({"cid": r["id"], "score": value})
+    if changes:
+        conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
+    return pending
+
+
+def read_clock(conn: Connection, agent: str) -> datetime | None:
+    value = conn.execute(
+        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == CLOCK_KEY))
+    ).scalar()
+    return datetime.fromisoformat(value) if value else None
+
+
+def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None:
+    if newest is None:
+        return
+    current = read_clock(conn, agent)
+    if current is not None and current >= newest:
+        return
+    conn.execute(
+        sqlite_insert(STATE)
+        .values(agent=agent, key=CLOCK_KEY, value=newest.isoformat())
+        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": newest.isoformat()})
+    )
