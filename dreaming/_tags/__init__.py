@@ -1,0 +1,1 @@
+"""Private implementation of :mod:`dreaming.tags`; import from there, not from here."""
