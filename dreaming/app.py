@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +13,18 @@ from typing import Any
 from sqlalchemy import Engine
 
 from dreaming import sources
-from dreaming.config import Paths, Settings, default_state_dir, find_config, load_settings
+from dreaming.config import (
+    BudgetSettings,
+    Paths,
+    Settings,
+    default_state_dir,
+    find_config,
+    load_settings,
+)
 from dreaming.errors import StateError
+from dreaming.llm import LLMClient
 from dreaming.messages import SessionFile
+from dreaming.phases.deep import DeepPhase
 from dreaming.phases.light import LightPhase, Progress
 from dreaming.runs import finish_run, start_run
 from dreaming.store import agent_lock, open_engine
@@ -30,6 +39,7 @@ class App:
     paths: Paths
     registry: TagRegistry
     config_path: Path | None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _engines: dict[str, Engine] = field(default_factory=dict)
 
     @classmethod
@@ -47,7 +57,7 @@ class App:
             config_tags=settings.tags.declarations,
             plugin_dirs=settings.tags.plugin_dirs,
         )
-        return cls(Paths(state, settings), registry, config_path)
+        return cls(Paths(state, settings), registry, config_path, env)
 
     @property
     def settings(self) -> Settings:
@@ -98,5 +108,51 @@ class App:
                 data["run_id"] = run_id
                 finish_run(engine, run_id, "ok", data)
             log.info("light done for %s: %s new corpus lines", agent, summary.corpus_lines)
+            results.append(data)
+        return results
+
+    def client_factory(self, profile_name: str | None) -> Callable[[], LLMClient] | None:
+        if profile_name is None:
+            return None
+        profile = self.settings.llm.profiles[profile_name]
+        return lambda: LLMClient(profile, env=self.env)
+
+    def run_deep(
+        self,
+        agents: Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        budget: BudgetSettings | None = None,
+        llm: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Promote candidates for each agent. `llm` overrides the configured profile."""
+        profile = llm if llm is not None else self.settings.deep.llm
+        if profile is not None and profile not in self.settings.llm.profiles:
+            raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
+        results = []
+        for agent in self.agents(agents):
+            engine = self.engine(agent)
+            with agent_lock(self.paths.lock(agent), agent, "deep"):
+                # A dry run leaves no trace: not even a run record.
+                run_id = None if dry_run else start_run(engine, agent, ["deep"])
+                try:
+                    summary = DeepPhase(
+                        engine,
+                        self.paths,
+                        self.registry,
+                        client_factory=self.client_factory(profile),
+                        budget=budget,
+                        dry_run=dry_run,
+                        run_id=run_id,
+                    ).run(agent)
+                except BaseException:
+                    if run_id is not None:
+                        finish_run(engine, run_id, "failed", {})
+                    raise
+                data = summary.to_dict()
+                data["run_id"] = run_id
+                if run_id is not None:
+                    outcome = "budget" if summary.ended_on_budget else "ok"
+                    finish_run(engine, run_id, outcome, data)
             results.append(data)
         return results

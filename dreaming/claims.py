@@ -24,7 +24,8 @@ _COMMA = re.compile(r",\s+|，")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
 
-# Role words are stopwords: entries say "the user is ..." where speech says "I am ...".
+# Role words are stopwords (entries say "the user is ..." where speech says "I am ..."), and
+# so are fillers that wrap a fact without changing it ("please remember", "reminder:", "still").
 STOPWORDS = frozenset(
     """
     a about above after again against all am an and any are aren't as at be because been
@@ -36,7 +37,7 @@ STOPWORDS = frozenset(
     under until up very was we were what when where which while who whom why will with
     would you your yours yourself yourselves m s t d ll re ve im i'm it's that's don doesn
     didn isn wasn okay ok yes yeah also really just like get got go going one thing things
-    user assistant
+    user assistant said says please remember reminder still note noted btw anyway actually
     """.split()  # noqa: SIM905
 )
 
@@ -70,6 +71,12 @@ def _stem(word: str) -> str:
 def content_tokens(text: str) -> frozenset[str]:
     words = (w.casefold() for w in _WORD.findall(text))
     return frozenset(_stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
+
+
+def query_words(text: str) -> frozenset[str]:
+    """Content words as written (no stemming), for full-text search queries."""
+    words = (w.casefold() for w in _WORD.findall(text))
+    return frozenset(w for w in words if w not in STOPWORDS and not w.isdigit())
 
 
 def claim_key(tokens: Iterable[str]) -> str:

@@ -68,6 +68,33 @@ class CandidateSettings(_Strict):
     recency_half_life_days: float = Field(default=14.0, gt=0)
 
 
+class DeepSettings(_Strict):
+    """Gates and limits of the deep phase."""
+
+    llm: str | None = None  # an llm.profiles name; None: the deterministic consolidator
+    min_score: float = Field(default=0.45, ge=0)
+    min_sessions: int = Field(default=2, ge=1)  # ...or a durability cue
+    max_age_days: float = Field(default=120.0, gt=0)
+    max_candidates: int = Field(default=200, ge=1)
+    batch_size: int = Field(default=8, ge=1, le=100)
+    entries_per_candidate: int = Field(default=5, ge=0, le=50)
+    max_entry_chars: int = Field(default=500, ge=40)
+    max_retire_fraction: float = Field(default=0.25, ge=0, le=1)
+    max_memory_chars: int = Field(default=20_000, ge=200)
+    runaway_skip_batches: int = Field(default=3, ge=1)
+    on_budget: Literal["wait", "deterministic"] = "wait"
+
+
+class BudgetSettings(_Strict):
+    """Per run and per day; the daily figures persist in each agent's database."""
+
+    max_usd: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_calls: int | None = Field(default=None, ge=0)
+    daily_max_usd: float | None = Field(default=None, ge=0)
+    daily_max_tokens: int | None = Field(default=None, ge=0)
+
+
 class AgentSettings(_Strict):
     workspace: Path | None = None
 
@@ -87,6 +114,8 @@ class Settings(_Strict):
     tags: TagsSettings = Field(default_factory=TagsSettings)
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     candidates: CandidateSettings = Field(default_factory=CandidateSettings)
+    deep: DeepSettings = Field(default_factory=DeepSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
     agents: dict[str, AgentSettings] = {}
     llm: LLMSettings = Field(default_factory=LLMSettings)
     jobs_dir: Path | None = None
@@ -106,9 +135,18 @@ def _format_error(path: Path | str, err: ValidationError) -> str:
 
 def parse_settings(data: Mapping[str, Any], origin: Path | str) -> Settings:
     try:
-        return Settings.model_validate(dict(data))
+        settings = Settings.model_validate(dict(data))
     except ValidationError as err:
         raise ConfigError(_format_error(origin, err)) from None
+    # A profile knows its own name, so its errors can say which one to fix.
+    profiles = {
+        name: p.model_copy(update={"name": name}) for name, p in settings.llm.profiles.items()
+    }
+    if settings.deep.llm is not None and settings.deep.llm not in profiles:
+        raise ConfigError(
+            f"{origin}: key 'deep.llm': no profile {settings.deep.llm!r} under [llm.profiles]"
+        )
+    return settings.model_copy(update={"llm": LLMSettings(profiles=profiles)})
 
 
 def load_settings(path: Path | None) -> Settings:

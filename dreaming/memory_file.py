@@ -97,7 +97,8 @@ def apply_entries(doc: Document, entries: Sequence[tuple[str, str]]) -> Document
     operator text stay as they are."""
     wanted = dict(entries)
     segments: list[str | Block] = []
-    seen: set[str] = set()
+    # A person-edited block still stands for its entry: never add a second copy beside it.
+    seen: set[str] = {b.key for b in doc.edited_blocks()}
     for seg in doc.segments:
         if isinstance(seg, Block):
             if seg.edited:

@@ -35,7 +35,7 @@ def run(state: Path, *args: str, config: Path | None = None) -> dict[str, Any]:
 
 def light(state: Path, config: Path | None = None) -> dict[str, Any]:
     report = run(state, "run", "--phase", "light", config=config)
-    return {a["agent"]: a for a in report["agents"]}
+    return {name: a["light"] for name, a in report["agents"].items()}
 
 
 def corpus_text(state: Path, agent: str = "main") -> str:

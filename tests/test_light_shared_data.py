@@ -33,7 +33,7 @@ def light(state: Path) -> dict[str, dict]:
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
-    return {a["agent"]: a for a in json.loads(result.stdout)["agents"]}
+    return {name: a["light"] for name, a in json.loads(result.stdout)["agents"].items()}
 
 
 def corpus(state: Path) -> str:

@@ -9,6 +9,7 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._progress import progress
+from dreaming.config import BudgetSettings
 
 
 def format_light(data: dict[str, Any]) -> str:
@@ -33,33 +34,131 @@ def format_light(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_deep(data: dict[str, Any]) -> str:
+    llm = data["llm"]
+    head = f"agent {data['agent']}: deep phase" + (
+        " (dry run: nothing written)" if data["dry_run"] else ""
+    )
+    lines = [
+        head,
+        f"  candidates selected: {data['selected']} in {data['batches']} batches",
+        "  decisions: "
+        + (", ".join(f"{k} {v}" for k, v in data["actions"].items()) or "none")
+        + (
+            "  (decided by: " + ", ".join(f"{k} {v}" for k, v in data["paths"].items()) + ")"
+            if data["paths"]
+            else ""
+        ),
+        f"  llm: {llm['calls']} calls, {llm['input_tokens']}+{llm['output_tokens']} tokens,"
+        f" ${llm['cost_usd']:.4f}",
+        f"  entries now: {data['entries']}",
+    ]
+    if data["deferred"]:
+        lines.append("  deferred: " + ", ".join(f"{k} {v}" for k, v in data["deferred"].items()))
+    if data["ended_on_budget"]:
+        lines.append("  ended on budget: the remaining candidates wait for the next run")
+    if data["runaway_stop"]:
+        lines.append("  stopped early: the model skipped every candidate in consecutive batches")
+    for fb in data["fallbacks"]:
+        lines.append(f"  fallback: {fb[:200]}")
+    mem = data["memory"]
+    for key in mem["edited_by_person"]:
+        lines.append(f"  MEMORY.md block {key} was edited by a person: left as it is")
+    for key in mem["removed_by_person"]:
+        lines.append(f"  MEMORY.md block {key} was removed by a person: entry retired")
+    if data["dry_run"]:
+        for d in data["decisions"]:
+            lines.append(
+                f"  {d['action']:<9} {d['candidate']} -> {d['entry'] or '-'}  {d['text'] or ''}"
+            )
+        lines.append(data["diff"] or "  (MEMORY.md would not change)")
+    return "\n".join(lines)
+
+
+def _budget(app: Any, budget_usd: float | None) -> BudgetSettings | None:
+    if budget_usd is None:
+        return None
+    settings: BudgetSettings = app.settings.budget
+    return settings.model_copy(update={"max_usd": budget_usd})
+
+
+def run_phases(
+    ctx: Context,
+    wanted: list[str],
+    agents: tuple[str, ...],
+    as_json: bool,
+    *,
+    dry_run: bool = False,
+    budget_usd: float | None = None,
+) -> None:
+    app = ctx.app
+    note(app.registry.banner())
+    report: dict[str, Any] = {"phases": wanted, "dry_run": dry_run, "agents": {}}
+    text: list[str] = []
+    if "light" in wanted:
+        with progress("light", enabled=not as_json) as bar:
+            for data in app.run_light(list(agents) or None, progress=bar):
+                report["agents"].setdefault(data["agent"], {})["light"] = data
+                text.append(format_light(data))
+    if "deep" in wanted:
+        for data in app.run_deep(
+            list(agents) or None, dry_run=dry_run, budget=_budget(app, budget_usd)
+        ):
+            report["agents"].setdefault(data["agent"], {})["deep"] = data
+            text.append(format_deep(data))
+    if as_json:
+        emit_json(report)
+        return
+    click.echo("\n".join(text) if text else f"no agents found under {app.paths.state_dir}")
+
+
+PHASES = ["light", "deep"]
+
+
 @cli.command()
 @click.option(
     "--phase",
     "phases",
-    type=click.Choice(["light", "all"]),
+    type=click.Choice([*PHASES, "all"]),
     multiple=True,
     default=["all"],
     show_default=True,
     help="Phase to run (repeatable). `all` runs every phase in order.",
 )
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option(
+    "--dry-run", is_flag=True, help="Deep: show decisions and the MEMORY.md diff, write nothing."
+)
+@click.option("--budget-usd", type=float, help="Deep: cap this run's LLM spending (USD).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
-def run(ctx: Context, phases: tuple[str, ...], agents: tuple[str, ...], as_json: bool) -> None:
+def run(
+    ctx: Context,
+    phases: tuple[str, ...],
+    agents: tuple[str, ...],
+    dry_run: bool,
+    budget_usd: float | None,
+    as_json: bool,
+) -> None:
     """Run phases now over the agents' transcripts."""
-    app = ctx.app
-    note(app.registry.banner())
-    wanted = ["light"] if "all" in phases else list(dict.fromkeys(phases))
-    report: dict[str, Any] = {"phases": wanted, "agents": []}
-    if "light" in wanted:
-        with progress("light", enabled=True) as bar:
-            results = app.run_light(list(agents) or None, progress=bar)
-        report["agents"] = results
-    if as_json:
-        emit_json(report)
-        return
-    for data in report["agents"]:
-        click.echo(format_light(data))
-    if not report["agents"]:
-        click.echo(f"no agents found under {app.paths.state_dir} (and no configured sources)")
+    wanted = PHASES if "all" in phases else [p for p in PHASES if p in phases]
+    if dry_run and "light" in wanted and "deep" not in wanted:
+        raise click.UsageError("--dry-run applies to the deep phase")
+    if dry_run:
+        wanted = [p for p in wanted if p != "light"]
+    run_phases(ctx, wanted, agents, as_json, dry_run=dry_run, budget_usd=budget_usd)
+
+
+@cli.command()
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option(
+    "--dry-run", is_flag=True, help="Show decisions and the MEMORY.md diff, write nothing."
+)
+@click.option("--budget-usd", type=float, help="Cap this run's LLM spending (USD).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def promote(
+    ctx: Context, agents: tuple[str, ...], dry_run: bool, budget_usd: float | None, as_json: bool
+) -> None:
+    """Promote candidates into MEMORY.md now (an on-demand deep run)."""
+    run_phases(ctx, ["deep"], agents, as_json, dry_run=dry_run, budget_usd=budget_usd)

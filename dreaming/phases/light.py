@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from dreaming import corpus
+from dreaming import corpus, faults
 from dreaming.admission import Status, decide, origin_class
 from dreaming.candidates import Folder, advance_clock, read_clock, refresh_candidates, rescore
 from dreaming.config import Paths
@@ -410,5 +410,7 @@ class LightPhase:
                 .on_conflict_do_update(index_elements=["agent", "path"], set_=cursor_values)
             )
             _upsert_session(conn, values, existing, read=True)
+            faults.checkpoint("light.before_commit")
+        faults.checkpoint("light.after_commit")
         summary.sessions_read += 1
         return touched

@@ -116,6 +116,60 @@ def _initial(conn: Connection) -> None:
     )
 
 
+@migration("0002_lineage_and_llm")
+def _lineage(conn: Connection) -> None:
+    serial = _serial(conn)
+    _run(
+        conn,
+        f"""
+        CREATE TABLE origins (
+            agent VARCHAR NOT NULL, entry_key VARCHAR NOT NULL, session_id VARCHAR NOT NULL,
+            session_key VARCHAR, origin_class VARCHAR NOT NULL, observed_at TIMESTAMP,
+            PRIMARY KEY (agent, entry_key, session_id));
+        CREATE INDEX ix_origins_session ON origins (agent, session_id);
+        CREATE TABLE entry_evidence (
+            agent VARCHAR NOT NULL, entry_key VARCHAR NOT NULL, session_id VARCHAR NOT NULL,
+            line INTEGER NOT NULL,
+            PRIMARY KEY (agent, entry_key, session_id, line));
+        CREATE INDEX ix_entry_evidence_session ON entry_evidence (agent, session_id);
+        CREATE TABLE supersessions (
+            agent VARCHAR NOT NULL, new_key VARCHAR NOT NULL, old_key VARCHAR NOT NULL,
+            run_id BIGINT, created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (agent, new_key, old_key));
+        CREATE TABLE decisions (
+            id {serial}, agent VARCHAR NOT NULL, run_id BIGINT, candidate_key VARCHAR NOT NULL,
+            action VARCHAR NOT NULL, targets VARCHAR NOT NULL DEFAULT '[]', entry_key VARCHAR,
+            path VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL);
+        CREATE INDEX ix_decisions_run ON decisions (agent, run_id);
+        CREATE TABLE llm_calls (
+            id {serial}, agent VARCHAR NOT NULL, run_id BIGINT, model VARCHAR NOT NULL,
+            request TEXT NOT NULL, response TEXT, input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd FLOAT,
+            duration_s FLOAT NOT NULL DEFAULT 0, attempt INTEGER NOT NULL DEFAULT 1,
+            outcome VARCHAR NOT NULL, error TEXT, status INTEGER,
+            created_at TIMESTAMP NOT NULL);
+        CREATE INDEX ix_llm_calls_run ON llm_calls (agent, run_id);
+        CREATE TABLE memory_backups (
+            id {serial}, agent VARCHAR NOT NULL, run_id BIGINT, content TEXT NOT NULL,
+            created_at TIMESTAMP NOT NULL);
+        CREATE TABLE spend (
+            agent VARCHAR NOT NULL, day VARCHAR NOT NULL, usd FLOAT NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0, calls INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (agent, day))
+        """,
+    )
+    if conn.dialect.name == "sqlite":
+        # The entry search index: FTS5 is built into SQLite. Rowids are kept in step with
+        # entries by dreaming.entry_index; a fleet database uses PostgreSQL full-text search.
+        conn.execute(
+            text(
+                "CREATE VIRTUAL TABLE entries_fts USING fts5("
+                "agent UNINDEXED, key UNINDEXED, text,"
+                " tokenize='porter unicode61 remove_diacritics 2')"
+            )
+        )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

@@ -161,3 +161,95 @@ class StateRow(SQLModel, table=True):
     agent: str = Field(primary_key=True)
     key: str = Field(primary_key=True)
     value: str
+
+
+class OriginRow(SQLModel, table=True):
+    """(entry, session): the only link from a memory back to its sources."""
+
+    __tablename__ = "origins"
+
+    agent: str = Field(primary_key=True)
+    entry_key: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    session_key: str | None = None
+    origin_class: str
+    observed_at: datetime | None = None
+
+
+class EntryEvidenceRow(SQLModel, table=True):
+    """The corpus lines an entry was built from, unioned by the same rules as origins."""
+
+    __tablename__ = "entry_evidence"
+
+    agent: str = Field(primary_key=True)
+    entry_key: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    line: int = Field(primary_key=True)
+
+
+class SupersessionRow(SQLModel, table=True):
+    __tablename__ = "supersessions"
+
+    agent: str = Field(primary_key=True)
+    new_key: str = Field(primary_key=True)
+    old_key: str = Field(primary_key=True)
+    run_id: int | None = None
+    created_at: datetime
+
+
+class DecisionRow(SQLModel, table=True):
+    """Every decision deep applied (or, in a dry run, would apply), and which path made it."""
+
+    __tablename__ = "decisions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    run_id: int | None = None
+    candidate_key: str
+    action: str
+    targets: str = "[]"  # JSON list of entry keys
+    entry_key: str | None = None
+    path: str  # llm | deterministic
+    created_at: datetime
+
+
+class LLMCallRow(SQLModel, table=True):
+    __tablename__ = "llm_calls"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    run_id: int | None = None
+    model: str
+    request: str
+    response: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    duration_s: float = 0.0
+    attempt: int = 1
+    outcome: str
+    error: str | None = None
+    status: int | None = None
+    created_at: datetime
+
+
+class MemoryBackupRow(SQLModel, table=True):
+    __tablename__ = "memory_backups"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    run_id: int | None = None
+    content: str
+    created_at: datetime
+
+
+class SpendRow(SQLModel, table=True):
+    """What LLM calls cost per agent and UTC day: the daily cap reads it across runs."""
+
+    __tablename__ = "spend"
+
+    agent: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)
+    usd: float = 0.0
+    tokens: int = 0
+    calls: int = 0

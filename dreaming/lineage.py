@@ -1,0 +1,278 @@
+"""Applying decisions: entries, their origins and evidence. Code alone owns provenance.
+
+    add        the new entry's origins and evidence are the candidate's
+    merge      the result's origins are the union of the candidate's and every target's;
+    supersede  targets leave memory (supersede also records which keys it replaced)
+
+Origin and evidence rows whose key no live entry uses are deleted in the same transaction
+(invariant 2). A merge may change an entry's text and so its key: its lineage moves with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, and_, delete, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import entry_index
+from dreaming.decisions import Action
+from dreaming.memory_file import entry_key
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CandidateRow,
+    CorpusLineRow,
+    DecisionRow,
+    EntryEvidenceRow,
+    EntryRow,
+    OriginRow,
+    SessionRow,
+    SupersessionRow,
+)
+
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
+SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
+DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
+
+# When one session supports a fact through several kinds of line, its origin takes the most
+# trusted class: the origin says who stood behind the fact in that session.
+_CLASS_RANK = {"owner": 0, "agent": 1, "untrusted": 2, "system": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    session_id: str
+    session_key: str | None
+    origin_class: str
+    observed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    origins: tuple[Origin, ...]
+    evidence: tuple[tuple[str, int], ...]  # (session id, transcript line)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A validated decision in key space, ready for code to carry out."""
+
+    candidate_id: int
+    candidate_key: str
+    action: Action
+    targets: tuple[str, ...]  # entry keys
+    text: str | None
+    path: str  # llm | deterministic
+
+
+def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineage:
+    rows = conn.execute(
+        select(
+            CAND_EVIDENCE.c.session_id,
+            SESSIONS.c.session_key,
+            CAND_EVIDENCE.c.origin_class,
+            LINES.c.ts,
+            LINES.c.line,
+        )
+        .select_from(
+            CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id).outerjoin(
+                SESSIONS,
+                and_(
+                    SESSIONS.c.agent == CAND_EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == CAND_EVIDENCE.c.session_id,
+                ),
+            )
+        )
+        .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
+    ).all()
+    per_session: dict[str, Origin] = {}
+    evidence: set[tuple[str, int]] = set()
+    for session_id, session_key, cls, ts, line in rows:
+        evidence.add((session_id, line))
+        seen = per_session.get(session_id)
+        if seen is None:
+            per_session[session_id] = Origin(session_id, session_key, cls, ts)
+            continue
+        best = (
+            cls
+            if _CLASS_RANK.get(cls, 9) < _CLASS_RANK.get(seen.origin_class, 9)
+            else seen.origin_class
+        )
+        first = min((t for t in (seen.observed_at, ts) if t is not None), default=None)
+        per_session[session_id] = Origin(session_id, session_key, best, first)
+    return Lineage(tuple(per_session[s] for s in sorted(per_session)), tuple(sorted(evidence)))
+
+
+def entry_lineage(conn: Connection, agent: str, key: str) -> Lineage:
+    origins = conn.execute(
+        select(
+            ORIGINS.c.session_id,
+            ORIGINS.c.session_key,
+            ORIGINS.c.origin_class,
+            ORIGINS.c.observed_at,
+        )
+        .where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
+        .order_by(ORIGINS.c.session_id)
+    ).all()
+    evidence = conn.execute(
+        select(EVIDENCE.c.session_id, EVIDENCE.c.line)
+        .where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key == key))
+        .order_by(EVIDENCE.c.session_id, EVIDENCE.c.line)
+    ).all()
+    return Lineage(tuple(Origin(*r) for r in origins), tuple((s, int(n)) for s, n in evidence))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> None:
+    if lineage.origins:
+        conn.execute(
+            sqlite_insert(ORIGINS).on_conflict_do_nothing(),
+            [
+                {
+                    "agent": agent,
+                    "entry_key": key,
+                    "session_id": o.session_id,
+                    "session_key": o.session_key,
+                    "origin_class": o.origin_class,
+                    "observed_at": o.observed_at,
+                }
+                for o in lineage.origins
+            ],
+        )
+    if lineage.evidence:
+        conn.execute(
+            sqlite_insert(EVIDENCE).on_conflict_do_nothing(),
+            [
+                {"agent": agent, "entry_key": key, "session_id": s, "line": n}
+                for s, n in lineage.evidence
+            ],
+        )
+
+
+def _delete_entry(conn: Connection, agent: str, key: str) -> None:
+    conn.execute(delete(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key)))
+    entry_index.remove_entry(conn, agent, key)
+
+
+def prune_orphans(conn: Connection, agent: str) -> int:
+    """Delete origin and evidence rows whose key no live entry uses. Returns rows removed."""
+    live = select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
+    removed = conn.execute(
+        delete(ORIGINS).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.not_in(live)))
+    ).rowcount
+    removed += conn.execute(
+        delete(EVIDENCE).where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key.not_in(live)))
+    ).rowcount
+    return int(removed)
+
+
+def apply(conn: Connection, agent: str, decision: Applied, run_id: int | None) -> str | None:
+    """Carry out one decision in the caller's transaction. Returns the resulting entry key."""
+    now = _now()
+    result_key: str | None = None
+    evidence_count = conn.execute(
+        select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == decision.candidate_id)
+    ).scalar_one()
+    if decision.action is Action.SKIP:
+        status = "skipped"
+    else:
+        assert decision.text is not None
+        result_key = entry_key(decision.text)
+        lineages = [candidate_lineage(conn, agent, decision.candidate_id)]
+        lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
+        exists = conn.execute(
+            select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
+        ).scalar()
+        if exists is None:
+            conn.execute(
+                ENTRIES.insert().values(
+                    agent=agent,
+                    key=result_key,
+                    text=decision.text,
+                    status="live",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        else:
+            # Same normalized text: the same fact. Its lineage grows; its text stays.
+            lineages.append(entry_lineage(conn, agent, result_key))
+            conn.execute(
+                update(ENTRIES)
+                .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
+                .values(updated_at=now, status="live")
+            )
+        for lineage in lineages:
+            _write_lineage(conn, agent, result_key, lineage)
+        for target in decision.targets:
+            if target == result_key:
+                continue
+            _delete_entry(conn, agent, target)
+            if decision.action is Action.SUPERSEDE:
+                conn.execute(
+                    sqlite_insert(SUPERSESSIONS)
+                    .values(
+                        agent=agent,
+                        new_key=result_key,
+                        old_key=target,
+                        run_id=run_id,
+                        created_at=now,
+                    )
+                    .on_conflict_do_nothing()
+                )
+        body = conn.execute(
+            select(ENTRIES.c.text).where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
+            )
+        ).scalar_one()
+        entry_index.index_entry(conn, agent, result_key, body)
+        status = "promoted" if decision.action is Action.ADD else "merged"
+    conn.execute(
+        update(CANDIDATES)
+        .where(CANDIDATES.c.id == decision.candidate_id)
+        .values(status=status, decided_evidence=evidence_count, updated_at=now)
+    )
+    conn.execute(
+        DECISIONS.insert().values(
+            agent=agent,
+            run_id=run_id,
+            candidate_key=decision.candidate_key,
+            action=decision.action.value,
+            targets=json.dumps(list(decision.targets)),
+            entry_key=result_key,
+            path=decision.path,
+            created_at=now,
+        )
+    )
+    prune_orphans(conn, agent)
+    return result_key
+
+
+def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
+    """(key, text) of live entries in creation order: the order MEMORY.md lists them."""
+    return [
+        (k, t)
+        for k, t in conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
+            .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
+        )
+    ]
+
+
+def remove_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
+    for key in keys:
+        _delete_entry(conn, agent, key)
+    prune_orphans(conn, agent)

@@ -1,0 +1,139 @@
+"""Keeping MEMORY.md and the database in agreement, across crashes and human edits.
+
+The database is the source of truth for managed entries. A change to entries sets a
+`memory_dirty` mark in the same transaction; the file is then rendered from the database,
+the previous file is kept as a backup row, the new one written atomically, and only then is
+the mark cleared together with the hash of what was written. So after a crash:
+
+- mark set: the file may be old; the next run renders and writes it (repair);
+- mark clear and the file's hash is ours: in agreement;
+- mark clear and the hash differs: a person edited the file. Blocks they edited are left
+  alone and reported; blocks they deleted retire their entries (their decision wins).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, and_, delete, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import faults, memory_file
+from dreaming.lineage import live_entries, remove_entries
+from dreaming.store.models import MemoryBackupRow, StateRow
+
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
+DIRTY_KEY = "memory_dirty"
+HASH_KEY = "memory_hash"
+
+
+@dataclass
+class SyncReport:
+    written: bool = False
+    repaired: bool = False
+    edited_by_person: list[str] = field(default_factory=list)
+    removed_by_person: list[str] = field(default_factory=list)
+    chars: int = 0
+
+
+def content_hash(content: str) -> str:
+    return "b2:" + hashlib.blake2b(content.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _get(conn: Connection, agent: str, key: str) -> str | None:
+    value = conn.execute(
+        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == key))
+    ).scalar()
+    return str(value) if value is not None else None
+
+
+def _set(conn: Connection, agent: str, key: str, value: str) -> None:
+    conn.execute(
+        sqlite_insert(STATE)
+        .values(agent=agent, key=key, value=value)
+        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
+    )
+
+
+def mark_dirty(conn: Connection, agent: str) -> None:
+    _set(conn, agent, DIRTY_KEY, "1")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
+    """Before a run changes entries: repair after a crash, or take in a person's edits."""
+    report = SyncReport()
+    current = _read(path)
+    with engine.begin() as conn:
+        dirty = _get(conn, agent, DIRTY_KEY) == "1"
+        written = _get(conn, agent, HASH_KEY)
+        live = dict(live_entries(conn, agent))
+        if current is None or dirty or written is None or content_hash(current) == written:
+            needs_write = dirty or (current is None and bool(live))
+        else:
+            doc = memory_file.parse(current)
+            report.edited_by_person = sorted(b.key for b in doc.edited_blocks())
+            present = {b.key for b in doc.blocks}
+            report.removed_by_person = sorted(k for k in live if k not in present)
+            if report.removed_by_person:
+                remove_entries(conn, agent, report.removed_by_person)
+                mark_dirty(conn, agent)
+            needs_write = bool(report.removed_by_person)
+            if not needs_write:
+                # Take the edited file as the new agreed state.
+                _set(conn, agent, HASH_KEY, content_hash(current))
+    if needs_write:
+        report.repaired = dirty
+        write(engine, agent, path, run_id=None, report=report)
+    return report
+
+
+def render(conn: Connection, agent: str, path: Path) -> tuple[str | None, str]:
+    """(current file content or None, the content the database says it should have)."""
+    current = _read(path)
+    doc = memory_file.parse(current or "")
+    return current, memory_file.apply_entries(doc, live_entries(conn, agent)).render()
+
+
+def write(
+    engine: Engine, agent: str, path: Path, run_id: int | None, report: SyncReport | None = None
+) -> SyncReport:
+    """Render MEMORY.md from the database, back up the old file, write atomically, clear
+    the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
+    report = report or SyncReport()
+    with engine.connect() as conn:
+        current, new = render(conn, agent, path)
+    report.chars = len(new)
+    if current is not None and current != new:
+        with engine.begin() as conn:
+            latest = conn.execute(
+                select(BACKUPS.c.content)
+                .where(BACKUPS.c.agent == agent)
+                .order_by(BACKUPS.c.id.desc())
+                .limit(1)
+            ).scalar()
+            if latest != current:
+                conn.execute(
+                    BACKUPS.insert().values(
+                        agent=agent, run_id=run_id, content=current, created_at=datetime.now(UTC)
+                    )
+                )
+    faults.checkpoint("memory.before_write")
+    if current != new and not (current is None and new == ""):
+        memory_file.atomic_write(path, new)
+        report.written = True
+    faults.checkpoint("memory.after_write")
+    with engine.begin() as conn:
+        conn.execute(delete(STATE).where(and_(STATE.c.agent == agent, STATE.c.key == DIRTY_KEY)))
+        _set(conn, agent, HASH_KEY, content_hash(new))
+    return report

@@ -1,0 +1,585 @@
+"""The deep phase: promote candidates into long-term memory.
+
+Selection is deterministic (gates, highest score first). Each batch is decided by the LLM
+when a profile is configured and budget remains, else - and whenever the LLM fails, runs out
+of budget or returns decisions that do not validate - by the deterministic consolidator.
+Decisions are applied by code (`dreaming.lineage`) one transaction per batch, and MEMORY.md
+is rewritten from the database after each batch (`dreaming.memory_sync`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, or_, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import claims as claims_mod
+from dreaming import entry_index, faults, lineage, memory_file, memory_sync
+from dreaming.candidates import read_clock
+from dreaming.config import BudgetSettings, Paths
+from dreaming.decisions import (
+    Action,
+    BatchInvalid,
+    DecisionReply,
+    PromptCandidate,
+    PromptEntry,
+    render_prompt,
+    reply_schema,
+    validate,
+)
+from dreaming.errors import BudgetExceededError, LLMError
+from dreaming.llm import Budget, CallRecord, LLMClient, calls_of
+from dreaming.sanitize import sanitize_entry_text
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CandidateRow,
+    CorpusLineRow,
+    EntryRow,
+    LLMCallRow,
+    SpendRow,
+)
+from dreaming.tags import TagRegistry
+
+log = logging.getLogger(__name__)
+
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
+SPEND = SpendRow.__table__  # type: ignore[attr-defined]
+
+ClientFactory = Callable[[], LLMClient]
+PROMOTABLE_CLASSES = ("owner", "agent")
+
+
+@dataclass
+class DeepSummary:
+    agent: str
+    dry_run: bool = False
+    selected: int = 0
+    batches: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    paths: Counter[str] = field(default_factory=Counter)
+    deferred: Counter[str] = field(default_factory=Counter)
+    fallbacks: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    ended_on_budget: bool = False
+    runaway_stop: bool = False
+    memory_written: bool = False
+    memory_repaired: bool = False
+    edited_by_person: list[str] = field(default_factory=list)
+    removed_by_person: list[str] = field(default_factory=list)
+    entries: int = 0
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    diff: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "dry_run": self.dry_run,
+            "selected": self.selected,
+            "batches": self.batches,
+            "actions": dict(sorted(self.actions.items())),
+            "paths": dict(sorted(self.paths.items())),
+            "deferred": dict(sorted(self.deferred.items())),
+            "fallbacks": self.fallbacks,
+            "llm": {
+                "calls": self.llm_calls,
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "cost_usd": round(self.cost_usd, 6),
+            },
+            "ended_on_budget": self.ended_on_budget,
+            "runaway_stop": self.runaway_stop,
+            "memory": {
+                "written": self.memory_written,
+                "repaired": self.memory_repaired,
+                "edited_by_person": self.edited_by_person,
+                "removed_by_person": self.removed_by_person,
+            },
+            "entries": self.entries,
+            "decisions": self.decisions,
+            "diff": self.diff,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    id: int
+    key: str
+    text: str
+    tokens: frozenset[str]
+    sessions: int
+    days: int
+    owner_lines: int
+    agent_lines: int
+
+
+def _today() -> str:
+    return datetime.now(UTC).date().isoformat()
+
+
+def spent_today(conn: Connection, agent: str) -> tuple[float, int, int]:
+    row = conn.execute(
+        select(SPEND.c.usd, SPEND.c.tokens, SPEND.c.calls).where(
+            and_(SPEND.c.agent == agent, SPEND.c.day == _today())
+        )
+    ).first()
+    return (float(row[0]), int(row[1]), int(row[2])) if row else (0.0, 0, 0)
+
+
+def record_calls(
+    conn: Connection, agent: str, run_id: int | None, calls: Sequence[CallRecord]
+) -> None:
+    """Log every attempt and charge it to the day (what was spent was spent, dry run or not)."""
+    if not calls:
+        return
+    conn.execute(
+        CALLS.insert(),
+        [
+            {
+                "agent": agent,
+                "run_id": run_id,
+                "model": c.model,
+                "request": c.request,
+                "response": c.response,
+                "input_tokens": c.input_tokens,
+                "output_tokens": c.output_tokens,
+                "cost_usd": c.cost_usd,
+                "duration_s": c.duration_s,
+                "attempt": c.attempt,
+                "outcome": c.outcome.value,
+                "error": c.error,
+                "status": c.http_status,
+                "created_at": c.started_at,
+            }
+            for c in calls
+        ],
+    )
+    sent = [c for c in calls if c.outcome.value != "over_budget"]
+    usd = sum(c.cost_usd or 0.0 for c in sent)
+    tokens = sum(c.input_tokens + c.output_tokens for c in sent)
+    conn.execute(
+        sqlite_insert(SPEND)
+        .values(agent=agent, day=_today(), usd=usd, tokens=tokens, calls=len(sent))
+        .on_conflict_do_update(
+            index_elements=["agent", "day"],
+            set_={
+                "usd": SPEND.c.usd + usd,
+                "tokens": SPEND.c.tokens + tokens,
+                "calls": SPEND.c.calls + len(sent),
+            },
+        )
+    )
+
+
+class DeepPhase:
+    def __init__(
+        self,
+        engine: Engine,
+        paths: Paths,
+        registry: TagRegistry,
+        *,
+        client_factory: ClientFactory | None = None,
+        budget: BudgetSettings | None = None,
+        dry_run: bool = False,
+        run_id: int | None = None,
+    ) -> None:
+        self.engine = engine
+        self.paths = paths
+        self.settings = paths.settings.deep
+        self.sim = paths.settings.candidates.similarity
+        self.registry = registry
+        self.client_factory = client_factory
+        self.budget_settings = budget or paths.settings.budget
+        self.dry_run = dry_run
+        self.run_id = run_id
+        self._dry_conn: Connection | None = None
+        self._pending_calls: list[CallRecord] = []
+
+    # -- connections: a dry run works in one transaction it rolls back at the end ----------
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        if self._dry_conn is not None:
+            yield self._dry_conn
+            return
+        with self.engine.begin() as conn:
+            yield conn
+
+    def run(self, agent: str) -> DeepSummary:
+        started = time.perf_counter()
+        summary = DeepSummary(agent=agent, dry_run=self.dry_run)
+        memory_path = self.paths.memory_file(agent)
+        if not self.dry_run:
+            report = memory_sync.reconcile(self.engine, agent, memory_path)
+            summary.memory_repaired = report.repaired
+            summary.edited_by_person = report.edited_by_person
+            summary.removed_by_person = report.removed_by_person
+        if self.dry_run:
+            with self.engine.connect() as conn:
+                outer = conn.begin()
+                before = memory_sync.render(conn, agent, memory_path)[1]
+                self._dry_conn = conn
+                try:
+                    self._run_batches(agent, summary)
+                    after = memory_sync.render(conn, agent, memory_path)[1]
+                    summary.entries = len(lineage.live_entries(conn, agent))
+                finally:
+                    self._dry_conn = None
+                    outer.rollback()
+            summary.diff = "".join(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile="MEMORY.md",
+                    tofile="MEMORY.md (after)",
+                )
+            )
+            with self.engine.begin() as conn:
+                record_calls(conn, agent, self.run_id, self._pending_calls)
+        else:
+            self._run_batches(agent, summary)
+            with self.engine.connect() as conn:
+                summary.entries = len(lineage.live_entries(conn, agent))
+        summary.duration_s = time.perf_counter() - started
+        return summary
+
+    def _budget(self, agent: str) -> Budget:
+        b = self.budget_settings
+        with self.engine.connect() as conn:
+            usd, tokens, calls = spent_today(conn, agent)
+        return Budget.for_run(
+            max_usd=b.max_usd,
+            max_tokens=b.max_tokens,
+            max_calls=b.max_calls,
+            daily_max_usd=b.daily_max_usd,
+            daily_max_tokens=b.daily_max_tokens,
+            spent_today_usd=usd,
+            spent_today_tokens=tokens,
+            calls_today=calls,
+        )
+
+    def _select(self, conn: Connection, agent: str) -> list[_Candidate]:
+        s = self.settings
+        clock = read_clock(conn, agent)
+        oldest = clock - timedelta(days=s.max_age_days) if clock is not None else None
+        rows = conn.execute(
+            select(CANDIDATES)
+            .where(
+                and_(
+                    CANDIDATES.c.agent == agent,
+                    or_(
+                        CANDIDATES.c.status == "pending",
+                        CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
+                    ),
+                    CANDIDATES.c.score >= s.min_score,
+                    or_(CANDIDATES.c.sessions >= s.min_sessions, CANDIDATES.c.durable_cue),
+                    (CANDIDATES.c.owner_lines + CANDIDATES.c.agent_lines) > 0,
+                )
+            )
+            .order_by(CANDIDATES.c.score.desc(), CANDIDATES.c.id)
+        ).mappings()
+        out: list[_Candidate] = []
+        for r in rows:
+            last = r["last_seen"]
+            if oldest is not None and last is not None and _aware(last) < oldest:
+                continue
+            out.append(
+                _Candidate(
+                    r["id"],
+                    r["key"],
+                    r["text"],
+                    frozenset(r["tokens"].split()),
+                    r["sessions"],
+                    r["days"],
+                    r["owner_lines"],
+                    r["agent_lines"],
+                )
+            )
+            if len(out) >= s.max_candidates:
+                break
+        return out
+
+    def _run_batches(self, agent: str, summary: DeepSummary) -> None:
+        with self._reader() as conn:
+            selected = self._select(conn, agent)
+            live_at_start = len(lineage.live_entries(conn, agent))
+        summary.selected = len(selected)
+        if not selected:
+            return  # a quiet night costs nothing (invariant 10)
+        use_llm = self.settings.llm is not None and self.client_factory is not None
+        client: LLMClient | None = None
+        budget = self._budget(agent) if use_llm else None
+        # Rounded up so a small memory can still take one merge; a fraction of 0 forbids all.
+        retire_cap = math.ceil(self.settings.max_retire_fraction * live_at_start)
+        retired = 0
+        all_skip_streak = 0
+        try:
+            for start in range(0, len(selected), self.settings.batch_size):
+                batch = selected[start : start + self.settings.batch_size]
+                summary.batches += 1
+                path = "deterministic"
+                decisions: list[lineage.Applied] | None = None
+                if use_llm and not summary.ended_on_budget:
+                    if client is None:
+                        assert self.client_factory is not None
+                        client = self.client_factory()
+                    assert budget is not None
+                    decisions = self._decide_llm(
+                        agent, batch, client, budget, summary, retire_cap - retired
+                    )
+                    if decisions is not None:
+                        path = "llm"
+                if decisions is None:
+                    if summary.ended_on_budget and self.settings.on_budget == "wait":
+                        summary.deferred["budget"] += len(selected) - start
+                        break
+                    decisions = self._decide_deterministic(agent, batch)
+                retired += sum(
+                    len(d.targets)
+                    for d in decisions
+                    if d.action in (Action.MERGE, Action.SUPERSEDE)
+                )
+                self._apply(agent, decisions, summary)
+                summary.paths[path] += len(batch)
+                if path == "llm" and all(d.action is Action.SKIP for d in decisions):
+                    all_skip_streak += 1
+                    if all_skip_streak >= self.settings.runaway_skip_batches:
+                        summary.runaway_stop = True
+                        break
+                else:
+                    all_skip_streak = 0
+        finally:
+            if client is not None:
+                client.close()
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[Connection]:
+        if self._dry_conn is not None:
+            yield self._dry_conn
+            return
+        with self.engine.connect() as conn:
+            yield conn
+
+    # -- the two deciders --------------------------------------------------------------------
+
+    def _related(
+        self, conn: Connection, agent: str, batch: Sequence[_Candidate]
+    ) -> list[tuple[str, str]]:
+        keys: list[str] = []
+        for c in batch:
+            for key in entry_index.search(conn, agent, c.text, self.settings.entries_per_candidate):
+                if key not in keys:
+                    keys.append(key)
+        texts: dict[str, str] = dict(
+            conn.execute(
+                select(ENTRIES.c.key, ENTRIES.c.text).where(
+                    and_(
+                        ENTRIES.c.agent == agent,
+                        ENTRIES.c.key.in_(keys),
+                        ENTRIES.c.status == "live",
+                    )
+                )
+            ).all()
+        )
+        return [(k, texts[k]) for k in keys if k in texts]
+
+    def _snippets(self, conn: Connection, candidate_id: int) -> list[str]:
+        rows = conn.execute(
+            select(LINES.c.text)
+            .select_from(CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id))
+            .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
+            .order_by(LINES.c.ts.desc())
+            .limit(3)
+        ).all()
+        return [r[0][:300] for r in rows]
+
+    def _decide_llm(
+        self,
+        agent: str,
+        batch: Sequence[_Candidate],
+        client: LLMClient,
+        budget: Budget,
+        summary: DeepSummary,
+        retire_room: int,
+    ) -> list[lineage.Applied] | None:
+        with self._reader() as conn:
+            related = self._related(conn, agent, batch)
+            prompt_candidates = [
+                PromptCandidate(f"c{i}", c.text, c.sessions, c.days, self._snippets(conn, c.id))
+                for i, c in enumerate(batch, 1)
+            ]
+        # Opaque per-call ids: the model never sees a key, a session or a line reference.
+        cand_ids = {f"c{i}": c for i, c in enumerate(batch, 1)}
+        entry_ids = {f"e{i}": key for i, (key, _) in enumerate(related, 1)}
+        prompt_entries = [PromptEntry(f"e{i}", t) for i, (_, t) in enumerate(related, 1)]
+        error: str | None = None
+        for _attempt in range(2):  # one re-ask with the problems shown, then the fallback
+            system, user = render_prompt(prompt_candidates, prompt_entries, previous_error=error)
+            try:
+                completion = client.complete_json(
+                    system, user, reply_schema(), "memory_decisions", DecisionReply, budget=budget
+                )
+            except BudgetExceededError as err:
+                self._log_calls(agent, calls_of(err), summary)
+                summary.ended_on_budget = True
+                summary.fallbacks.append(f"budget: {err}")
+                return None
+            except LLMError as err:
+                self._log_calls(agent, calls_of(err), summary)
+                summary.fallbacks.append(f"llm: {err}")
+                return None
+            self._log_calls(agent, completion.calls, summary)
+            try:
+                valid = validate(
+                    completion.parsed,
+                    list(cand_ids),
+                    list(entry_ids),
+                    max_chars=self.settings.max_entry_chars,
+                    registry=self.registry,
+                )
+                retiring = sum(len(v.targets) for v in valid)
+                if retiring > max(retire_room, 0):
+                    raise BatchInvalid(
+                        [
+                            f"the batch retires {retiring} entries but at most"
+                            f" {max(retire_room, 0)} more may be retired in this run;"
+                            " merge or supersede fewer entries"
+                        ]
+                    )
+            except BatchInvalid as err:
+                error = str(err)
+                summary.fallbacks.append(f"invalid: {err}")
+                continue
+            return [
+                lineage.Applied(
+                    candidate_id=cand_ids[v.candidate].id,
+                    candidate_key=cand_ids[v.candidate].key,
+                    action=v.action,
+                    targets=tuple(entry_ids[t] for t in v.targets),
+                    # Validated text has no markers or metadata; sanitizing folds it to one
+                    # paragraph, as every entry is (invariant 7).
+                    text=self._clean(v.text),
+                    path="llm",
+                )
+                for v in valid
+            ]
+        return None
+
+    def _clean(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        return sanitize_entry_text(
+            text, max_chars=self.settings.max_entry_chars, registry=self.registry
+        )
+
+    def _decide_deterministic(
+        self, agent: str, batch: Sequence[_Candidate]
+    ) -> list[lineage.Applied]:
+        """Add durable candidates, merge near-duplicates into existing entries; never
+        supersede (telling a changed fact from a new one needs understanding)."""
+        with self._reader() as conn:
+            live = lineage.live_entries(conn, agent)
+        index = claims_mod.SimilarityIndex(self.sim)
+        for i, (_, text) in enumerate(live):
+            index.add(i, claims_mod.content_tokens(text))
+        out: list[lineage.Applied] = []
+        for c in batch:
+            hit = index.best(c.tokens)
+            if hit is not None:
+                key, text = live[hit]
+                out.append(
+                    lineage.Applied(c.id, c.key, Action.MERGE, (key,), text, "deterministic")
+                )
+                continue
+            text = sanitize_entry_text(
+                _attributed(c), max_chars=self.settings.max_entry_chars, registry=self.registry
+            )
+            if not text:
+                out.append(lineage.Applied(c.id, c.key, Action.SKIP, (), None, "deterministic"))
+                continue
+            out.append(lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic"))
+            index.add(len(live), claims_mod.content_tokens(text))
+            live.append((memory_file.entry_key(text), text))
+        return out
+
+    # -- applying -----------------------------------------------------------------------------
+
+    def _apply(
+        self, agent: str, decisions: Sequence[lineage.Applied], summary: DeepSummary
+    ) -> None:
+        memory_path = self.paths.memory_file(agent)
+        with self._tx() as conn:
+            size = len(memory_sync.render(conn, agent, memory_path)[1])
+            for d in decisions:
+                if d.action is Action.ADD and d.text is not None:
+                    grow = len(memory_file.render_block(memory_file.entry_key(d.text), d.text))
+                    if size + grow > self.settings.max_memory_chars:
+                        # Deterministic policy at the size budget: no new entries; the
+                        # candidate stays pending; merges and supersessions still apply.
+                        summary.deferred["memory_budget"] += 1
+                        continue
+                    size += grow
+                key = lineage.apply(conn, agent, d, self.run_id)
+                summary.actions[d.action.value] += 1
+                summary.decisions.append(
+                    {
+                        "candidate": d.candidate_key,
+                        "action": d.action.value,
+                        "targets": list(d.targets),
+                        "entry": key,
+                        "text": d.text,
+                        "path": d.path,
+                    }
+                )
+            memory_sync.mark_dirty(conn, agent)
+            faults.checkpoint("deep.before_commit")
+        faults.checkpoint("deep.after_commit")
+        if not self.dry_run:
+            report = memory_sync.write(self.engine, agent, memory_path, self.run_id)
+            summary.memory_written |= report.written
+
+    def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
+        for c in calls:
+            if c.outcome.value == "over_budget":
+                continue
+            summary.llm_calls += 1
+            summary.input_tokens += c.input_tokens
+            summary.output_tokens += c.output_tokens
+            summary.cost_usd += c.cost_usd or 0.0
+        if self.dry_run:
+            self._pending_calls.extend(calls)
+            return
+        with self.engine.begin() as conn:
+            record_calls(conn, agent, self.run_id, calls)
+
+
+def _attributed(c: _Candidate) -> str:
+    """The deterministic path does not rephrase: it quotes the statement and says who made
+    it, so an agent reading MEMORY.md never mistakes the user's "I" for its own."""
+    speaker = "The user" if c.owner_lines >= c.agent_lines else "The agent"
+    body = c.text.strip().strip('"')
+    if body and body[-1] not in ".!?。！？":
+        body += "."
+    return f'{speaker} said: "{body}"'
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
