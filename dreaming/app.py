@@ -26,6 +26,7 @@ from dreaming.llm import LLMClient
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
 from dreaming.phases.light import LightPhase, Progress
+from dreaming.phases.rem import RemPhase
 from dreaming.runs import finish_run, start_run
 from dreaming.store import agent_lock, open_engine
 from dreaming.tags import TagRegistry, build_registry
@@ -91,31 +92,7 @@ class App:
     def run_light(
         self, agents: Sequence[str] | None = None, progress: Progress | None = None
     ) -> list[dict[str, Any]]:
-        files = self.discover()
-        results = []
-        for agent in self.agents(agents):
-            engine = self.engine(agent)
-            with agent_lock(self.paths.lock(agent), agent, "light"):
-                run_id = start_run(engine, agent, ["light"])
-                try:
-                    summary = LightPhase(engine, self.paths, self.registry, progress=progress).run(
-                        agent, files.get(agent, [])
-                    )
-                except BaseException:
-                    finish_run(engine, run_id, "failed", {})
-                    raise
-                data = summary.to_dict()
-                data["run_id"] = run_id
-                finish_run(engine, run_id, "ok", data)
-            log.info("light done for %s: %s new corpus lines", agent, summary.corpus_lines)
-            results.append(data)
-        return results
-
-    def client_factory(self, profile_name: str | None) -> Callable[[], LLMClient] | None:
-        if profile_name is None:
-            return None
-        profile = self.settings.llm.profiles[profile_name]
-        return lambda: LLMClient(profile, env=self.env)
+        return [r["phases"]["light"] for r in self.run(["light"], agents, progress=progress)]
 
     def run_deep(
         self,
@@ -125,34 +102,112 @@ class App:
         budget: BudgetSettings | None = None,
         llm: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Promote candidates for each agent. `llm` overrides the configured profile."""
+        return [
+            r["phases"]["deep"]
+            for r in self.run(["deep"], agents, dry_run=dry_run, budget=budget, llm=llm)
+        ]
+
+    def client_factory(self, profile_name: str | None) -> Callable[[], LLMClient] | None:
+        if profile_name is None:
+            return None
+        profile = self.settings.llm.profiles[profile_name]
+        return lambda: LLMClient(profile, env=self.env)
+
+    def run(
+        self,
+        phases: Sequence[str],
+        agents: Sequence[str] | None = None,
+        *,
+        job: str | None = None,
+        dry_run: bool = False,
+        budget: BudgetSettings | None = None,
+        llm: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run `phases` (in their natural order) for each agent: one lock, one run record."""
+        ordered = [p for p in PHASES if p in phases]
+        unknown = set(phases) - set(PHASES)
+        if unknown:
+            raise StateError(f"unknown phase(s): {', '.join(sorted(unknown))}")
         profile = llm if llm is not None else self.settings.deep.llm
         if profile is not None and profile not in self.settings.llm.profiles:
             raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
-        results = []
-        for agent in self.agents(agents):
-            engine = self.engine(agent)
-            with agent_lock(self.paths.lock(agent), agent, "deep"):
-                # A dry run leaves no trace: not even a run record.
-                run_id = None if dry_run else start_run(engine, agent, ["deep"])
-                try:
-                    summary = DeepPhase(
-                        engine,
-                        self.paths,
-                        self.registry,
-                        client_factory=self.client_factory(profile),
-                        budget=budget,
-                        dry_run=dry_run,
-                        run_id=run_id,
-                    ).run(agent)
-                except BaseException:
-                    if run_id is not None:
-                        finish_run(engine, run_id, "failed", {})
-                    raise
-                data = summary.to_dict()
-                data["run_id"] = run_id
+        files = self.discover() if "light" in ordered else {}
+        return [
+            self.run_agent(
+                agent,
+                ordered,
+                files=files.get(agent, []),
+                job=job,
+                dry_run=dry_run,
+                budget=budget,
+                profile=profile,
+                progress=progress,
+            )
+            for agent in self.agents(agents)
+        ]
+
+    def run_agent(
+        self,
+        agent: str,
+        phases: Sequence[str],
+        *,
+        files: Sequence[SessionFile] = (),
+        job: str | None = None,
+        dry_run: bool = False,
+        budget: BudgetSettings | None = None,
+        profile: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """The unit of work: one job's phases for one agent, under the agent's lock.
+
+        A dry run writes nothing at all (no run record either) and skips light, whose whole
+        job is writing the corpus."""
+        engine = self.engine(agent)
+        result: dict[str, Any] = {"agent": agent, "job": job, "phases": {}, "dry_run": dry_run}
+        with agent_lock(self.paths.lock(agent), agent, job or "+".join(phases)):
+            run_id = None if dry_run else start_run(engine, agent, list(phases), job)
+            result["run_id"] = run_id
+            outcome = "ok"
+            try:
+                for phase in phases:
+                    if phase == "light" and not dry_run:
+                        light = LightPhase(engine, self.paths, self.registry, progress=progress)
+                        result["phases"]["light"] = light.run(agent, files).to_dict()
+                    elif phase == "rem":
+                        rem = RemPhase(
+                            engine,
+                            self.paths,
+                            self.registry,
+                            client_factory=self.client_factory(profile),
+                            budget=budget,
+                            dry_run=dry_run,
+                            run_id=run_id,
+                        )
+                        result["phases"]["rem"] = rem.run(agent).to_dict()
+                    elif phase == "deep":
+                        deep = DeepPhase(
+                            engine,
+                            self.paths,
+                            self.registry,
+                            client_factory=self.client_factory(profile),
+                            budget=budget,
+                            dry_run=dry_run,
+                            run_id=run_id,
+                        )
+                        summary = deep.run(agent)
+                        if summary.ended_on_budget:
+                            outcome = "budget"
+                        result["phases"]["deep"] = summary.to_dict()
+            except BaseException as err:
                 if run_id is not None:
-                    outcome = "budget" if summary.ended_on_budget else "ok"
-                    finish_run(engine, run_id, outcome, data)
-            results.append(data)
-        return results
+                    kind = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+                    finish_run(engine, run_id, kind, result | {"error": str(err)})
+                raise
+            for data in result["phases"].values():
+                data["run_id"] = run_id
+            result["outcome"] = outcome
+            if run_id is not None:
+                finish_run(engine, run_id, outcome, result)
+        log.info("run %s for %s done: %s", run_id, agent, outcome)
+        return result

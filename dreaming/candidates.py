@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
-from dreaming import memory_file
+from dreaming import diary, memory_file
 from dreaming.config import Settings
 from dreaming.scoring import Signals, score
 from dreaming.store.models import (
@@ -53,9 +53,12 @@ class Folder:
     entries: claims_mod.SimilarityIndex
     entry_keys: list[str]
     entry_by_claim_key: dict[str, str]
+    echoes: claims_mod.EchoIndex
 
     @classmethod
-    def load(cls, conn: Connection, agent: str, settings: Settings, memory: Path) -> Folder:
+    def load(
+        cls, conn: Connection, agent: str, settings: Settings, memory: Path, dreams: Path
+    ) -> Folder:
         sim = settings.candidates.similarity
         index = claims_mod.SimilarityIndex(sim)
         by_key: dict[str, int] = {}
@@ -78,7 +81,14 @@ class Folder:
             entries.add(len(entry_keys), tokens)
             entry_keys.append(block.key)
             entry_by_claim_key[claims_mod.claim_key(tokens)] = block.key
-        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key)
+        # Our diary quoted back in a conversation is our own output, not something said.
+        echoes = claims_mod.EchoIndex()
+        for entry in diary.entries(diary.read(dreams)):
+            for line in entry.body.splitlines():
+                echoes.add(line)
+        return cls(
+            agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes
+        )
 
     def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
         if claim.key in self.entry_by_claim_key:
@@ -95,6 +105,9 @@ class Folder:
         recalls: list[dict[str, Any]] = []
         now = _now()
         for line_id, row in lines:
+            if self.echoes.contains_echo(row["text"]):
+                summary.dropped["echo"] += 1
+                continue
             found = claims_mod.extract(
                 row["text"], min_words=cs.min_claim_words, max_words=cs.max_claim_words
             )

@@ -85,6 +85,19 @@ class DeepSettings(_Strict):
     on_budget: Literal["wait", "deterministic"] = "wait"
 
 
+class RemSettings(_Strict):
+    """How REM finds recurring themes and writes the diary."""
+
+    lookback_days: float = Field(default=7.0, gt=0)
+    min_theme_sessions: int = Field(default=2, ge=1)
+    min_theme_days: int = Field(default=2, ge=1)
+    max_themes: int = Field(default=5, ge=1)
+    boost_per_theme: float = Field(default=0.05, ge=0, le=1)
+    max_boost: float = Field(default=0.15, ge=0, le=1)
+    narrative: bool = True  # let the LLM write the diary entry when a profile and budget allow
+    max_diary_chars: int = Field(default=1200, ge=100)
+
+
 class BudgetSettings(_Strict):
     """Per run and per day; the daily figures persist in each agent's database."""
 
@@ -115,6 +128,7 @@ class Settings(_Strict):
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     candidates: CandidateSettings = Field(default_factory=CandidateSettings)
     deep: DeepSettings = Field(default_factory=DeepSettings)
+    rem: RemSettings = Field(default_factory=RemSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     agents: dict[str, AgentSettings] = {}
     llm: LLMSettings = Field(default_factory=LLMSettings)

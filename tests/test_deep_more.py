@@ -149,9 +149,9 @@ def test_cli_dry_run_promote_and_entries(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no live entry" in missing.output
 
 
-def test_run_all_runs_light_then_deep(tmp_path: Path) -> None:
+def test_run_all_runs_light_rem_then_deep(tmp_path: Path) -> None:
     root = build_state(tmp_path / "s")
     result = cli_run(root, "run", "--json")
     data = json.loads(result.stdout)
-    assert set(data["agents"]["main"]) == {"light", "deep"}
+    assert set(data["agents"]["main"]) == {"light", "rem", "deep"}
     assert data["agents"]["main"]["deep"]["entries"] >= 1

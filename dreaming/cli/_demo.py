@@ -11,7 +11,7 @@ from dreaming import demo as demo_mod
 from dreaming.app import App
 from dreaming.cli._main import cli
 from dreaming.cli._output import emit_json, note
-from dreaming.cli._run import format_deep, format_light
+from dreaming.cli._run import format_result
 
 
 @cli.command()
@@ -31,19 +31,17 @@ def demo(directory: Path, as_json: bool) -> None:
     try:
         if not as_json:
             note(app.registry.banner())
-        light = app.run_light()
-        deep = {d["agent"]: d for d in app.run_deep()}
+        results = app.run(["light", "rem", "deep"])
         report: dict[str, Any] = {"state_dir": str(root), "agents": []}
-        for data in light:
-            agent = data["agent"]
+        for result in results:
+            agent = result["agent"]
             report["agents"].append(
                 {
                     "agent": agent,
                     "memory": str(app.paths.memory_file(agent)),
                     "dreams": str(app.paths.dreams_file(agent)),
                     "corpus": str(app.paths.corpus_dir(agent)),
-                    "light": data,
-                    "deep": deep[agent],
+                    "phases": result["phases"],
                 }
             )
     finally:
@@ -53,8 +51,7 @@ def demo(directory: Path, as_json: bool) -> None:
         return
     click.echo(f"demo state folder: {root}")
     for a in report["agents"]:
-        click.echo(format_light(a["light"]))
-        click.echo(format_deep(a["deep"]))
+        click.echo(format_result({"phases": a["phases"]}))
         click.echo(f"  MEMORY.md: {a['memory']}")
         click.echo(f"  DREAMS.md: {a['dreams']}")
         click.echo(f"  corpus:    {a['corpus']}")

@@ -75,11 +75,33 @@ def format_deep(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _budget(app: Any, budget_usd: float | None) -> BudgetSettings | None:
+def _budget(
+    app: Any, budget_usd: float | None, base: BudgetSettings | None = None
+) -> BudgetSettings | None:
+    """The run's budget: a job's (or the settings'), with --budget-usd as the run cap."""
+    settings: BudgetSettings = base or app.settings.budget
     if budget_usd is None:
-        return None
-    settings: BudgetSettings = app.settings.budget
+        return base
     return settings.model_copy(update={"max_usd": budget_usd})
+
+
+def format_rem(data: dict[str, Any]) -> str:
+    themes = ", ".join(t["concept"] for t in data["themes"]) or "none"
+    lines = [
+        f"agent {data['agent']}: REM phase" + (" (dry run)" if data["dry_run"] else ""),
+        f"  themes: {themes}; {data['boosted']} candidates boosted",
+        f"  diary ({data['diary_by']}): " + ("written" if data["diary_written"] else "unchanged"),
+    ]
+    if data["fallback"]:
+        lines.append(f"  fallback: {data['fallback'][:200]}")
+    return "\n".join(lines)
+
+
+FORMATTERS = {"light": format_light, "rem": format_rem, "deep": format_deep}
+
+
+def format_result(result: dict[str, Any]) -> str:
+    return "\n".join(FORMATTERS[p](d) for p, d in result["phases"].items())
 
 
 def run_phases(
@@ -90,29 +112,41 @@ def run_phases(
     *,
     dry_run: bool = False,
     budget_usd: float | None = None,
+    job: str | None = None,
+    llm: str | None = None,
+    budget: BudgetSettings | None = None,
 ) -> None:
     app = ctx.app
     note(app.registry.banner())
-    report: dict[str, Any] = {"phases": wanted, "dry_run": dry_run, "agents": {}}
-    text: list[str] = []
-    if "light" in wanted:
-        with progress("light", enabled=not as_json) as bar:
-            for data in app.run_light(list(agents) or None, progress=bar):
-                report["agents"].setdefault(data["agent"], {})["light"] = data
-                text.append(format_light(data))
-    if "deep" in wanted:
-        for data in app.run_deep(
-            list(agents) or None, dry_run=dry_run, budget=_budget(app, budget_usd)
-        ):
-            report["agents"].setdefault(data["agent"], {})["deep"] = data
-            text.append(format_deep(data))
+    with progress("light", enabled=not as_json and "light" in wanted) as bar:
+        results = app.run(
+            wanted,
+            list(agents) or None,
+            job=job,
+            dry_run=dry_run,
+            budget=_budget(app, budget_usd, budget),
+            llm=llm,
+            progress=bar,
+        )
     if as_json:
-        emit_json(report)
+        emit_json(
+            {
+                "phases": wanted,
+                "job": job,
+                "dry_run": dry_run,
+                "agents": {r["agent"]: r["phases"] for r in results},
+                "runs": [
+                    {"agent": r["agent"], "run_id": r["run_id"], "outcome": r["outcome"]}
+                    for r in results
+                ],
+            }
+        )
         return
+    text = [format_result(r) for r in results]
     click.echo("\n".join(text) if text else f"no agents found under {app.paths.state_dir}")
 
 
-PHASES = ["light", "deep"]
+PHASES = ["light", "rem", "deep"]
 
 
 @cli.command()
@@ -144,8 +178,6 @@ def run(
     wanted = PHASES if "all" in phases else [p for p in PHASES if p in phases]
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")
-    if dry_run:
-        wanted = [p for p in wanted if p != "light"]
     run_phases(ctx, wanted, agents, as_json, dry_run=dry_run, budget_usd=budget_usd)
 
 

@@ -245,7 +245,13 @@ class LightPhase:
                 r["path"]: dict(r)
                 for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings()
             }
-            folder = Folder.load(conn, agent, self.settings, self.paths.memory_file(agent))
+            folder = Folder.load(
+                conn,
+                agent,
+                self.settings,
+                self.paths.memory_file(agent),
+                self.paths.dreams_file(agent),
+            )
         changed = False
         touched_total: set[int] = set()
         for n, sf in enumerate(files, 1):

@@ -1,0 +1,83 @@
+"""REM: themes, boosts, the diary (deterministic and LLM-written), and echo recognition."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from dreaming import diary
+from tests.deep_helpers import build_state, open_app
+from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
+from tests.openclaw_builder import append
+
+
+def run(root: Path, phases: list[str], **kw: Any) -> dict[str, Any]:
+    app = open_app(root)
+    try:
+        return {r["agent"]: r["phases"] for r in app.run(phases, **kw)}
+    finally:
+        app.close()
+
+
+def test_themes_boost_and_diary(tmp_path: Path) -> None:
+    root = build_state(tmp_path / "s")
+    (root / "workspace" / "DREAMS.md").write_text("# My dreams\n\nOperator notes stay.\n")
+    out = run(root, ["light", "rem"])["main"]["rem"]
+    concepts = [t["concept"] for t in out["themes"]]
+    assert "allergic" in concepts
+    assert not {"user", "assistant"} & set(concepts)
+    assert out["boosted"] >= 1
+    text_ = (root / "workspace" / "DREAMS.md").read_text()
+    assert text_.startswith("# My dreams\n\nOperator notes stay.\n")
+    entries = diary.entries(text_)
+    assert [e.day for e in entries] == ["2026-03-14"]  # the agent's clock, not the wall clock
+    for banned in ("score", "#L", "sessions/", "s-main-"):
+        assert banned not in entries[0].body
+    app = open_app(root)
+    with app.engine("main").connect() as conn:
+        boosted = conn.execute(text("SELECT text FROM candidates WHERE rem_boost > 0")).all()
+    app.close()
+    assert any("peanut" in r[0] for r in boosted)
+
+
+def test_rem_is_idempotent_for_the_same_night(tmp_path: Path) -> None:
+    root = build_state(tmp_path / "s")
+    run(root, ["light", "rem"])
+    first = (root / "workspace" / "DREAMS.md").read_text()
+    again = run(root, ["rem"])["main"]["rem"]
+    assert again["diary_written"] is False
+    assert (root / "workspace" / "DREAMS.md").read_text() == first
+
+
+def test_llm_narrative_and_fallback(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    root = build_state(tmp_path / "s", base_url=fake_openai.base_url)
+    fake_openai.enqueue(Reply({"entry": "The user kept returning to a peanut allergy. score=0.9"}))
+    fake_openai.default = lambda _r: ErrorReply(400, "bad")
+    out = run(root, ["light", "rem"])
+    main, bob = out["main"]["rem"], out["bob"]["rem"]
+    llm_one = main if main["diary_by"] == "llm" else bob
+    assert llm_one["diary_by"] == "llm"
+    assert "peanut allergy" in llm_one["diary_text"] and "score=" not in llm_one["diary_text"]
+    request = fake_openai.chat_requests[0].body
+    assert "JSON" in json.dumps(request) and "s-main" not in json.dumps(request)
+
+
+def test_diary_quoted_back_is_an_echo_not_a_candidate(tmp_path: Path) -> None:
+    root = build_state(tmp_path / "s")
+    run(root, ["light", "rem"])
+    body = diary.entries((root / "workspace" / "DREAMS.md").read_text())[0].body
+    quoted = next(line for line in body.splitlines() if "across" in line)
+    append(
+        root / "agents/main/sessions/s-main-07.jsonl",
+        "assistant",
+        "From my diary: " + quoted,
+        dt.datetime(2026, 3, 14, 12, tzinfo=dt.UTC),
+        "echo1",
+    )
+    light = run(root, ["light"])["main"]["light"]
+    assert light["dropped"].get("echo") == 1
+    assert light["candidates"]["new"] == 0
