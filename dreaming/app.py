@@ -22,6 +22,7 @@ from dreaming.config import (
     load_settings,
 )
 from dreaming.errors import StateError
+from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.llm import LLMClient
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
@@ -123,6 +124,7 @@ class App:
         budget: BudgetSettings | None = None,
         llm: str | None = None,
         progress: Progress | None = None,
+        reingest: bool = False,
     ) -> list[dict[str, Any]]:
         """Run `phases` (in their natural order) for each agent: one lock, one run record."""
         ordered = [p for p in PHASES if p in phases]
@@ -143,6 +145,7 @@ class App:
                 budget=budget,
                 profile=profile,
                 progress=progress,
+                reingest=reingest,
             )
             for agent in self.agents(agents)
         ]
@@ -158,6 +161,7 @@ class App:
         budget: BudgetSettings | None = None,
         profile: str | None = None,
         progress: Progress | None = None,
+        reingest: bool = False,
     ) -> dict[str, Any]:
         """The unit of work: one job's phases for one agent, under the agent's lock.
 
@@ -166,13 +170,17 @@ class App:
         engine = self.engine(agent)
         result: dict[str, Any] = {"agent": agent, "job": job, "phases": {}, "dry_run": dry_run}
         with agent_lock(self.paths.lock(agent), agent, job or "+".join(phases)):
+            if not dry_run:
+                complete_pending(engine, self.paths, agent)  # an interrupted purge first
             run_id = None if dry_run else start_run(engine, agent, list(phases), job)
             result["run_id"] = run_id
             outcome = "ok"
             try:
                 for phase in phases:
                     if phase == "light" and not dry_run:
-                        light = LightPhase(engine, self.paths, self.registry, progress=progress)
+                        light = LightPhase(
+                            engine, self.paths, self.registry, progress=progress, reingest=reingest
+                        )
                         result["phases"]["light"] = light.run(agent, files).to_dict()
                     elif phase == "rem":
                         rem = RemPhase(
@@ -211,3 +219,17 @@ class App:
                 finish_run(engine, run_id, outcome, result)
         log.info("run %s for %s done: %s", run_id, agent, outcome)
         return result
+
+    def forget(self, agent: str, selector: Selector, *, dry_run: bool) -> dict[str, Any]:
+        """Purge everything derived from the selected sessions of `agent` (see forget.py).
+
+        A dry run writes nothing at all: no tombstone, no lock file, no database."""
+        self.agents([agent])
+        files = self.discover().get(agent, [])
+        db = self.paths.database(agent)
+        if dry_run:
+            engine = self.engine(agent, create=False) if db.exists() else None
+            return Purge(engine, self.paths, agent).run(selector, files, dry_run=True).to_dict()
+        engine = self.engine(agent)
+        with agent_lock(self.paths.lock(agent), agent, "forget"):
+            return Purge(engine, self.paths, agent).run(selector, files, dry_run=False).to_dict()

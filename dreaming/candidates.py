@@ -23,6 +23,7 @@ from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
     CorpusLineRow,
+    EntryRow,
     RecallRow,
     StateRow,
 )
@@ -34,6 +35,7 @@ LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
 RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
+ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 STATE = StateRow.__table__  # type: ignore[attr-defined]
 CLOCK_KEY = "clock"
 
@@ -74,21 +76,30 @@ class Folder:
         entries = claims_mod.SimilarityIndex(sim)
         entry_keys: list[str] = []
         entry_by_claim_key: dict[str, str] = {}
+        # The database is the truth about our entries (MEMORY.md may lag after a crash until
+        # deep repairs it); blocks in the file that the database does not know count too.
+        known: dict[str, str] = dict(
+            conn.execute(
+                select(ENTRIES.c.key, ENTRIES.c.text).where(
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live")
+                )
+            ).all()
+        )
         for block in memory_file.read(memory).live_blocks():
-            tokens = claims_mod.content_tokens(block.text)
+            known.setdefault(block.key, block.text)
+        for key, body in sorted(known.items()):
+            tokens = claims_mod.content_tokens(body)
             if not tokens:
                 continue
             entries.add(len(entry_keys), tokens)
-            entry_keys.append(block.key)
-            entry_by_claim_key[claims_mod.claim_key(tokens)] = block.key
+            entry_keys.append(key)
+            entry_by_claim_key[claims_mod.claim_key(tokens)] = key
         # Our diary quoted back in a conversation is our own output, not something said.
         echoes = claims_mod.EchoIndex()
         for entry in diary.entries(diary.read(dreams)):
             for line in entry.body.splitlines():
                 echoes.add(line)
-        return cls(
-            agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes
-        )
+        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes)
 
     def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
         if claim.key in self.entry_by_claim_key:

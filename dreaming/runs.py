@@ -1,16 +1,19 @@
-"""Run records: every phase run is written down when it starts and when it ends."""
+"""Run records: every phase run is written down when it starts and when it ends, and read
+back for `dreaming runs`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Engine, and_, func, insert, select, update
 
-from dreaming.store.models import RunRow
+from dreaming.store.models import LLMCallRow, RunRow
 
 RUNS = RunRow.__table__  # type: ignore[attr-defined]
+CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
 
 
 def utcnow() -> datetime:
@@ -34,3 +37,148 @@ def finish_run(engine: Engine, run_id: int, outcome: str, summary: dict[str, Any
             .where(RUNS.c.id == run_id)
             .values(ended_at=utcnow(), outcome=outcome, summary=json.dumps(summary, default=str))
         )
+
+
+def record_skipped(
+    engine: Engine, agent: str, phases: list[str], job: str | None, summary: dict[str, Any]
+) -> int:
+    """A run that did not happen because another run held the agent (outcome `skipped`)."""
+    run_id = start_run(engine, agent, phases, job)
+    finish_run(engine, run_id, "skipped", summary | {"run_id": run_id})
+    return run_id
+
+
+# -- reading runs back ---------------------------------------------------------------------
+
+PROMOTING_ACTIONS = ("add", "merge", "supersede")
+
+
+@dataclass(frozen=True)
+class LLMUsage:
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of `runs`, with its summary parsed. Ids are per agent database."""
+
+    id: int
+    agent: str
+    job: str | None
+    phases: tuple[str, ...]
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str
+    summary: dict[str, Any]
+    usage: LLMUsage | None = None  # from the LLM call log, when it has rows for the run
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        return round((_aware(self.ended_at) - _aware(self.started_at)).total_seconds(), 3)
+
+    def digest(self) -> dict[str, Any]:
+        """The listing's numbers: pending candidates after light, promotions (deep adds,
+        merges and supersedes), LLM calls/tokens/cost, and skipped transcript input."""
+        phases = self.summary.get("phases") or {}
+        light = phases.get("light") or {}
+        deep = phases.get("deep") or {}
+        rem = phases.get("rem") or {}
+        actions = deep.get("actions") or {}
+        llm = deep.get("llm") or {}
+        usage = self.usage or LLMUsage(
+            calls=int(llm.get("calls", 0)) + int(rem.get("llm_calls", 0)),
+            tokens=int(llm.get("input_tokens", 0)) + int(llm.get("output_tokens", 0)),
+            cost_usd=float(llm.get("cost_usd") or 0.0),
+        )
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "job": self.job,
+            "phases": list(self.phases),
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "duration_s": self.duration_s,
+            "outcome": self.outcome,
+            "dry_run": bool(self.summary.get("dry_run", False)),
+            "candidates": (light.get("candidates") or {}).get("pending") if light else None,
+            "promotions": sum(int(actions.get(a, 0)) for a in PROMOTING_ACTIONS) if deep else None,
+            "llm_calls": usage.calls,
+            "tokens": usage.tokens,
+            "cost_usd": round(usage.cost_usd, 6),
+            "skips": sum(int(v) for v in (light.get("skips") or {}).values()),
+            "reason": self.summary.get("reason") or self.summary.get("error"),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.digest() | {"summary": self.summary}
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; they were written in UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _record(row: Any, usage: dict[int, LLMUsage]) -> RunRecord:
+    try:
+        summary = json.loads(row.summary or "{}")
+    except ValueError:
+        summary = {"unreadable_summary": row.summary}
+    return RunRecord(
+        id=int(row.id),
+        agent=row.agent,
+        job=row.job,
+        phases=tuple(p for p in (row.phases or "").split(",") if p),
+        started_at=_aware(row.started_at),
+        ended_at=_aware(row.ended_at) if row.ended_at else None,
+        outcome=row.outcome,
+        summary=summary if isinstance(summary, dict) else {"summary": summary},
+        usage=usage.get(int(row.id)),
+    )
+
+
+def _usage(conn: Any, agent: str, run_ids: list[int]) -> dict[int, LLMUsage]:
+    if not run_ids:
+        return {}
+    rows = conn.execute(
+        select(
+            CALLS.c.run_id,
+            func.count(),
+            func.coalesce(func.sum(CALLS.c.input_tokens + CALLS.c.output_tokens), 0),
+            func.coalesce(func.sum(CALLS.c.cost_usd), 0.0),
+        )
+        .where(
+            and_(
+                CALLS.c.agent == agent,
+                CALLS.c.run_id.in_(run_ids),
+                CALLS.c.outcome != "over_budget",  # refused before sending: nothing spent
+            )
+        )
+        .group_by(CALLS.c.run_id)
+    )
+    return {int(r[0]): LLMUsage(int(r[1]), int(r[2]), float(r[3])) for r in rows}
+
+
+def list_runs(engine: Engine, agent: str, limit: int | None = None) -> list[RunRecord]:
+    """The agent's runs, newest first."""
+    with engine.connect() as conn:
+        query = select(RUNS).where(RUNS.c.agent == agent).order_by(RUNS.c.id.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        rows = list(conn.execute(query))
+        usage = _usage(conn, agent, [int(r.id) for r in rows])
+    return [_record(r, usage) for r in rows]
+
+
+def get_run(engine: Engine, agent: str, run_id: int) -> RunRecord | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(RUNS).where(and_(RUNS.c.agent == agent, RUNS.c.id == run_id))
+        ).first()
+        if row is None:
+            return None
+        usage = _usage(conn, agent, [run_id])
+    return _record(row, usage)

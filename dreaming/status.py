@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, and_, func, select
@@ -13,6 +14,7 @@ from dreaming.store.models import (
     EntryRow,
     RunRow,
     SessionRow,
+    SpendRow,
     StateRow,
     TombstoneRow,
 )
@@ -24,10 +26,38 @@ ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 RUNS = RunRow.__table__  # type: ignore[attr-defined]
 STATE = StateRow.__table__  # type: ignore[attr-defined]
 TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
 
-def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
+def utc_day(now: datetime | None = None) -> str:
+    """The day the daily LLM budget counts in: the UTC date."""
+    return (now or datetime.now(UTC)).astimezone(UTC).date().isoformat()
+
+
+def spend_on(conn: Any, agent: str, day: str, cap_usd: float | None = None) -> dict[str, Any]:
+    """What the agent's LLM calls cost on `day`, against the daily cap (None: no cap)."""
+    row = conn.execute(
+        select(SPEND.c.usd, SPEND.c.tokens, SPEND.c.calls).where(
+            and_(SPEND.c.agent == agent, SPEND.c.day == day)
+        )
+    ).first()
+    usd, tokens, calls = (float(row[0]), int(row[1]), int(row[2])) if row else (0.0, 0, 0)
+    return {
+        "day": day,
+        "usd": round(usd, 6),
+        "tokens": tokens,
+        "calls": calls,
+        "cap_usd": cap_usd,
+        "remaining_usd": None if cap_usd is None else round(max(0.0, cap_usd - usd), 6),
+    }
+
+
+def agent_status(
+    engine: Engine, agent: str, *, daily_cap_usd: float | None = None, day: str | None = None
+) -> dict[str, Any]:
+    """`daily_cap_usd` is the settings' `budget.daily_max_usd`; `day` defaults to today (UTC)."""
     with engine.connect() as conn:
+        spend = spend_on(conn, agent, day or utc_day(), daily_cap_usd)
         by_status: dict[str, int] = dict(
             conn.execute(
                 select(SESSIONS.c.status, func.count())
@@ -75,7 +105,8 @@ def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
             select(
                 RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary
             )
-            .where(RUNS.c.agent == agent)
+            # a run skipped because the agent was busy did not run its phases
+            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != "skipped"))
             .order_by(RUNS.c.id)
         ):
             for phase in phases.split(","):
@@ -96,4 +127,5 @@ def agent_status(engine: Engine, agent: str) -> dict[str, Any]:
         "pending_candidates": candidates.get("pending", 0),
         "entries": entries,
         "last_runs": last_runs,
+        "spend_today": spend,
     }

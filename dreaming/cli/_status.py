@@ -20,6 +20,12 @@ def _format(s: dict[str, Any]) -> str:
         f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['pending_candidates']}"
         f"   entries: {s['entries']}",
     ]
+    spend = s["spend_today"]
+    cap = "no daily cap" if spend["cap_usd"] is None else f"of ${spend['cap_usd']:.2f} daily cap"
+    out.append(
+        f"  llm spend {spend['day']} (UTC): ${spend['usd']:.4f} {cap}"
+        f" ({spend['calls']} calls, {spend['tokens']} tokens)"
+    )
     for phase, run in sorted(s["last_runs"].items()):
         out.append(f"  last {phase}: {run['started_at']} {run['outcome']}")
     if s["not_admitted"]:
@@ -35,10 +41,12 @@ def _format(s: dict[str, Any]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
-    """Show each agent's state: sessions, corpus, candidates, entries, last runs."""
+    """Show each agent's state: sessions, corpus, candidates, entries, today's LLM spend
+    against the daily cap, last runs."""
     app = ctx.app
     names = [a for a in app.agents(list(agents) or None) if app.paths.database(a).exists()]
-    report = [agent_status(app.engine(a, create=False), a) for a in names]
+    cap = app.settings.budget.daily_max_usd
+    report = [agent_status(app.engine(a, create=False), a, daily_cap_usd=cap) for a in names]
     if as_json:
         emit_json({"state_dir": str(app.paths.state_dir), "agents": report})
         return

@@ -42,9 +42,11 @@ from dreaming.store.models import (
     FileCursorRow,
     RecallRow,
     SessionRow,
+    StateRow,
     TombstoneRow,
 )
 from dreaming.tags import Scope, TagRegistry
+from dreaming.tombstones import file_tombstones
 from dreaming.transcripts import Cursor, TranscriptReader, cursor_is_valid
 
 SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
@@ -54,6 +56,8 @@ CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
 RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
 TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+RESCORE_KEY = "rescore_pending"
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 
 Progress = Callable[[int, int, str], None]
@@ -217,7 +221,9 @@ class LightPhase:
         registry: TagRegistry,
         *,
         progress: Progress | None = None,
+        reingest: bool = False,
     ) -> None:
+        self.reingest = reingest  # read every file from the start; tombstones still hold
         self.engine = engine
         self.paths = paths
         self.settings = paths.settings
@@ -231,7 +237,7 @@ class LightPhase:
         # Repair first: days a crashed run committed but did not write out.
         summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
         with self.engine.connect() as conn:
-            tombstoned = {
+            tombstoned = set(file_tombstones(self.paths, agent)) | {
                 s
                 for (s,) in conn.execute(
                     select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
@@ -275,9 +281,13 @@ class LightPhase:
                 changed = True
                 touched_total |= touched
         with self.engine.begin() as conn:
-            if changed:
+            # A run killed between a file's commit and this point leaves the mark behind, so
+            # the next run rescores even though it reads nothing new.
+            pending_mark = and_(STATE.c.agent == agent, STATE.c.key == RESCORE_KEY)
+            if changed or conn.execute(select(STATE.c.value).where(pending_mark)).first():
                 summary.candidates_updated = len(touched_total)
                 summary.candidates_pending = rescore(conn, agent, self.settings)
+                conn.execute(delete(STATE).where(pending_mark))
             else:
                 summary.candidates_pending = int(
                     conn.execute(
@@ -309,7 +319,7 @@ class LightPhase:
         except OSError:
             summary.skips["unreadable-file"] += 1
             return None
-        prev = cursors.get(key)
+        prev = None if self.reingest else cursors.get(key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
             summary.sessions_unchanged += 1
             if existing is not None and (existing["status"], existing["reason"]) != (
@@ -379,24 +389,30 @@ class LightPhase:
                 touched |= gone
                 days |= old_days
             if rows:
-                conn.execute(sqlite_insert(LINES).on_conflict_do_nothing(), rows)
-                ids: dict[int, int] = dict(
-                    conn.execute(
-                        select(LINES.c.line, LINES.c.id).where(
-                            and_(
-                                LINES.c.agent == agent,
-                                LINES.c.session_id == sf.session_id,
-                                LINES.c.line >= rows[0]["line"],
-                                LINES.c.line <= rows[-1]["line"],
-                            )
-                        )
-                    ).all()
+                span = and_(
+                    LINES.c.agent == agent,
+                    LINES.c.session_id == sf.session_id,
+                    LINES.c.line >= rows[0]["line"],
+                    LINES.c.line <= rows[-1]["line"],
                 )
-                new_lines = [(ids[r["line"]], r) for r in rows if r["line"] in ids]
+                # Lines already stored (a forced re-ingestion) are neither new nor re-folded.
+                have = {n for (n,) in conn.execute(select(LINES.c.line).where(span))}
+                rows = [r for r in rows if r["line"] not in have]
+            if rows:
+                conn.execute(insert(LINES), rows)
+                ids: dict[int, int] = dict(
+                    conn.execute(select(LINES.c.line, LINES.c.id).where(span)).all()
+                )
+                new_lines = [(ids[r["line"]], r) for r in rows]
                 touched |= folder.fold(conn, new_lines, summary)
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             refresh_candidates(conn, agent, touched)
+            conn.execute(
+                sqlite_insert(STATE)
+                .values(agent=agent, key=RESCORE_KEY, value="1")
+                .on_conflict_do_nothing()
+            )
             _mark_dirty(conn, agent, days)
             advance_clock(conn, agent, newest)
             cursor_values = {

@@ -170,6 +170,20 @@ def _lineage(conn: Connection) -> None:
         )
 
 
+@migration("0003_purges")
+def _purges(conn: Connection) -> None:
+    serial = _serial(conn)
+    _run(
+        conn,
+        f"""
+        CREATE TABLE purges (
+            id {serial}, agent VARCHAR NOT NULL, selector TEXT NOT NULL,
+            created_at TIMESTAMP NOT NULL, completed_at TIMESTAMP,
+            report TEXT NOT NULL DEFAULT '{{}}', pending TEXT NOT NULL DEFAULT '[]')
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

@@ -253,3 +253,20 @@ class SpendRow(SQLModel, table=True):
     usd: float = 0.0
     tokens: int = 0
     calls: int = 0
+
+
+class PurgeRow(SQLModel, table=True):
+    """The audit trail of `dreaming forget`: who was forgotten, when, and what was removed
+    (counts and ids only: a purge record must not itself keep the purged text). `pending`
+    holds the snippets still to be scrubbed from files while a purge is incomplete; it is
+    emptied as soon as the files are done."""
+
+    __tablename__ = "purges"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    selector: str  # JSON
+    created_at: datetime
+    completed_at: datetime | None = None
+    report: str = "{}"  # JSON
+    pending: str = "[]"  # JSON list of snippets, emptied on completion

@@ -1,0 +1,96 @@
+"""`dreaming forget`: auditable purge by session, source or participant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.forget import Selector, parse_since
+
+STEPS = [
+    ("corpus", ["corpus_lines"]),
+    ("entries", ["entries"]),
+    ("index", ["index_rows"]),
+    (
+        "state",
+        [
+            "candidates",
+            "candidate_evidence",
+            "recalls",
+            "cursors",
+            "memory_backups",
+            "llm_calls",
+            "run_summaries",
+        ],
+    ),
+    ("origins and tombstones", ["origins", "tombstones"]),
+]
+
+
+def format_report(r: dict[str, Any]) -> str:
+    head = "forget (dry run: nothing written)" if r["dry_run"] else f"forget #{r['purge_id']}"
+    out = [f"{head} for agent {r['agent']}"]
+    for s in r["sessions"]:
+        out.append(f"  session {s['session_id']}  key={s['session_key'] or '-'}  {s['status']}")
+    if not r["sessions"]:
+        out.append("  no session matches")
+    c = r["counts"]
+    for n, (step, keys) in enumerate(STEPS, 1):
+        out.append(f"  {n}. {step}: " + ", ".join(f"{k} {c.get(k, 0)}" for k in keys))
+    for key in r["entries_emptied"]:
+        out.append(f"     entry {key}: every origin was purged")
+    for m in r["mixed_lineage"]:
+        out.append(
+            f"     entry {m['key']}: mixed lineage (also from {', '.join(m['other_sessions'])});"
+            " removed whole, a later night may rebuild it from those sessions"
+        )
+    for path, n in r["file_lines_removed"].items():
+        out.append(f"     {path}: {n} line(s) quoting purged text")
+    out.append(
+        f"  6. files the agent wrote in these sessions (reported, not edited): "
+        f"{len(r['curated_writes'])}"
+    )
+    for w in r["curated_writes"]:
+        out.append(f"     {w['path']}  at {w['at']}  [{w['ref']}]")
+    if r["nothing_left"] and not r["dry_run"]:
+        out.append("  nothing left to remove")
+    return "\n".join(out)
+
+
+@cli.command()
+@click.option("--agent", required=True, help="The agent whose memory to purge.")
+@click.option("--session", "sessions", multiple=True, help="Session id or key (repeatable).")
+@click.option("--hook-source", help="Every session from this external source, e.g. gmail.")
+@click.option("--since", help="With --hook-source: sessions created on or after this date.")
+@click.option("--participant", help="Every session this participant took part in.")
+@click.option("--dry-run", is_flag=True, help="Print the complete report, write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def forget(
+    ctx: Context,
+    agent: str,
+    sessions: tuple[str, ...],
+    hook_source: str | None,
+    since: str | None,
+    participant: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Purge every memory derived from sessions, a source class or a participant."""
+    try:
+        selector = Selector(
+            sessions=sessions,
+            hook_source=hook_source,
+            since=parse_since(since) if since else None,
+            participant=participant,
+        )
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    report = ctx.app.forget(agent, selector, dry_run=dry_run)
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(format_report(report))

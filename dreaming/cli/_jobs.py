@@ -1,0 +1,110 @@
+"""`dreaming jobs`: the job definitions in the jobs folder; run one now."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json, note
+from dreaming.cli._progress import progress
+from dreaming.cli._run import format_result
+from dreaming.jobs import load_jobs
+from dreaming.scheduler import AgentOutcome, InProcessRunner, describe_job, jobs_dir
+
+
+def _money(value: float | None) -> str:
+    return f"${value:.2f}" if value is not None else "-"
+
+
+def _format_job(job: dict[str, Any]) -> str:
+    fire = job["next_fire_time"] or "on demand"
+    agents = "all" if job["agents"] == "*" else ", ".join(job["agents"])
+    budget = job["budget"]
+    lines = [
+        f"{job['name']}: {job['trigger']}; next: {fire}",
+        f"  phases: {', '.join(job['phases'])}; agents: {agents}"
+        + ("; dry run" if job["dry_run"] else ""),
+        f"  budget: {_money(budget['max_usd'])} a run, {_money(budget['daily_max_usd'])} a day"
+        f"; llm: {job['llm'] or 'settings default'}",
+    ]
+    if job["description"]:
+        lines.insert(1, f"  {job['description']}")
+    return "\n".join(lines)
+
+
+def format_agent_result(result: dict[str, Any]) -> str:
+    if result["outcome"] == AgentOutcome.SKIPPED:
+        return f"agent {result['agent']}: skipped, {result['reason']}"
+    if result["outcome"] == AgentOutcome.FAILED:
+        return f"agent {result['agent']}: failed: {result['error']}"
+    return format_result(result)
+
+
+@cli.group()
+def jobs() -> None:
+    """Job definitions (jobs/*.toml): list them, or run one now."""
+
+
+@jobs.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def list_jobs(ctx: Context, as_json: bool) -> None:
+    """List the jobs with their triggers and next fire times."""
+    app = ctx.app
+    folder = jobs_dir(app.paths)
+    now = datetime.now(UTC)
+    found = [describe_job(jf, now) for jf in load_jobs(folder, list(app.settings.llm.profiles))]
+    if as_json:
+        emit_json({"jobs_dir": str(folder), "now": now.isoformat(), "jobs": found})
+        return
+    click.echo(f"jobs in {folder}")
+    if not found:
+        click.echo("  (none: add a jobs/*.toml file)")
+    for job in found:
+        click.echo(_format_job(job))
+
+
+@jobs.command("run")
+@click.argument("name")
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Show what deep would do; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def run_job(
+    ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, as_json: bool
+) -> None:
+    """Run job NAME now, the way the scheduler runs it.
+
+    An agent that another run holds is skipped and reported ("locked by ..."); the others
+    run. Exit status: 0 when no agent failed (skipped agents included), 1 otherwise.
+    """
+    app = ctx.app
+    runner = InProcessRunner(app, jobs_dir(app.paths))
+    job = runner.job(name)
+    dry = dry_run or job.dry_run
+    note(app.registry.banner())
+    with progress("light", enabled=not as_json and "light" in job.phases and not dry) as bar:
+        results = runner.run(name, agents=list(agents) or None, dry_run=dry, progress=bar)
+    if as_json:
+        emit_json(
+            {
+                "phases": list(job.phases),
+                "job": job.name,
+                "dry_run": dry,
+                "agents": {r["agent"]: r["phases"] for r in results},
+                "runs": [
+                    {k: r[k] for k in ("agent", "run_id", "outcome", "reason", "error") if k in r}
+                    for r in results
+                ],
+            }
+        )
+    elif results:
+        click.echo("\n".join(format_agent_result(r) for r in results))
+    else:
+        click.echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
+    if any(r["outcome"] == AgentOutcome.FAILED for r in results):
+        sys.exit(1)

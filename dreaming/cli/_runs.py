@@ -1,0 +1,116 @@
+"""`dreaming runs`: past runs across agents, and one run in full."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.cli._run import format_result
+from dreaming.errors import StateError
+from dreaming.runs import RunRecord, get_run, list_runs
+
+
+def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
+    app = ctx.app
+    return [a for a in app.agents(list(agents) or None) if app.paths.database(a).exists()]
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+HEADER = (
+    f"{'agent':<10} {'id':>5} {'job':<12} {'phases':<15} {'started (UTC)':<19} "
+    f"{'took':>7} {'outcome':<11} {'cand':>5} {'prom':>5} {'calls':>5} {'tokens':>7} "
+    f"{'cost':>8} {'skips':>5}"
+)
+
+
+def _row(d: dict[str, Any]) -> str:
+    took = "-" if d["duration_s"] is None else f"{d['duration_s']:.1f}s"
+    started = d["started_at"][:19].replace("T", " ")
+    return (
+        f"{d['agent']:<10} {d['id']:>5} {d['job'] or '-':<12} {d['phases'] and ','.join(d['phases']):<15} "
+        f"{started:<19} {took:>7} {d['outcome']:<11} {_num(d['candidates']):>5} "
+        f"{_num(d['promotions']):>5} {d['llm_calls']:>5} {d['tokens']:>7} "
+        f"{'$' + format(d['cost_usd'], '.4f'):>8} {d['skips']:>5}"
+    )
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Newest N runs."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@click.pass_context
+def runs(click_ctx: click.Context, agents: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """List past runs across agents, newest first (`runs show ID` for one in full)."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    ctx = click_ctx.find_object(Context)
+    assert ctx is not None
+    app = ctx.app
+    records: list[RunRecord] = []
+    for agent in _agents(ctx, agents):
+        records.extend(list_runs(app.engine(agent, create=False), agent, limit))
+    records.sort(key=lambda r: (r.started_at, r.agent, r.id), reverse=True)
+    listing = [r.digest() for r in records[:limit]]
+    if as_json:
+        emit_json({"state_dir": str(app.paths.state_dir), "runs": listing})
+        return
+    if not listing:
+        click.echo(f"no runs recorded under {app.paths.home} yet: run `dreaming run` first")
+        return
+    click.echo(HEADER)
+    for d in listing:
+        click.echo(_row(d))
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@click.option("--agent", help="The agent whose run it is (run ids are per agent).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
+    """Show run RUN_ID in full: its numbers and the summary of every phase."""
+    app = ctx.app
+    found = [
+        rec
+        for a in _agents(ctx, (agent,) if agent else ())
+        if (rec := get_run(app.engine(a, create=False), a, run_id)) is not None
+    ]
+    if not found:
+        where = f"agent {agent!r}" if agent else "any agent"
+        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+    if len(found) > 1:
+        owners = ", ".join(r.agent for r in found)
+        raise StateError(
+            f"run ids are per agent and {run_id} exists for {owners}: add --agent NAME"
+        )
+    record = found[0]
+    if as_json:
+        emit_json(record.to_dict())
+        return
+    d = record.digest()
+    took = "-" if d["duration_s"] is None else f"{d['duration_s']:.2f}s"
+    lines = [
+        f"run {d['id']} of agent {d['agent']}: job {d['job'] or '-'}, phases {','.join(d['phases'])}",
+        f"  started {d['started_at']}, ended {d['ended_at'] or '-'} ({took}), outcome {d['outcome']}",
+        f"  candidates pending: {_num(d['candidates'])}; promotions: {_num(d['promotions'])};"
+        f" llm: {d['llm_calls']} calls, {d['tokens']} tokens, ${d['cost_usd']:.4f};"
+        f" skips: {d['skips']}",
+    ]
+    if d["reason"]:
+        lines.append(f"  reason: {d['reason']}")
+    click.echo("\n".join(lines))
+    phases = record.summary.get("phases")
+    if isinstance(phases, dict) and phases:
+        try:
+            click.echo(format_result({"phases": phases}))
+        except (KeyError, TypeError):  # a summary written by another version: show it raw
+            click.echo(json.dumps(phases, indent=2, default=str))

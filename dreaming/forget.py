@@ -1,0 +1,701 @@
+"""`dreaming forget`: purge everything derived from some sessions, and prove it.
+
+Steps, each reported with counts (invariants 3, 4 and 5):
+
+1. corpus       the sessions' corpus lines leave the table and the corpus files; their exact
+                text is kept in memory as snippets for the steps below
+2. entries      every entry with any origin in the purge set leaves MEMORY.md and the table
+                (whole-entry deletion; mixed-lineage entries listed apart); any other whole
+                line of a memory file (MEMORY.md, DREAMS.md, daily notes) quoting a snippet goes
+3. index        search-index rows of removed entries
+4. state        candidates, recalls, cursors; MEMORY.md backups and LLM call records that
+                carry purged text; run summaries are redacted
+5. tombstones   origin rows deleted, one tombstone per session: nothing re-ingests it
+6. writes       files the agent wrote during the sessions are reported, never edited
+
+All database steps commit in one transaction together with a `purges` row whose `pending`
+column lists the snippets still to scrub from files; files are rewritten next, and the
+row is then completed (snippets dropped). A purge interrupted after the commit is completed
+by the next `forget` or run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from dreaming import claims as claims_mod
+from dreaming import memory_file, memory_sync
+from dreaming.candidates import refresh_candidates
+from dreaming.config import Paths, Settings
+from dreaming.corpus import reference
+from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_entries
+from dreaming.messages import SessionFile
+from dreaming.phases.light import flush_corpus_files
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CandidateRow,
+    CorpusDirtyDayRow,
+    CorpusLineRow,
+    DecisionRow,
+    EntryRow,
+    FileCursorRow,
+    LLMCallRow,
+    MemoryBackupRow,
+    OriginRow,
+    PurgeRow,
+    RecallRow,
+    RunRow,
+    SessionRow,
+    SupersessionRow,
+    TombstoneRow,
+)
+from dreaming.tombstones import record_tombstones
+from dreaming.transcripts import TranscriptReader
+
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
+CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
+TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
+CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
+RUNS = RunRow.__table__  # type: ignore[attr-defined]
+DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
+SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
+DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
+PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
+
+# Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
+MIN_SNIPPET_CHARS = 16
+REDACTED = "[forgotten]"
+
+
+@dataclass(frozen=True)
+class Selector:
+    sessions: tuple[str, ...] = ()
+    hook_source: str | None = None
+    since: datetime | None = None
+    participant: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [bool(self.sessions), self.hook_source is not None, self.participant is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of --session, --hook-source or --participant")
+        if self.since is not None and self.hook_source is None:
+            raise ValueError("--since goes with --hook-source")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessions": list(self.sessions),
+            "hook_source": self.hook_source,
+            "since": self.since.isoformat() if self.since else None,
+            "participant": self.participant,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    session_id: str
+    session_key: str | None
+    resolved: bool  # False: an explicit id that matched nothing known, kept as an exact id
+    path: str | None
+    already_forgotten: bool = False
+
+
+@dataclass
+class PurgeReport:
+    agent: str
+    selector: dict[str, Any]
+    dry_run: bool
+    targets: list[Target] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    entries_removed: list[str] = field(default_factory=list)
+    mixed_lineage: list[dict[str, Any]] = field(default_factory=list)
+    emptied: list[str] = field(default_factory=list)
+    file_lines_removed: dict[str, int] = field(default_factory=dict)
+    curated_writes: list[dict[str, Any]] = field(default_factory=list)
+    purge_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "selector": self.selector,
+            "dry_run": self.dry_run,
+            "purge_id": self.purge_id,
+            "sessions": [
+                {
+                    "session_id": t.session_id,
+                    "session_key": t.session_key,
+                    "status": "unresolved"
+                    if not t.resolved
+                    else ("already forgotten" if t.already_forgotten else "resolved"),
+                }
+                for t in self.targets
+            ],
+            "unresolved": [t.session_id for t in self.targets if not t.resolved],
+            "counts": dict(sorted(self.counts.items())),
+            "entries_removed": self.entries_removed,
+            "entries_emptied": self.emptied,
+            "mixed_lineage": self.mixed_lineage,
+            "file_lines_removed": self.file_lines_removed,
+            "curated_writes": self.curated_writes,
+            "nothing_left": self.nothing_left,
+        }
+
+    @property
+    def nothing_left(self) -> bool:
+        return not any(self.counts.values()) and not self.file_lines_removed
+
+
+def _participant_matches(wanted: str, participants: Iterable[str]) -> bool:
+    w = wanted.casefold()
+    for p in participants:
+        q = p.casefold()
+        if q == w or q.endswith(":" + w) or w.endswith(":" + q):
+            return True
+    return False
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    if ts is None:
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def resolve(
+    conn: Connection | None, agent: str, selector: Selector, files: Sequence[SessionFile]
+) -> list[Target]:
+    """Match the selector against recorded sessions (live or archived) and discovered files."""
+    known: dict[str, dict[str, Any]] = {}
+    for f in files:
+        known[f.session_id] = {
+            "session_id": f.session_id,
+            "session_key": f.session_key,
+            "path": str(f.path),
+            "external_source": f.external_source,
+            "participants": list(f.participants),
+            "created_at": f.created_at,
+        }
+    tombstoned: set[str] = set()
+    if conn is not None:
+        for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings():
+            known[r["session_id"]] = {
+                "session_id": r["session_id"],
+                "session_key": r["session_key"],
+                "path": r["path"],
+                "external_source": r["external_source"],
+                "participants": json.loads(r["participants"] or "[]"),
+                "created_at": r["created_at"],
+            }
+        for sid, key in conn.execute(
+            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
+                TOMBSTONES.c.agent == agent
+            )
+        ):
+            tombstoned.add(sid)
+            known.setdefault(
+                sid,
+                {
+                    "session_id": sid,
+                    "session_key": key,
+                    "path": None,
+                    "external_source": None,
+                    "participants": [],
+                    "created_at": None,
+                },
+            )
+
+    def target(s: dict[str, Any]) -> Target:
+        return Target(
+            s["session_id"], s["session_key"], True, s["path"], s["session_id"] in tombstoned
+        )
+
+    out: dict[str, Target] = {}
+    if selector.sessions:
+        for wanted in selector.sessions:
+            hits = [s for s in known.values() if wanted in (s["session_id"], s["session_key"])]
+            if not hits:
+                out.setdefault(wanted, Target(wanted, None, False, None, wanted in tombstoned))
+            for s in hits:
+                out.setdefault(s["session_id"], target(s))
+    elif selector.hook_source is not None:
+        src = selector.hook_source.casefold()
+        since = _aware(selector.since)
+        for s in known.values():
+            if (s["external_source"] or "").casefold() != src:
+                continue
+            created = _aware(s["created_at"])
+            if since is not None and (created is None or created < since):
+                continue
+            out.setdefault(s["session_id"], target(s))
+    else:
+        assert selector.participant is not None
+        for s in known.values():
+            if _participant_matches(selector.participant, s["participants"]):
+                out.setdefault(s["session_id"], target(s))
+    return [out[k] for k in sorted(out)]
+
+
+def _snippets(texts: Iterable[str], settings: Settings) -> set[str]:
+    """The purged text to hunt for elsewhere: whole corpus lines and the claims they make
+    (a diary or a candidate quotes a claim, not the whole line)."""
+    out: set[str] = set()
+    cs = settings.candidates
+    for t in texts:
+        if len(t) >= MIN_SNIPPET_CHARS:
+            out.add(t)
+        for c in claims_mod.extract(t, min_words=cs.min_claim_words, max_words=cs.max_claim_words):
+            if len(c.text) >= MIN_SNIPPET_CHARS:
+                out.add(c.text)
+    return out
+
+
+def _carries(text: str | None, needles: Sequence[str]) -> bool:
+    if not text:
+        return False
+    return any(n in text for n in needles)
+
+
+def _needles(snippets: Iterable[str]) -> list[str]:
+    """Snippets as they appear raw and as they appear inside JSON (prompts, summaries)."""
+    out: set[str] = set()
+    for s in snippets:
+        out.add(s)
+        out.add(json.dumps(s, ensure_ascii=False)[1:-1])
+        out.add(json.dumps(s)[1:-1])
+    return sorted(out, key=len, reverse=True)
+
+
+def _redact(value: Any, needles: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return REDACTED if _carries(value, needles) else value
+    if isinstance(value, list):
+        return [_redact(v, needles) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact(v, needles) for k, v in value.items()}
+    return value
+
+
+class Purge:
+    def __init__(self, engine: Engine | None, paths: Paths, agent: str) -> None:
+        self.engine = engine
+        self.paths = paths
+        self.agent = agent
+
+    # -- planning (read only) --------------------------------------------------------------
+
+    def _plan(self, conn: Connection, ids: list[str]) -> dict[str, Any]:
+        a = self.agent
+        lines = conn.execute(
+            select(LINES.c.id, LINES.c.text, LINES.c.day).where(
+                and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))
+            )
+        ).all()
+        purged_entries = sorted(
+            {
+                k
+                for (k,) in conn.execute(
+                    select(ORIGINS.c.entry_key).where(
+                        and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+                    )
+                )
+            }
+        )
+        live = dict(live_entries(conn, a))
+        purged_entries = [k for k in purged_entries if k in live]
+        mixed, emptied = [], []
+        for key in purged_entries:
+            others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - set(ids))
+            if others:
+                mixed.append({"key": key, "other_sessions": others})
+            else:
+                emptied.append(key)
+        cand_ids = sorted(
+            {
+                c
+                for (c,) in conn.execute(
+                    select(CAND_EVIDENCE.c.candidate_id).where(
+                        and_(CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids))
+                    )
+                )
+            }
+        )
+        snippets = _snippets([t for _, t, _ in lines], self.paths.settings)
+        snippets |= {live[k] for k in purged_entries}
+        return {
+            "line_ids": [i for i, _, _ in lines],
+            "days": sorted({d for _, _, d in lines}),
+            "entries": purged_entries,
+            "mixed": mixed,
+            "emptied": emptied,
+            "candidates": cand_ids,
+            "snippets": snippets,
+        }
+
+    def _count(self, conn: Connection, ids: list[str], plan: dict[str, Any]) -> dict[str, int]:
+        a = self.agent
+        needles = _needles(plan["snippets"])
+
+        def n(table: Any, *cond: Any) -> int:
+            return int(
+                conn.execute(select(func.count()).select_from(table).where(*cond)).scalar_one()
+            )
+
+        calls = [
+            i
+            for i, req, resp in conn.execute(
+                select(CALLS.c.id, CALLS.c.request, CALLS.c.response).where(CALLS.c.agent == a)
+            )
+            if _carries(req, needles) or _carries(resp, needles)
+        ]
+        backups = [
+            i
+            for i, content in conn.execute(
+                select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == a)
+            )
+            if _carries(content, needles)
+            or any(b.key in plan["entries"] for b in memory_file.parse(content).blocks)
+        ]
+        runs = [
+            i
+            for i, summary in conn.execute(
+                select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == a)
+            )
+            if _carries(summary, needles)
+        ]
+        plan["calls"], plan["backups"], plan["runs"] = calls, backups, runs
+        return {
+            "corpus_lines": len(plan["line_ids"]),
+            "entries": len(plan["entries"]),
+            "index_rows": len(plan["entries"]),
+            "candidates": len(plan["candidates"]),
+            "candidate_evidence": n(
+                CAND_EVIDENCE, CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids)
+            ),
+            "recalls": n(RECALLS, RECALLS.c.agent == a, RECALLS.c.session_id.in_(ids)),
+            "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)),
+            "cursors": n(CURSORS, CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)),
+            "memory_backups": len(backups),
+            "llm_calls": len(calls),
+            "run_summaries": len(runs),
+        }
+
+    # -- the purge --------------------------------------------------------------------------
+
+    def run(
+        self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool
+    ) -> PurgeReport:
+        report = PurgeReport(self.agent, selector.to_dict(), dry_run)
+        if self.engine is None:
+            report.targets = resolve(None, self.agent, selector, files)
+            report.counts = {"tombstones": 0 if dry_run else len(report.targets)}
+            report.curated_writes = self._curated_writes(report.targets, files)
+            return report
+        if not dry_run:
+            complete_pending(self.engine, self.paths, self.agent)
+        with self.engine.connect() as conn:
+            report.targets = resolve(conn, self.agent, selector, files)
+            ids = [t.session_id for t in report.targets]
+            plan = self._plan(conn, ids)
+            report.counts = self._count(conn, ids, plan)
+            new_tombstones = [t for t in report.targets if not t.already_forgotten]
+            report.counts["tombstones"] = len(new_tombstones)
+        report.entries_removed = plan["entries"]
+        report.mixed_lineage = plan["mixed"]
+        report.emptied = plan["emptied"]
+        report.curated_writes = self._curated_writes(report.targets, files)
+        report.file_lines_removed = self._scrub_files(plan["snippets"], plan["entries"], dry=True)
+        if dry_run:
+            return report
+        now = datetime.now(UTC)
+        with self.engine.begin() as conn:
+            self._delete(conn, ids, plan, new_tombstones, now)
+            report.purge_id = int(
+                conn.execute(
+                    PURGES.insert()
+                    .values(
+                        agent=self.agent,
+                        selector=json.dumps(selector.to_dict()),
+                        created_at=now,
+                        report=json.dumps(report.to_dict(), default=str),
+                        pending=json.dumps(sorted(plan["snippets"])),
+                    )
+                    .returning(PURGES.c.id)
+                ).scalar_one()
+            )
+        complete_pending(self.engine, self.paths, self.agent)
+        return report
+
+    def _delete(
+        self,
+        conn: Connection,
+        ids: list[str],
+        plan: dict[str, Any],
+        tombstones: list[Target],
+        now: datetime,
+    ) -> None:
+        a = self.agent
+        needles = _needles(plan["snippets"])
+        # 1. corpus
+        conn.execute(delete(LINES).where(and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))))
+        if plan["days"]:
+            conn.execute(
+                sqlite_insert(DIRTY).on_conflict_do_nothing(),
+                [{"agent": a, "day": d} for d in plan["days"]],
+            )
+        # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
+        remove_entries(conn, a, plan["entries"])
+        if plan["entries"]:
+            conn.execute(
+                delete(SUPERSESSIONS).where(
+                    and_(
+                        SUPERSESSIONS.c.agent == a,
+                        or_(
+                            SUPERSESSIONS.c.new_key.in_(plan["entries"]),
+                            SUPERSESSIONS.c.old_key.in_(plan["entries"]),
+                        ),
+                    )
+                )
+            )
+            conn.execute(
+                update(DECISIONS)
+                .where(and_(DECISIONS.c.agent == a, DECISIONS.c.entry_key.in_(plan["entries"])))
+                .values(entry_key=None)
+            )
+        memory_sync.mark_dirty(conn, a)
+        # 4. state: candidates (re-derived from what remains), recalls, cursors, logs, backups
+        conn.execute(
+            delete(CAND_EVIDENCE).where(
+                and_(CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids))
+            )
+        )
+        refresh_candidates(conn, a, plan["candidates"])
+        # Whatever status: a candidate no remaining line supports is gone with its sessions.
+        supported = select(CAND_EVIDENCE.c.candidate_id).where(
+            CAND_EVIDENCE.c.candidate_id.in_(plan["candidates"])
+        )
+        conn.execute(
+            delete(CANDIDATES).where(
+                and_(CANDIDATES.c.id.in_(plan["candidates"]), CANDIDATES.c.id.not_in(supported))
+            )
+        )
+        self._rederive_candidates(conn, plan["candidates"], needles)
+        conn.execute(
+            delete(RECALLS).where(and_(RECALLS.c.agent == a, RECALLS.c.session_id.in_(ids)))
+        )
+        conn.execute(
+            delete(CURSORS).where(and_(CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)))
+        )
+        if plan["calls"]:
+            conn.execute(delete(CALLS).where(CALLS.c.id.in_(plan["calls"])))
+        for run_id in plan["runs"]:
+            summary = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar_one()
+            redacted = _redact(json.loads(summary or "{}"), needles)
+            conn.execute(
+                update(RUNS).where(RUNS.c.id == run_id).values(summary=json.dumps(redacted))
+            )
+        for backup_id in plan["backups"]:
+            content = conn.execute(
+                select(BACKUPS.c.content).where(BACKUPS.c.id == backup_id)
+            ).scalar_one()
+            cleaned = _scrub_text(content, needles, set(plan["entries"]))[0]
+            if cleaned.strip():
+                conn.execute(
+                    update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
+                )
+            else:
+                conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+        # 5. origins of the sessions (entries with them are gone already) and tombstones
+        conn.execute(
+            delete(ORIGINS).where(and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)))
+        )
+        prune_orphans(conn, a)
+        record_tombstones(self.paths, a, [(t.session_id, t.session_key) for t in tombstones], now)
+        for t in tombstones:
+            conn.execute(
+                TOMBSTONES.insert().values(
+                    agent=a,
+                    session_id=t.session_id,
+                    session_key=t.session_key,
+                    reason="forgotten",
+                    created_at=now,
+                    detail=json.dumps({"resolved": t.resolved}),
+                )
+            )
+        conn.execute(
+            update(SESSIONS)
+            .where(and_(SESSIONS.c.agent == a, SESSIONS.c.session_id.in_(ids)))
+            .values(status="forgotten", reason="forgotten")
+        )
+
+    def _rederive_candidates(
+        self, conn: Connection, ids: list[int], needles: Sequence[str]
+    ) -> None:
+        """A candidate still supported by kept sessions keeps living, but its text and word
+        bag came from the first line that said it, which may be purged: take them again from
+        a line that remains."""
+        cs = self.paths.settings.candidates
+        for cid, text, tokens in conn.execute(
+            select(CANDIDATES.c.id, CANDIDATES.c.text, CANDIDATES.c.tokens).where(
+                CANDIDATES.c.id.in_(ids)
+            )
+        ).all():
+            if not _carries(text, needles):
+                continue
+            wanted = frozenset(tokens.split())
+            best: claims_mod.Claim | None = None
+            for (line_text,) in conn.execute(
+                select(LINES.c.text)
+                .select_from(
+                    CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id)
+                )
+                .where(CAND_EVIDENCE.c.candidate_id == cid)
+                .order_by(LINES.c.ts)
+            ):
+                for claim in claims_mod.extract(
+                    line_text, min_words=cs.min_claim_words, max_words=cs.max_claim_words
+                ):
+                    if best is None or claims_mod.jaccard(
+                        claim.tokens, wanted
+                    ) > claims_mod.jaccard(best.tokens, wanted):
+                        best = claim
+            if best is None or _carries(best.text, needles):
+                conn.execute(delete(CAND_EVIDENCE).where(CAND_EVIDENCE.c.candidate_id == cid))
+                conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
+            else:
+                conn.execute(
+                    update(CANDIDATES)
+                    .where(CANDIDATES.c.id == cid)
+                    .values(text=best.text, tokens=" ".join(sorted(best.tokens)))
+                )
+
+    # -- files --------------------------------------------------------------------------------
+
+    def memory_files(self) -> list[Path]:
+        ws = self.paths.workspace(self.agent)
+        notes = sorted((ws / "memory").glob("*.md")) if (ws / "memory").is_dir() else []
+        return [self.paths.memory_file(self.agent), self.paths.dreams_file(self.agent), *notes]
+
+    def _scrub_files(
+        self, snippets: set[str], entries: Sequence[str], *, dry: bool
+    ) -> dict[str, int]:
+        needles = _needles(snippets)
+        removed: dict[str, int] = {}
+        for path in self.memory_files():
+            try:
+                content = path.read_text(encoding="utf-8")
+            except (FileNotFoundError, UnicodeDecodeError):
+                continue
+            cleaned, count = _scrub_text(content, needles, set(entries))
+            if count:
+                removed[str(path)] = count
+                if not dry:
+                    memory_file.atomic_write(path, cleaned)
+        return removed
+
+    def _curated_writes(
+        self, targets: Sequence[Target], files: Sequence[SessionFile]
+    ) -> list[dict[str, Any]]:
+        by_id = {f.session_id: f for f in files}
+        out: list[dict[str, Any]] = []
+        for t in targets:
+            sf = by_id.get(t.session_id)
+            if sf is None or not sf.path.exists():
+                continue
+            for msg in TranscriptReader(sf):
+                for w in msg.writes:
+                    out.append(
+                        {
+                            "session_id": t.session_id,
+                            "path": w,
+                            "at": msg.timestamp.isoformat() if msg.timestamp else None,
+                            "ref": reference(self.agent, t.session_id, msg.line),
+                        }
+                    )
+        return out
+
+
+def _scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
+    """Drop managed blocks of removed entries and every other whole line quoting a needle.
+    Returns (new content, lines removed)."""
+    doc = memory_file.parse(content)
+    removed = 0
+    parts: list[str] = []
+    for seg in doc.segments:
+        if isinstance(seg, memory_file.Block):
+            if seg.key in entry_keys or _carries(seg.text, needles):
+                removed += seg.raw.count("\n") or 1
+                continue
+            parts.append(seg.raw)
+            continue
+        kept = []
+        for line in seg.splitlines(keepends=True):
+            if _carries(line, needles):
+                removed += 1
+            else:
+                kept.append(line)
+        parts.append("".join(kept))
+    return "".join(parts), removed
+
+
+def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
+    """Finish purges whose database part committed but whose files were not all scrubbed."""
+    with engine.connect() as conn:
+        pending = conn.execute(
+            select(PURGES.c.id, PURGES.c.pending, PURGES.c.report).where(
+                and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
+            )
+        ).all()
+    for purge_id, snippets_json, report_json in pending:
+        snippets = set(json.loads(snippets_json or "[]"))
+        entries = json.loads(report_json or "{}").get("entries_removed", [])
+        purge = Purge(engine, paths, agent)
+        purge._scrub_files(snippets, entries, dry=False)
+        flush_corpus_files(engine, agent, paths.corpus_dir(agent))
+        memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
+        # The backup memory_sync just took of the pre-purge file must not survive either.
+        needles = _needles(snippets)
+        with engine.begin() as conn:
+            for backup_id, content in conn.execute(
+                select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == agent)
+            ).all():
+                if _carries(content, needles) or any(
+                    b.key in entries for b in memory_file.parse(content).blocks
+                ):
+                    cleaned = _scrub_text(content, needles, set(entries))[0]
+                    if cleaned.strip():
+                        conn.execute(
+                            update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
+                        )
+                    else:
+                        conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+            conn.execute(
+                update(PURGES)
+                .where(PURGES.c.id == purge_id)
+                .values(completed_at=datetime.now(UTC), pending="[]")
+            )
+    return len(pending)
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_since(value: str) -> datetime:
+    """A date (midnight UTC) or an ISO timestamp."""
+    if _DATE.match(value):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

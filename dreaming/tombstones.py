@@ -1,0 +1,50 @@
+"""The durable record of forgotten sessions, kept in an append-only file as well as in each
+agent's database: deleting the database must not bring a forgotten session back."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from dreaming.config import Paths
+
+
+def tombstone_file(paths: Paths, agent: str) -> Path:
+    return paths.home / "tombstones" / f"{agent}.jsonl"
+
+
+def record_tombstones(
+    paths: Paths, agent: str, targets: Sequence[tuple[str, str | None]], now: datetime
+) -> None:
+    """Tombstones also live in an append-only file beside the databases, so that deleting
+    an agent's database (its ingestion state) does not bring a forgotten session back."""
+    if not targets:
+        return
+    path = tombstone_file(paths, agent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for session_id, session_key in targets:
+            row = {"session_id": session_id, "session_key": session_key, "at": now.isoformat()}
+            fh.write(json.dumps(row) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def file_tombstones(paths: Paths, agent: str) -> dict[str, str | None]:
+    """session id -> session key of every session the tombstone file names."""
+    out: dict[str, str | None] = {}
+    try:
+        with tombstone_file(paths, agent).open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line from a crash: the database row still holds
+                if isinstance(row, dict) and isinstance(row.get("session_id"), str):
+                    out[row["session_id"]] = row.get("session_key")
+    except FileNotFoundError:
+        pass
+    return out
