@@ -34,7 +34,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import memory_file, memory_sync
-from dreaming.candidates import refresh_candidates
+from dreaming.candidates import refresh_candidates, rescore
 from dreaming.config import Paths, Settings
 from dreaming.corpus import reference
 from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_entries
@@ -493,6 +493,14 @@ class Purge:
             )
         )
         self._rederive_candidates(conn, plan["candidates"], needles)
+        # What remains of them is decided again: a fact the purged sessions shared with kept
+        # ones may be rebuilt by a later night from the kept sessions alone.
+        conn.execute(
+            update(CANDIDATES)
+            .where(CANDIDATES.c.id.in_(plan["candidates"]))
+            .values(status="pending", decided_evidence=0)
+        )
+        rescore(conn, a, self.paths.settings)
         conn.execute(
             delete(RECALLS).where(and_(RECALLS.c.agent == a, RECALLS.c.session_id.in_(ids)))
         )
@@ -572,10 +580,12 @@ class Purge:
                         claim.tokens, wanted
                     ) > claims_mod.jaccard(best.tokens, wanted):
                         best = claim
-            if best is None or _carries(best.text, needles):
+            if best is None:
                 conn.execute(delete(CAND_EVIDENCE).where(CAND_EVIDENCE.c.candidate_id == cid))
                 conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
             else:
+                # Taken from a kept line: even if a purged line said the same words, these
+                # are the kept session's words now.
                 conn.execute(
                     update(CANDIDATES)
                     .where(CANDIDATES.c.id == cid)

@@ -115,6 +115,7 @@ def run_phases(
     job: str | None = None,
     llm: str | None = None,
     budget: BudgetSettings | None = None,
+    reingest: bool = False,
 ) -> None:
     app = ctx.app
     note(app.registry.banner())
@@ -127,6 +128,7 @@ def run_phases(
             budget=_budget(app, budget_usd, budget),
             llm=llm,
             progress=bar,
+            reingest=reingest,
         )
     if as_json:
         emit_json(
@@ -164,6 +166,11 @@ PHASES = ["light", "rem", "deep"]
     "--dry-run", is_flag=True, help="Deep: show decisions and the MEMORY.md diff, write nothing."
 )
 @click.option("--budget-usd", type=float, help="Deep: cap this run's LLM spending (USD).")
+@click.option(
+    "--reingest",
+    is_flag=True,
+    help="Light: read every transcript from the start (forgotten sessions stay forgotten).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def run(
@@ -172,13 +179,16 @@ def run(
     agents: tuple[str, ...],
     dry_run: bool,
     budget_usd: float | None,
+    reingest: bool,
     as_json: bool,
 ) -> None:
     """Run phases now over the agents' transcripts."""
     wanted = PHASES if "all" in phases else [p for p in PHASES if p in phases]
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")
-    run_phases(ctx, wanted, agents, as_json, dry_run=dry_run, budget_usd=budget_usd)
+    run_phases(
+        ctx, wanted, agents, as_json, dry_run=dry_run, budget_usd=budget_usd, reingest=reingest
+    )
 
 
 @cli.command()

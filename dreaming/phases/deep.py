@@ -324,7 +324,7 @@ class DeepPhase:
         summary.selected = len(selected)
         if not selected:
             return  # a quiet night costs nothing (invariant 10)
-        use_llm = self.settings.llm is not None and self.client_factory is not None
+        use_llm = self.client_factory is not None
         client: LLMClient | None = None
         budget = self._budget(agent) if use_llm else None
         # Rounded up so a small memory can still take one merge; a fraction of 0 forbids all.
