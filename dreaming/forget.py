@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, update
+from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
@@ -556,12 +556,12 @@ class Purge:
         bag came from the first line that said it, which may be purged: take them again from
         a line that remains."""
         cs = self.paths.settings.candidates
-        for cid, text, tokens in conn.execute(
+        for cid, cand_text, tokens in conn.execute(
             select(CANDIDATES.c.id, CANDIDATES.c.text, CANDIDATES.c.tokens).where(
                 CANDIDATES.c.id.in_(ids)
             )
         ).all():
-            if not _carries(text, needles):
+            if not _carries(cand_text, needles):
                 continue
             wanted = frozenset(tokens.split())
             best: claims_mod.Claim | None = None
@@ -697,6 +697,13 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
                 .where(PURGES.c.id == purge_id)
                 .values(completed_at=datetime.now(UTC), pending="[]")
             )
+            # FTS5 keeps deleted terms in old segments until they merge: merge them now.
+            conn.execute(text("INSERT INTO entries_fts(entries_fts) VALUES('optimize')"))
+    if pending:
+        # Old frames of the write-ahead log still hold the deleted rows: checkpoint and
+        # truncate it so the purge is complete on disk, not just in the tables.
+        with engine.connect() as conn:
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
     return len(pending)
 
 

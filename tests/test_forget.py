@@ -88,16 +88,16 @@ def cli_json(root: Path, *args: str) -> Any:
 
 
 def every_artifact(root: Path) -> str:
-    """All text anywhere under the state folder, databases dumped table by table."""
+    """All text anywhere under the state folder except the transcripts themselves (a purge
+    never edits what the agent wrote): databases both as raw bytes, with their write-ahead
+    logs (freed pages and old frames must not keep purged text either), and dumped table by
+    table, the search index included."""
     parts = []
     for p in sorted(root.rglob("*")):
-        if (
-            not p.is_file()
-            or p.suffix == ".jsonl"
-            or "agents/" in str(p.relative_to(root))
-            and p.suffix != ".sqlite"
-        ):
+        rel = str(p.relative_to(root))
+        if not p.is_file() or rel.startswith("agents/"):
             continue
+        parts.append(p.read_bytes().decode("utf-8", errors="replace"))
         if p.suffix == ".sqlite":
             conn = sqlite3.connect(p)
             try:
@@ -105,8 +105,6 @@ def every_artifact(root: Path) -> str:
                 parts.append("\n".join(str(r) for r in conn.execute("SELECT * FROM entries_fts")))
             finally:
                 conn.close()
-        elif not p.name.endswith(("-wal", "-shm")):
-            parts.append(p.read_text(encoding="utf-8", errors="replace"))
     return "\n".join(parts)
 
 

@@ -24,6 +24,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
+    # Freed pages are zeroed: a purged row must not linger in the file (invariant 4).
+    cur.execute("PRAGMA secure_delete=ON")
     cur.close()
 
 
