@@ -178,8 +178,12 @@ def prune_orphans(conn: Connection, agent: str) -> int:
     return int(removed)
 
 
-def apply(conn: Connection, agent: str, decision: Applied, run_id: int | None) -> str | None:
-    """Carry out one decision in the caller's transaction. Returns the resulting entry key."""
+def apply(
+    conn: Connection, agent: str, decision: Applied, run_id: int | None, *, prune: bool = True
+) -> str | None:
+    """Carry out one decision in the caller's transaction. Returns the resulting entry key.
+    A caller applying a batch may pass prune=False and call `prune_orphans` once at the end,
+    in the same transaction."""
     now = _now()
     result_key: str | None = None
     evidence_count = conn.execute(
@@ -256,7 +260,8 @@ def apply(conn: Connection, agent: str, decision: Applied, run_id: int | None) -
             created_at=now,
         )
     )
-    prune_orphans(conn, agent)
+    if prune:
+        prune_orphans(conn, agent)
     return result_key
 
 

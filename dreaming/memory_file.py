@@ -43,10 +43,15 @@ class Block:
     key: str
     text: str
     raw: str
+    # Whether a person changed the text since we wrote it (it no longer hashes to its key).
+    # Computed once at parse time: a large MEMORY.md is parsed on every write.
+    edited: bool = False
 
-    @property
-    def edited(self) -> bool:
-        return entry_key(self.text) != self.key
+    @classmethod
+    def of(cls, key: str, text: str, raw: str | None = None) -> Block:
+        return cls(
+            key, text, raw if raw is not None else render_block(key, text), entry_key(text) != key
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ def parse(text: str) -> Document:
     for m in BLOCK_RE.finditer(text):
         if m.start() > pos:
             segments.append(text[pos : m.start()])
-        segments.append(Block(key=m["key"], text=m["text"], raw=m.group(0)))
+        segments.append(Block.of(m["key"], m["text"], m.group(0)))
         pos = m.end()
     if pos < len(text):
         segments.append(text[pos:])
@@ -114,7 +119,7 @@ def apply_entries(doc: Document, entries: Sequence[tuple[str, str]]) -> Document
         if body and not body.endswith("\n"):
             segments.append("\n")
         for key, text in new:
-            segments.append(Block(key=key, text=text, raw=render_block(key, text)))
+            segments.append(Block.of(key, text))
     return Document(tuple(segments))
 
 

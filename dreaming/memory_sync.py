@@ -106,7 +106,13 @@ def render(conn: Connection, agent: str, path: Path) -> tuple[str | None, str]:
 
 
 def write(
-    engine: Engine, agent: str, path: Path, run_id: int | None, report: SyncReport | None = None
+    engine: Engine,
+    agent: str,
+    path: Path,
+    run_id: int | None,
+    report: SyncReport | None = None,
+    *,
+    backup: bool = True,
 ) -> SyncReport:
     """Render MEMORY.md from the database, back up the old file, write atomically, clear
     the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
@@ -114,7 +120,7 @@ def write(
     with engine.connect() as conn:
         current, new = render(conn, agent, path)
     report.chars = len(new)
-    if current is not None and current != new:
+    if backup and current is not None and current != new:
         with engine.begin() as conn:
             latest = conn.execute(
                 select(BACKUPS.c.content)

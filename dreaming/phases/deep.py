@@ -537,7 +537,7 @@ class DeepPhase:
                         summary.deferred["memory_budget"] += 1
                         continue
                     size += grow
-                key = lineage.apply(conn, agent, d, self.run_id)
+                key = lineage.apply(conn, agent, d, self.run_id, prune=False)
                 summary.actions[d.action.value] += 1
                 summary.decisions.append(
                     {
@@ -549,11 +549,15 @@ class DeepPhase:
                         "path": d.path,
                     }
                 )
+            lineage.prune_orphans(conn, agent)
             memory_sync.mark_dirty(conn, agent)
             faults.checkpoint("deep.before_commit")
         faults.checkpoint("deep.after_commit")
         if not self.dry_run:
-            report = memory_sync.write(self.engine, agent, memory_path, self.run_id)
+            # One backup per run: the file as it was before this run changed it.
+            report = memory_sync.write(
+                self.engine, agent, memory_path, self.run_id, backup=not summary.memory_written
+            )
             summary.memory_written |= report.written
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
