@@ -155,3 +155,14 @@ def test_run_all_runs_light_rem_then_deep(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert set(data["agents"]["main"]) == {"light", "rem", "deep"}
     assert data["agents"]["main"]["deep"]["entries"] >= 1
+
+
+def test_garbage_reply_is_reasked_once_then_falls_back(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    root = build_state(tmp_path / "s", base_url=fake_openai.base_url)
+    fake_openai.default = lambda _r: Reply("this is not json at all")
+    out = night(root)["main"]
+    assert out["paths"] == {"deterministic": out["selected"]}
+    assert sum(1 for f in out["fallbacks"] if f.startswith("invalid")) == 2
+    assert "not json" not in (root / "workspace/MEMORY.md").read_text()

@@ -37,7 +37,7 @@ from dreaming.decisions import (
     reply_schema,
     validate,
 )
-from dreaming.errors import BudgetExceededError, LLMError
+from dreaming.errors import BudgetExceededError, InvalidReplyError, LLMError
 from dreaming.llm import Budget, CallRecord, LLMClient, calls_of
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.models import (
@@ -442,6 +442,13 @@ class DeepPhase:
                 summary.ended_on_budget = True
                 summary.fallbacks.append(f"budget: {err}")
                 return None
+            except InvalidReplyError as err:
+                # A reply that is not even the schema's shape: re-ask once, like any other
+                # reply that does not validate.
+                self._log_calls(agent, calls_of(err), summary)
+                error = str(err)
+                summary.fallbacks.append(f"invalid: {err}")
+                continue
             except LLMError as err:
                 self._log_calls(agent, calls_of(err), summary)
                 summary.fallbacks.append(f"llm: {err}")
