@@ -83,6 +83,17 @@ def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose
 
 
 def main() -> None:
-    from dreaming.cli import _demo, _entries, _forget, _jobs, _run, _runs, _scheduler, _status, _tags  # noqa: F401  (registers commands)
+    from dreaming.cli import (  # noqa: F401  (registers commands)
+        _demo,
+        _entries,
+        _forget,
+        _jobs,
+        _run,
+        _runs,
+        _scheduler,
+        _status,
+        _tags,
+        _verify,
+    )
 
     cli()

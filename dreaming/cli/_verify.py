@@ -1,0 +1,36 @@
+"""`dreaming verify`: an invariant checker; exit status 1 on any violation."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.verify import verify
+
+
+@cli.command("verify")
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def verify_cmd(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
+    """Check MEMORY.md, lineage, tombstones, corpus files, index and schema agree."""
+    app = ctx.app
+    names = [a for a in app.agents(list(agents) or None) if app.paths.database(a).exists()]
+    verdicts = [verify(app.engine(a, create=False), app.paths, a) for a in names]
+    ok = all(v.ok for v in verdicts)
+    if as_json:
+        emit_json({"ok": ok, "agents": [v.to_dict() for v in verdicts]})
+    else:
+        for v in verdicts:
+            click.echo(f"agent {v.agent}: {'ok' if v.ok else 'VIOLATIONS'}")
+            for line in v.violations:
+                click.echo(f"  violation: {line}")
+            for line in v.notes:
+                click.echo(f"  note: {line}")
+        if not verdicts:
+            click.echo("no agent state to verify")
+    if not ok:
+        sys.exit(1)

@@ -1,0 +1,183 @@
+"""`dreaming verify`: check the invariants any operator can check, for one agent.
+
+Each check returns violations (strings naming the ids involved); a clean agent has none.
+Person-edited MEMORY.md blocks are reported as notes, not violations: they are allowed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, select, text
+
+from dreaming import corpus, memory_file
+from dreaming.config import Paths
+from dreaming.lineage import live_entries
+from dreaming.store.migrations import MIGRATIONS, applied
+from dreaming.store.models import (
+    CandidateEvidenceRow,
+    CorpusLineRow,
+    EntryEvidenceRow,
+    OriginRow,
+    PurgeRow,
+    RecallRow,
+    StateRow,
+    TombstoneRow,
+)
+from dreaming.tombstones import file_tombstones
+
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
+CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
+TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass
+class Verdict:
+    agent: str
+    violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checks: dict[str, int] = field(default_factory=dict)  # check -> violations found
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "ok": self.ok,
+            "violations": self.violations,
+            "notes": self.notes,
+            "checks": self.checks,
+        }
+
+
+def _check(verdict: Verdict, name: str, problems: list[str]) -> None:
+    verdict.checks[name] = len(problems)
+    verdict.violations.extend(f"{name}: {p}" for p in problems)
+
+
+def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
+    v = Verdict(agent)
+    with engine.connect() as conn:
+        _check(v, "schema", _schema(conn))
+        live = dict(live_entries(conn, agent))
+        _check(v, "memory_file", _memory_file(paths, agent, live, v))
+        _check(v, "orphan_origins", _orphans(conn, agent, live))
+        _check(v, "entries_without_origins", _unsourced(conn, agent, live))
+        _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
+        _check(v, "corpus_files", _corpus_files(conn, paths, agent))
+        _check(v, "search_index", _index(conn, agent, live))
+        pending = conn.execute(
+            select(PURGES.c.id).where(
+                and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
+            )
+        ).all()
+        _check(v, "incomplete_purges", [f"purge #{r[0]} has not finished" for r in pending])
+    return v
+
+
+def _schema(conn: Connection) -> list[str]:
+    have = applied(conn)
+    want = [name for name, _ in MIGRATIONS]
+    return [] if have == want else [f"migrations applied {have} != expected {want}"]
+
+
+def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> list[str]:
+    doc = memory_file.read(paths.memory_file(agent))
+    problems = []
+    edited = {b.key for b in doc.edited_blocks()}
+    for key in sorted(edited):
+        v.notes.append(f"MEMORY.md block {key} was edited by a person")
+    blocks = [b.key for b in doc.blocks]
+    for key in sorted({k for k in blocks if blocks.count(k) > 1}):
+        problems.append(f"block {key} appears more than once")
+    for key in sorted(set(blocks) - set(live) - edited):
+        problems.append(f"block {key} has no live entry")
+    for key in sorted(set(live) - set(blocks)):
+        problems.append(f"live entry {key} has no block in MEMORY.md")
+    return problems
+
+
+def _orphans(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
+    problems = []
+    for table, label in ((ORIGINS, "origin"), (EVIDENCE, "evidence")):
+        for (key,) in conn.execute(
+            select(table.c.entry_key).where(table.c.agent == agent).distinct()
+        ):
+            if key not in live:
+                problems.append(f"{label} rows for {key}, which is not a live entry")
+    return problems
+
+
+def _unsourced(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
+    sourced = {
+        k for (k,) in conn.execute(select(ORIGINS.c.entry_key).where(ORIGINS.c.agent == agent))
+    }
+    return [f"entry {k} has no origin" for k in sorted(set(live) - sourced)]
+
+
+def _tombstoned(conn: Connection, paths: Paths, agent: str) -> list[str]:
+    gone = set(file_tombstones(paths, agent)) | {
+        s
+        for (s,) in conn.execute(select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent))
+    }
+    if not gone:
+        return []
+    problems = []
+    for table, label in (
+        (LINES, "corpus lines"),
+        (CAND_EVIDENCE, "candidate evidence"),
+        (ORIGINS, "entry origins"),
+        (EVIDENCE, "entry evidence"),
+        (RECALLS, "recalls"),
+    ):
+        rows = conn.execute(
+            select(table.c.session_id)
+            .where(and_(table.c.agent == agent, table.c.session_id.in_(sorted(gone))))
+            .distinct()
+        ).all()
+        problems += [f"{label} from forgotten session {r[0]}" for r in rows]
+    return problems
+
+
+def _corpus_files(conn: Connection, paths: Paths, agent: str) -> list[str]:
+    by_day: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
+    for day, sid, line, body in conn.execute(
+        text(
+            "SELECT day, session_id, line, text FROM corpus_lines WHERE agent = :a "
+            "ORDER BY day, coalesce(ts, ''), session_id, line"
+        ),
+        {"a": agent},
+    ):
+        by_day[day].append((sid, line, body))
+    folder = paths.corpus_dir(agent)
+    files = {p.stem: p for p in folder.glob("*.txt")} if folder.is_dir() else {}
+    problems = []
+    for day in sorted(set(by_day) | set(files)):
+        want = corpus.render_day(agent, by_day.get(day, []))
+        path = files.get(day)
+        have = path.read_text(encoding="utf-8") if path is not None else ""
+        if have != want:
+            problems.append(f"corpus file {day}.txt differs from the corpus table")
+    return problems
+
+
+def _index(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
+    indexed: dict[str, str] = dict(
+        conn.execute(text("SELECT key, text FROM entries_fts WHERE agent = :a"), {"a": agent}).all()
+    )
+    problems = [
+        f"index row for {k}, which is not a live entry" for k in sorted(set(indexed) - set(live))
+    ]
+    problems += [
+        f"live entry {k} is not in the search index" for k in sorted(set(live) - set(indexed))
+    ]
+    return problems
