@@ -78,10 +78,6 @@ def _corpus(root: Path) -> None:
     next(folder.glob("*.txt")).write_text("[main/sessions/main/x#L1] invented\n")
 
 
-def _schema(root: Path) -> None:
-    sql(root, "DELETE FROM schema_migrations WHERE name = '0003_purges'")
-
-
 @pytest.mark.parametrize(
     ("tamper", "check"),
     [
