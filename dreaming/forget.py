@@ -22,8 +22,7 @@ by the next `forget` or run.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,11 +34,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from dreaming import claims as claims_mod
 from dreaming import memory_file, memory_sync
 from dreaming.candidates import refresh_candidates, rescore
-from dreaming.config import Paths, Settings
+from dreaming.config import Paths
 from dreaming.corpus import reference
+from dreaming.forget_select import Selector, Target, parse_since, resolve
 from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_entries
 from dreaming.messages import SessionFile
 from dreaming.phases.light import flush_corpus_files
+from dreaming.scrub import carries, needles_of, redact, scrub_text, snippets_of
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -77,42 +78,6 @@ DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
 SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
-
-# Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
-MIN_SNIPPET_CHARS = 16
-REDACTED = "[forgotten]"
-
-
-@dataclass(frozen=True)
-class Selector:
-    sessions: tuple[str, ...] = ()
-    hook_source: str | None = None
-    since: datetime | None = None
-    participant: str | None = None
-
-    def __post_init__(self) -> None:
-        given = [bool(self.sessions), self.hook_source is not None, self.participant is not None]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of --session, --hook-source or --participant")
-        if self.since is not None and self.hook_source is None:
-            raise ValueError("--since goes with --hook-source")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sessions": list(self.sessions),
-            "hook_source": self.hook_source,
-            "since": self.since.isoformat() if self.since else None,
-            "participant": self.participant,
-        }
-
-
-@dataclass(frozen=True)
-class Target:
-    session_id: str
-    session_key: str | None
-    resolved: bool  # False: an explicit id that matched nothing known, kept as an exact id
-    path: str | None
-    already_forgotten: bool = False
 
 
 @dataclass
@@ -160,135 +125,6 @@ class PurgeReport:
         return not any(self.counts.values()) and not self.file_lines_removed
 
 
-def _participant_matches(wanted: str, participants: Iterable[str]) -> bool:
-    w = wanted.casefold()
-    for p in participants:
-        q = p.casefold()
-        if q == w or q.endswith(":" + w) or w.endswith(":" + q):
-            return True
-    return False
-
-
-def _aware(ts: datetime | None) -> datetime | None:
-    if ts is None:
-        return None
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-def resolve(
-    conn: Connection | None, agent: str, selector: Selector, files: Sequence[SessionFile]
-) -> list[Target]:
-    """Match the selector against recorded sessions (live or archived) and discovered files."""
-    known: dict[str, dict[str, Any]] = {}
-    for f in files:
-        known[f.session_id] = {
-            "session_id": f.session_id,
-            "session_key": f.session_key,
-            "path": str(f.path),
-            "external_source": f.external_source,
-            "participants": list(f.participants),
-            "created_at": f.created_at,
-        }
-    tombstoned: set[str] = set()
-    if conn is not None:
-        for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings():
-            known[r["session_id"]] = {
-                "session_id": r["session_id"],
-                "session_key": r["session_key"],
-                "path": r["path"],
-                "external_source": r["external_source"],
-                "participants": json.loads(r["participants"] or "[]"),
-                "created_at": r["created_at"],
-            }
-        for sid, key in conn.execute(
-            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
-                TOMBSTONES.c.agent == agent
-            )
-        ):
-            tombstoned.add(sid)
-            known.setdefault(
-                sid,
-                {
-                    "session_id": sid,
-                    "session_key": key,
-                    "path": None,
-                    "external_source": None,
-                    "participants": [],
-                    "created_at": None,
-                },
-            )
-
-    def target(s: dict[str, Any]) -> Target:
-        return Target(
-            s["session_id"], s["session_key"], True, s["path"], s["session_id"] in tombstoned
-        )
-
-    out: dict[str, Target] = {}
-    if selector.sessions:
-        for wanted in selector.sessions:
-            hits = [s for s in known.values() if wanted in (s["session_id"], s["session_key"])]
-            if not hits:
-                out.setdefault(wanted, Target(wanted, None, False, None, wanted in tombstoned))
-            for s in hits:
-                out.setdefault(s["session_id"], target(s))
-    elif selector.hook_source is not None:
-        src = selector.hook_source.casefold()
-        since = _aware(selector.since)
-        for s in known.values():
-            if (s["external_source"] or "").casefold() != src:
-                continue
-            created = _aware(s["created_at"])
-            if since is not None and (created is None or created < since):
-                continue
-            out.setdefault(s["session_id"], target(s))
-    else:
-        assert selector.participant is not None
-        for s in known.values():
-            if _participant_matches(selector.participant, s["participants"]):
-                out.setdefault(s["session_id"], target(s))
-    return [out[k] for k in sorted(out)]
-
-
-def _snippets(texts: Iterable[str], settings: Settings) -> set[str]:
-    """The purged text to hunt for elsewhere: whole corpus lines and the claims they make
-    (a diary or a candidate quotes a claim, not the whole line)."""
-    out: set[str] = set()
-    cs = settings.candidates
-    for t in texts:
-        if len(t) >= MIN_SNIPPET_CHARS:
-            out.add(t)
-        for c in claims_mod.extract(t, min_words=cs.min_claim_words, max_words=cs.max_claim_words):
-            if len(c.text) >= MIN_SNIPPET_CHARS:
-                out.add(c.text)
-    return out
-
-
-def _carries(text: str | None, needles: Sequence[str]) -> bool:
-    if not text:
-        return False
-    return any(n in text for n in needles)
-
-
-def _needles(snippets: Iterable[str]) -> list[str]:
-    """Snippets as they appear raw and as they appear inside JSON (prompts, summaries)."""
-    out: set[str] = set()
-    for s in snippets:
-        out.add(s)
-        out.add(json.dumps(s, ensure_ascii=False)[1:-1])
-        out.add(json.dumps(s)[1:-1])
-    return sorted(out, key=len, reverse=True)
-
-
-def _redact(value: Any, needles: Sequence[str]) -> Any:
-    if isinstance(value, str):
-        return REDACTED if _carries(value, needles) else value
-    if isinstance(value, list):
-        return [_redact(v, needles) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact(v, needles) for k, v in value.items()}
-    return value
-
-
 class Purge:
     def __init__(self, engine: Engine | None, paths: Paths, agent: str) -> None:
         self.engine = engine
@@ -333,7 +169,7 @@ class Purge:
                 )
             }
         )
-        snippets = _snippets([t for _, t, _ in lines], self.paths.settings)
+        snippets = snippets_of([t for _, t, _ in lines], self.paths.settings)
         snippets |= {live[k] for k in purged_entries}
         return {
             "line_ids": [i for i, _, _ in lines],
@@ -347,7 +183,7 @@ class Purge:
 
     def _count(self, conn: Connection, ids: list[str], plan: dict[str, Any]) -> dict[str, int]:
         a = self.agent
-        needles = _needles(plan["snippets"])
+        needles = needles_of(plan["snippets"])
 
         def n(table: Any, *cond: Any) -> int:
             return int(
@@ -359,14 +195,14 @@ class Purge:
             for i, req, resp in conn.execute(
                 select(CALLS.c.id, CALLS.c.request, CALLS.c.response).where(CALLS.c.agent == a)
             )
-            if _carries(req, needles) or _carries(resp, needles)
+            if carries(req, needles) or carries(resp, needles)
         ]
         backups = [
             i
             for i, content in conn.execute(
                 select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == a)
             )
-            if _carries(content, needles)
+            if carries(content, needles)
             or any(b.key in plan["entries"] for b in memory_file.parse(content).blocks)
         ]
         runs = [
@@ -374,7 +210,7 @@ class Purge:
             for i, summary in conn.execute(
                 select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == a)
             )
-            if _carries(summary, needles)
+            if carries(summary, needles)
         ]
         plan["calls"], plan["backups"], plan["runs"] = calls, backups, runs
         return {
@@ -448,7 +284,7 @@ class Purge:
         now: datetime,
     ) -> None:
         a = self.agent
-        needles = _needles(plan["snippets"])
+        needles = needles_of(plan["snippets"])
         # 1. corpus
         conn.execute(delete(LINES).where(and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))))
         if plan["days"]:
@@ -511,7 +347,7 @@ class Purge:
             conn.execute(delete(CALLS).where(CALLS.c.id.in_(plan["calls"])))
         for run_id in plan["runs"]:
             summary = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar_one()
-            redacted = _redact(json.loads(summary or "{}"), needles)
+            redacted = redact(json.loads(summary or "{}"), needles)
             conn.execute(
                 update(RUNS).where(RUNS.c.id == run_id).values(summary=json.dumps(redacted))
             )
@@ -519,7 +355,7 @@ class Purge:
             content = conn.execute(
                 select(BACKUPS.c.content).where(BACKUPS.c.id == backup_id)
             ).scalar_one()
-            cleaned = _scrub_text(content, needles, set(plan["entries"]))[0]
+            cleaned = scrub_text(content, needles, set(plan["entries"]))[0]
             if cleaned.strip():
                 conn.execute(
                     update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
@@ -561,7 +397,7 @@ class Purge:
                 CANDIDATES.c.id.in_(ids)
             )
         ).all():
-            if not _carries(cand_text, needles):
+            if not carries(cand_text, needles):
                 continue
             wanted = frozenset(tokens.split())
             best: claims_mod.Claim | None = None
@@ -602,14 +438,14 @@ class Purge:
     def _scrub_files(
         self, snippets: set[str], entries: Sequence[str], *, dry: bool
     ) -> dict[str, int]:
-        needles = _needles(snippets)
+        needles = needles_of(snippets)
         removed: dict[str, int] = {}
         for path in self.memory_files():
             try:
                 content = path.read_text(encoding="utf-8")
             except (FileNotFoundError, UnicodeDecodeError):
                 continue
-            cleaned, count = _scrub_text(content, needles, set(entries))
+            cleaned, count = scrub_text(content, needles, set(entries))
             if count:
                 removed[str(path)] = count
                 if not dry:
@@ -638,29 +474,6 @@ class Purge:
         return out
 
 
-def _scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
-    """Drop managed blocks of removed entries and every other whole line quoting a needle.
-    Returns (new content, lines removed)."""
-    doc = memory_file.parse(content)
-    removed = 0
-    parts: list[str] = []
-    for seg in doc.segments:
-        if isinstance(seg, memory_file.Block):
-            if seg.key in entry_keys or _carries(seg.text, needles):
-                removed += seg.raw.count("\n") or 1
-                continue
-            parts.append(seg.raw)
-            continue
-        kept = []
-        for line in seg.splitlines(keepends=True):
-            if _carries(line, needles):
-                removed += 1
-            else:
-                kept.append(line)
-        parts.append("".join(kept))
-    return "".join(parts), removed
-
-
 def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     """Finish purges whose database part committed but whose files were not all scrubbed."""
     with engine.connect() as conn:
@@ -677,15 +490,15 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         flush_corpus_files(engine, agent, paths.corpus_dir(agent))
         memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
         # The backup memory_sync just took of the pre-purge file must not survive either.
-        needles = _needles(snippets)
+        needles = needles_of(snippets)
         with engine.begin() as conn:
             for backup_id, content in conn.execute(
                 select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == agent)
             ).all():
-                if _carries(content, needles) or any(
+                if carries(content, needles) or any(
                     b.key in entries for b in memory_file.parse(content).blocks
                 ):
-                    cleaned = _scrub_text(content, needles, set(entries))[0]
+                    cleaned = scrub_text(content, needles, set(entries))[0]
                     if cleaned.strip():
                         conn.execute(
                             update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
@@ -707,12 +520,12 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     return len(pending)
 
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def parse_since(value: str) -> datetime:
-    """A date (midnight UTC) or an ISO timestamp."""
-    if _DATE.match(value):
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
-    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+__all__ = [
+    "Purge",
+    "PurgeReport",
+    "Selector",
+    "Target",
+    "complete_pending",
+    "parse_since",
+    "resolve",
+]

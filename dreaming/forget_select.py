@@ -1,0 +1,151 @@
+"""Which sessions a purge targets: explicit ids and keys, a hook source, or a participant,
+resolved against recorded sessions (live or archived) and discovered transcript files."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from dreaming.messages import SessionFile
+from dreaming.store.models import SessionRow, TombstoneRow
+
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Selector:
+    sessions: tuple[str, ...] = ()
+    hook_source: str | None = None
+    since: datetime | None = None
+    participant: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [bool(self.sessions), self.hook_source is not None, self.participant is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of --session, --hook-source or --participant")
+        if self.since is not None and self.hook_source is None:
+            raise ValueError("--since goes with --hook-source")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessions": list(self.sessions),
+            "hook_source": self.hook_source,
+            "since": self.since.isoformat() if self.since else None,
+            "participant": self.participant,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    session_id: str
+    session_key: str | None
+    resolved: bool  # False: an explicit id that matched nothing known, kept as an exact id
+    path: str | None
+    already_forgotten: bool = False
+
+
+def _participant_matches(wanted: str, participants: Iterable[str]) -> bool:
+    w = wanted.casefold()
+    for p in participants:
+        q = p.casefold()
+        if q == w or q.endswith(":" + w) or w.endswith(":" + q):
+            return True
+    return False
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    if ts is None:
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def resolve(
+    conn: Connection | None, agent: str, selector: Selector, files: Sequence[SessionFile]
+) -> list[Target]:
+    """Match the selector against recorded sessions (live or archived) and discovered files."""
+    known: dict[str, dict[str, Any]] = {}
+    for f in files:
+        known[f.session_id] = {
+            "session_id": f.session_id,
+            "session_key": f.session_key,
+            "path": str(f.path),
+            "external_source": f.external_source,
+            "participants": list(f.participants),
+            "created_at": f.created_at,
+        }
+    tombstoned: set[str] = set()
+    if conn is not None:
+        for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings():
+            known[r["session_id"]] = {
+                "session_id": r["session_id"],
+                "session_key": r["session_key"],
+                "path": r["path"],
+                "external_source": r["external_source"],
+                "participants": json.loads(r["participants"] or "[]"),
+                "created_at": r["created_at"],
+            }
+        for sid, key in conn.execute(
+            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
+                TOMBSTONES.c.agent == agent
+            )
+        ):
+            tombstoned.add(sid)
+            known.setdefault(
+                sid,
+                {
+                    "session_id": sid,
+                    "session_key": key,
+                    "path": None,
+                    "external_source": None,
+                    "participants": [],
+                    "created_at": None,
+                },
+            )
+
+    def target(s: dict[str, Any]) -> Target:
+        return Target(
+            s["session_id"], s["session_key"], True, s["path"], s["session_id"] in tombstoned
+        )
+
+    out: dict[str, Target] = {}
+    if selector.sessions:
+        for wanted in selector.sessions:
+            hits = [s for s in known.values() if wanted in (s["session_id"], s["session_key"])]
+            if not hits:
+                out.setdefault(wanted, Target(wanted, None, False, None, wanted in tombstoned))
+            for s in hits:
+                out.setdefault(s["session_id"], target(s))
+    elif selector.hook_source is not None:
+        src = selector.hook_source.casefold()
+        since = _aware(selector.since)
+        for s in known.values():
+            if (s["external_source"] or "").casefold() != src:
+                continue
+            created = _aware(s["created_at"])
+            if since is not None and (created is None or created < since):
+                continue
+            out.setdefault(s["session_id"], target(s))
+    else:
+        assert selector.participant is not None
+        for s in known.values():
+            if _participant_matches(selector.participant, s["participants"]):
+                out.setdefault(s["session_id"], target(s))
+    return [out[k] for k in sorted(out)]
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_since(value: str) -> datetime:
+    """A date (midnight UTC) or an ISO timestamp."""
+    if _DATE.match(value):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

@@ -1,0 +1,79 @@
+"""Finding and removing purged text wherever it was copied: memory files, backups, LLM call
+logs, run summaries. Text is matched exactly, raw and as it appears inside JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dreaming import claims as claims_mod
+from dreaming import memory_file
+from dreaming.config import Settings
+
+# Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
+MIN_SNIPPET_CHARS = 16
+REDACTED = "[forgotten]"
+
+
+def snippets_of(texts: Iterable[str], settings: Settings) -> set[str]:
+    """The purged text to hunt for elsewhere: whole corpus lines and the claims they make
+    (a diary or a candidate quotes a claim, not the whole line)."""
+    out: set[str] = set()
+    cs = settings.candidates
+    for t in texts:
+        if len(t) >= MIN_SNIPPET_CHARS:
+            out.add(t)
+        for c in claims_mod.extract(t, min_words=cs.min_claim_words, max_words=cs.max_claim_words):
+            if len(c.text) >= MIN_SNIPPET_CHARS:
+                out.add(c.text)
+    return out
+
+
+def carries(text: str | None, needles: Sequence[str]) -> bool:
+    if not text:
+        return False
+    return any(n in text for n in needles)
+
+
+def needles_of(snippets: Iterable[str]) -> list[str]:
+    """Snippets as they appear raw and as they appear inside JSON (prompts, summaries)."""
+    out: set[str] = set()
+    for s in snippets:
+        out.add(s)
+        out.add(json.dumps(s, ensure_ascii=False)[1:-1])
+        out.add(json.dumps(s)[1:-1])
+    return sorted(out, key=len, reverse=True)
+
+
+def redact(value: Any, needles: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return REDACTED if carries(value, needles) else value
+    if isinstance(value, list):
+        return [redact(v, needles) for v in value]
+    if isinstance(value, dict):
+        return {k: redact(v, needles) for k, v in value.items()}
+    return value
+
+
+def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
+    """Drop managed blocks of removed entries and every other whole line quoting a needle.
+    Returns (new content, lines removed)."""
+    doc = memory_file.parse(content)
+    removed = 0
+    parts: list[str] = []
+    for seg in doc.segments:
+        if isinstance(seg, memory_file.Block):
+            if seg.key in entry_keys or carries(seg.text, needles):
+                removed += seg.raw.count("\n") or 1
+                continue
+            parts.append(seg.raw)
+            continue
+        kept = []
+        for line in seg.splitlines(keepends=True):
+            if carries(line, needles):
+                removed += 1
+            else:
+                kept.append(line)
+        parts.append("".join(kept))
+    return "".join(parts), removed
