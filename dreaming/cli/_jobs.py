@@ -21,11 +21,11 @@ def _money(value: float | None) -> str:
 
 
 def _format_job(job: dict[str, Any]) -> str:
-    fire = job["next_fire_time"] or "on demand"
+    fire = f"; next: {job['next_fire_time']}" if job["next_fire_time"] else ""
     agents = "all" if job["agents"] == "*" else ", ".join(job["agents"])
     budget = job["budget"]
     lines = [
-        f"{job['name']}: {job['trigger']}; next: {fire}",
+        f"{job['name']}: {job['trigger']}{fire}",
         f"  phases: {', '.join(job['phases'])}; agents: {agents}"
         + ("; dry run" if job["dry_run"] else ""),
         f"  budget: {_money(budget['max_usd'])} a run, {_money(budget['daily_max_usd'])} a day"
@@ -74,9 +74,7 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Show what deep would do; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
-def run_job(
-    ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, as_json: bool
-) -> None:
+def run_job(ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Run job NAME now, the way the scheduler runs it.
 
     An agent that another run holds is skipped and reported ("locked by ..."); the others

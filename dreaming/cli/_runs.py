@@ -33,8 +33,9 @@ HEADER = (
 def _row(d: dict[str, Any]) -> str:
     took = "-" if d["duration_s"] is None else f"{d['duration_s']:.1f}s"
     started = d["started_at"][:19].replace("T", " ")
+    phases = ",".join(d["phases"])
     return (
-        f"{d['agent']:<10} {d['id']:>5} {d['job'] or '-':<12} {d['phases'] and ','.join(d['phases']):<15} "
+        f"{d['agent']:<10} {d['id']:>5} {d['job'] or '-':<12} {phases:<15} "
         f"{started:<19} {took:>7} {d['outcome']:<11} {_num(d['candidates']):>5} "
         f"{_num(d['promotions']):>5} {d['llm_calls']:>5} {d['tokens']:>7} "
         f"{'$' + format(d['cost_usd'], '.4f'):>8} {d['skips']:>5}"
@@ -98,9 +99,11 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
         return
     d = record.digest()
     took = "-" if d["duration_s"] is None else f"{d['duration_s']:.2f}s"
+    phases = ",".join(d["phases"])
     lines = [
-        f"run {d['id']} of agent {d['agent']}: job {d['job'] or '-'}, phases {','.join(d['phases'])}",
-        f"  started {d['started_at']}, ended {d['ended_at'] or '-'} ({took}), outcome {d['outcome']}",
+        f"run {d['id']} of agent {d['agent']}: job {d['job'] or '-'}, phases {phases}",
+        f"  started {d['started_at']}, ended {d['ended_at'] or '-'} ({took})",
+        f"  outcome: {d['outcome']}",
         f"  candidates pending: {_num(d['candidates'])}; promotions: {_num(d['promotions'])};"
         f" llm: {d['llm_calls']} calls, {d['tokens']} tokens, ${d['cost_usd']:.4f};"
         f" skips: {d['skips']}",
@@ -108,9 +111,9 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     if d["reason"]:
         lines.append(f"  reason: {d['reason']}")
     click.echo("\n".join(lines))
-    phases = record.summary.get("phases")
-    if isinstance(phases, dict) and phases:
+    phase_data = record.summary.get("phases")
+    if isinstance(phase_data, dict) and phase_data:
         try:
-            click.echo(format_result({"phases": phases}))
+            click.echo(format_result({"phases": phase_data}))
         except (KeyError, TypeError):  # a summary written by another version: show it raw
-            click.echo(json.dumps(phases, indent=2, default=str))
+            click.echo(json.dumps(phase_data, indent=2, default=str))

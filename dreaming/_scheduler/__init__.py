@@ -1,0 +1,1 @@
+"""The scheduler's parts; the public names are in `dreaming.scheduler`."""

@@ -1,0 +1,421 @@
+"""The `dreaming scheduler` service: APScheduler 3 with a persistent SQLite job store,
+coalesced misfires and a grace time per job. Due jobs are handed to the thread that serves
+(the main thread), which runs them one at a time and handles SIGHUP (reload) and
+SIGTERM/SIGINT (stop after the running job; a second signal interrupts it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import queue
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MISSED,
+    JobExecutionEvent,
+)
+from apscheduler.executors.base import BaseExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from tzlocal import get_localzone
+
+from dreaming._scheduler._runner import AgentResult, ScheduledCall
+from dreaming._scheduler._triggers import build_trigger, fingerprint, grace_seconds
+from dreaming.app import App
+from dreaming.config import Paths
+from dreaming.errors import DreamingError, StateError
+from dreaming.jobs import JobFile, load_jobs
+
+log = logging.getLogger("dreaming.scheduler")
+
+
+class ServiceState(StrEnum):
+    STOPPED = "stopped"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+class FireStatus(StrEnum):
+    RAN = "ran"
+    MISSED = "missed"  # later than the job's misfire grace time
+    FAILED = "failed"  # the job function raised (per-agent failures are results, not this)
+
+
+@dataclass(frozen=True)
+class Fire:
+    job: str
+    scheduled_at: datetime
+    status: FireStatus
+    results: tuple[AgentResult, ...] = ()
+
+    def tally(self) -> str:
+        """How many agents ended each way, as "ok=2 skipped=1"."""
+        counts: dict[str, int] = {}
+        for result in self.results:
+            counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+        return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "agents=0"
+
+
+@dataclass(frozen=True)
+class ReloadReport:
+    added: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    on_demand: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return " ".join(
+            f"{name}={','.join(getattr(self, name)) or '-'}"
+            for name in ("added", "replaced", "removed", "unchanged", "on_demand")
+        )
+
+
+@dataclass(frozen=True)
+class _Due:
+    job: Any  # apscheduler.job.Job
+    run_times: tuple[datetime, ...]
+
+
+@dataclass(frozen=True)
+class _Signal:
+    signum: int
+
+
+class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
+    """Queues due jobs for the serving thread instead of running them on a pool, so one job
+    runs at a time, a run sees signals like a foreground command, and a forced stop is
+    recorded `interrupted` by the run itself."""
+
+    def __init__(self, inbox: queue.SimpleQueue[_Due | _Signal]) -> None:
+        super().__init__()
+        self._inbox = inbox
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        self._inbox.put(_Due(job, tuple(run_times)))
+
+    def execute(self, due: _Due) -> list[Fire]:
+        """What APScheduler's `run_job` does, except that KeyboardInterrupt propagates."""
+        job = due.job
+        alias = job._jobstore_alias
+        fires: list[Fire] = []
+        events: list[Any] = []
+        try:
+            for run_time in due.run_times:
+                late = datetime.now(UTC) - run_time
+                if job.misfire_grace_time is not None and late > timedelta(
+                    seconds=job.misfire_grace_time
+                ):
+                    log.warning(
+                        "job=%s outcome=missed scheduled=%s late=%.0fs grace=%ss",
+                        job.id,
+                        run_time.isoformat(),
+                        late.total_seconds(),
+                        job.misfire_grace_time,
+                    )
+                    events.append(JobExecutionEvent(EVENT_JOB_MISSED, job.id, alias, run_time))
+                    fires.append(Fire(job.id, run_time, FireStatus.MISSED))
+                    continue
+                log.info("job=%s event=fire scheduled=%s", job.id, run_time.isoformat())
+                try:
+                    results = job.func(*job.args, **job.kwargs)
+                except Exception as err:
+                    if isinstance(err, DreamingError):  # e.g. the job file went away
+                        log.error("job=%s event=error error=%r", job.id, str(err))
+                    else:
+                        log.exception("job=%s event=error", job.id)
+                    events.append(
+                        JobExecutionEvent(EVENT_JOB_ERROR, job.id, alias, run_time, exception=err)
+                    )
+                    fires.append(Fire(job.id, run_time, FireStatus.FAILED))
+                else:
+                    events.append(
+                        JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, alias, run_time, retval=None)
+                    )
+                    fire = Fire(job.id, run_time, FireStatus.RAN, tuple(results or ()))
+                    fires.append(fire)
+                    log.info(
+                        "job=%s event=done scheduled=%s %s",
+                        job.id,
+                        run_time.isoformat(),
+                        fire.tally(),
+                    )
+        finally:
+            self._run_job_success(job.id, events)
+        return fires
+
+
+@contextlib.contextmanager
+def _service_lock(path: Path) -> Iterator[None]:
+    """One scheduler per state folder: two would run every job twice."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+            raise StateError(
+                f"another dreaming scheduler already serves this state folder ({holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} scheduler".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def store_url(paths: Paths) -> str:
+    return f"sqlite:///{paths.home / 'scheduler.sqlite'}"
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class JobScheduler:
+    """The `dreaming scheduler` service: keeps the job store in step with the jobs folder
+    and runs due jobs in the thread that calls `serve()` (or `run_next()` in tests)."""
+
+    def __init__(
+        self,
+        call: ScheduledCall,
+        store: str,
+        *,
+        profiles: Sequence[str] = (),
+        timezone: tzinfo | None = None,
+        lock_path: Path | None = None,
+    ) -> None:
+        self.call = call
+        self.store = store
+        self.profiles = tuple(profiles)
+        self.lock_path = lock_path
+        self.state = ServiceState.STOPPED
+        self._inbox: queue.SimpleQueue[_Due | _Signal] = queue.SimpleQueue()
+        self._deferred: list[_Due] = []
+        self._busy: str | None = None
+        self._executor = _MainThreadExecutor(self._inbox)
+        self._aps = BackgroundScheduler(
+            jobstores={"default": SQLAlchemyJobStore(url=store)},
+            executors={"default": self._executor},
+            job_defaults={"coalesce": True, "max_instances": 1},
+            timezone=timezone or get_localzone(),
+        )
+
+    @classmethod
+    def for_app(cls, app: App, folder: Path) -> JobScheduler:
+        app.paths.home.mkdir(parents=True, exist_ok=True)
+        config = app.config_path.resolve() if app.config_path is not None else None
+        call = ScheduledCall(app.paths.state_dir.resolve(), config, folder.resolve())
+        return cls(
+            call,
+            store_url(app.paths),
+            profiles=list(app.settings.llm.profiles),
+            lock_path=app.paths.home / "locks" / "scheduler.lock",
+        )
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.call.jobs_dir
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> ReloadReport:
+        """Open the store, bring it in step with the folder, then let due jobs through:
+        a fire missed while the service was down runs once now if within its grace time."""
+        self._aps.start(paused=True)
+        try:
+            report = self.reload()
+        except BaseException:
+            self._aps.shutdown(wait=False)
+            raise
+        if self.state is ServiceState.STOPPED:  # a stop signal during start-up stays
+            self.state = ServiceState.RUNNING
+        self._aps.resume()
+        log.info(
+            "scheduler started pid=%d jobs_dir=%s store=%s %s",
+            os.getpid(),
+            self.jobs_dir,
+            self.store,
+            report,
+        )
+        self._log_next()
+        return report
+
+    def shutdown(self) -> None:
+        """Stop taking jobs; fires that came due but did not start are given back to the
+        store, so the next start treats them as misfires (coalesced, within grace)."""
+        if not self._aps.running:
+            self.state = ServiceState.STOPPED
+            return
+        self.state = ServiceState.STOPPING
+        self._aps.pause()
+        self._aps.get_jobs()  # waits out a pass over the store that is still submitting
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Due):
+                self._deferred.append(item)
+        for due in self._deferred:
+            with contextlib.suppress(JobLookupError):
+                self._aps.modify_job(due.job.id, next_run_time=min(due.run_times))
+                log.info(
+                    "job=%s scheduled=%s event=deferred (runs at the next start within grace)",
+                    due.job.id,
+                    min(due.run_times).isoformat(),
+                )
+        self._deferred.clear()
+        self._aps.shutdown(wait=True)
+        self.state = ServiceState.STOPPED
+        log.info("scheduler stopped")
+
+    # -- the job store ----------------------------------------------------------------------
+
+    def reload(self) -> ReloadReport:
+        """Add, replace and remove stored jobs to match the folder. A job whose schedule is
+        unchanged keeps its stored next fire time (and so any misfire pending on it)."""
+        files = load_jobs(self.jobs_dir, self.profiles)
+        wanted: dict[str, tuple[JobFile, Any]] = {}
+        on_demand: list[str] = []
+        for jf in files:
+            if jf.job.trigger is None:
+                on_demand.append(jf.job.name)
+            else:
+                wanted[jf.job.name] = (jf, build_trigger(jf.job.trigger, jf.path))
+        stored = {job.id: job for job in self._aps.get_jobs()}
+        removed = sorted(set(stored) - set(wanted))
+        for name in removed:
+            self._aps.remove_job(name)
+        added: list[str] = []
+        replaced: list[str] = []
+        unchanged: list[str] = []
+        for name, (jf, trigger) in wanted.items():
+            assert jf.job.trigger is not None
+            grace = grace_seconds(jf.job.trigger)
+            args = self.call.args(name)
+            old = stored.get(name)
+            if (
+                old is not None
+                and old.func_ref == self.call.func
+                and tuple(old.args) == args
+                and old.misfire_grace_time == grace
+                and fingerprint(old.trigger) == fingerprint(trigger)
+            ):
+                unchanged.append(name)
+                continue
+            self._aps.add_job(
+                self.call.func,
+                trigger=trigger,
+                args=args,
+                id=name,
+                name=name,
+                misfire_grace_time=grace,
+                coalesce=True,
+                max_instances=1,
+                replace_existing=True,
+            )
+            (added if old is None else replaced).append(name)
+        return ReloadReport(
+            tuple(added), tuple(replaced), tuple(removed), tuple(unchanged), tuple(on_demand)
+        )
+
+    def scheduled(self) -> dict[str, datetime | None]:
+        """Stored job name -> next fire time."""
+        return {job.id: job.next_run_time for job in self._aps.get_jobs()}
+
+    def _log_next(self) -> None:
+        for name, fire in sorted(self.scheduled().items()):
+            log.info("job=%s next=%s", name, fire.isoformat() if fire else "-")
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run_next(self, timeout: float | None = None) -> list[Fire] | None:
+        """Wait up to `timeout` for the next due job and run it in this thread."""
+        try:
+            item = self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, _Signal):
+            self._inbox.put(item)  # serve() handles signals
+            return None
+        return self._run(item)
+
+    def _run(self, due: _Due) -> list[Fire]:
+        self._busy = due.job.id
+        try:
+            return self._executor.execute(due)
+        finally:
+            self._busy = None
+
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT (exit 0 after the running job finishes; a second signal
+        interrupts it: 130). SIGHUP reloads the jobs folder."""
+        lock = _service_lock(self.lock_path) if self.lock_path else contextlib.nullcontext()
+        with lock:
+            previous = {
+                sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
+            }
+            try:
+                self.start()
+                return self._loop()
+            except KeyboardInterrupt:
+                log.warning("scheduler stopped during a run; the run is recorded interrupted")
+                return 130
+            finally:
+                self.shutdown()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    def _loop(self) -> int:
+        while True:
+            item = self._inbox.get()
+            if isinstance(item, _Signal):
+                name = signal.Signals(item.signum).name
+                if item.signum == signal.SIGHUP:
+                    self._reload_logged(name)
+                    continue
+                log.info("signal=%s stopping", name)
+                return 0
+            if self.state is ServiceState.RUNNING:
+                self._run(item)
+            else:
+                self._deferred.append(item)
+
+    def _reload_logged(self, reason: str) -> None:
+        try:
+            report = self.reload()
+        except DreamingError as err:
+            log.error("reload failed (%s), keeping the current schedule: %s", reason, err)
+            return
+        log.info("reload (%s) %s", reason, report)
+        self._log_next()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        # Signal handlers run between bytecodes of the main thread: queue, never log here.
+        if signum == signal.SIGHUP:
+            self._inbox.put(_Signal(signum))
+        elif self.state is not ServiceState.STOPPING:  # running, or still starting up
+            self.state = ServiceState.STOPPING
+            self._inbox.put(_Signal(signum))
+            if self._busy is not None:
+                os.write(
+                    2,
+                    f"dreaming scheduler: stopping after job {self._busy} finishes "
+                    "(signal again to interrupt it)\n".encode(),
+                )
+        elif self._busy is not None:
+            raise KeyboardInterrupt

@@ -1,0 +1,236 @@
+"""Job files and `dreaming jobs list/run`: validation, triggers, next fire times, runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import time_machine
+from click.testing import CliRunner, Result
+
+from dreaming import demo
+from dreaming.cli._main import cli
+from dreaming.config import Paths, Settings
+from dreaming.errors import ConfigError
+from dreaming.jobs import Trigger, bundled_jobs_dir, load_job, load_jobs
+from dreaming.scheduler import build_trigger, crontab_weekdays, jobs_dir, next_fire_time
+
+
+def invoke(root: Path, *args: str, config: Path | None = None) -> Result:
+    from dreaming.cli import _jobs, _run  # noqa: F401  (registers commands)
+
+    base = ["--state-dir", str(root)]
+    cfg = config or root / "dreaming.toml"
+    if cfg.exists():
+        base += ["--config", str(cfg)]
+    return CliRunner().invoke(cli, [*base, *args])
+
+
+def write_job(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(f'name = "{name}"\n{body}')
+    return path
+
+
+def runs_rows(root: Path, agent: str) -> list[tuple[Any, ...]]:
+    db = root / "dreaming" / "agents" / f"{agent}.sqlite"
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT id, job, phases, outcome FROM runs ORDER BY id").fetchall()
+
+
+# -- job files ------------------------------------------------------------------------------
+
+
+def test_unknown_key_names_the_file_and_the_key(tmp_path: Path) -> None:
+    path = write_job(tmp_path, "bad", '[trigger]\ncron = "0 3 * * *"\ntimezon = "UTC"\n')
+    with pytest.raises(ConfigError) as err:
+        load_job(path)
+    assert str(path) in str(err.value)
+    assert "unknown key 'trigger.timezon'" in str(err.value)
+    top = write_job(tmp_path, "top", 'phase = ["deep"]\n')
+    with pytest.raises(ConfigError, match=r"top\.toml: unknown key 'phase'"):
+        load_job(top)
+
+
+def test_bad_cron_and_bad_timezone_are_errors_naming_the_file(tmp_path: Path) -> None:
+    short = write_job(tmp_path, "short", '[trigger]\ncron = "0 3 * *"\n')
+    with pytest.raises(ConfigError, match=r"short\.toml: key 'trigger'.*5 fields"):
+        load_job(short)
+    zone = write_job(tmp_path, "zone", '[trigger]\ncron = "0 3 * * *"\ntimezone = "Mars/Olympus"\n')
+    with pytest.raises(ConfigError, match=r"zone\.toml: key 'trigger.timezone'.*unknown timezone"):
+        load_job(zone)
+    # Five fields, but not a schedule: caught when the trigger is built, file and key named.
+    out_of_range = write_job(tmp_path, "range", '[trigger]\ncron = "61 3 * * *"\n')
+    job = load_job(out_of_range)
+    assert job.trigger is not None
+    with pytest.raises(ConfigError, match=r"range\.toml: key 'trigger.cron'"):
+        build_trigger(job.trigger, out_of_range)
+    folder = tmp_path / "state" / "dreaming" / "jobs"
+    folder.mkdir(parents=True)
+    shutil.copy(out_of_range, folder / "range.toml")
+    listing = invoke(tmp_path / "state", "jobs", "list")
+    assert listing.exit_code == 2
+    assert "range.toml: key 'trigger.cron'" in listing.stderr
+    assert "Traceback" not in listing.output
+
+
+def test_a_job_without_trigger_runs_on_demand_only(tmp_path: Path) -> None:
+    job = load_job(write_job(tmp_path, "later", 'phases = ["deep"]\n'))
+    assert job.trigger is None
+    assert next_fire_time(job.trigger) is None
+
+
+def test_the_bundled_examples_load() -> None:
+    jobs = {jf.job.name: jf.job for jf in load_jobs(bundled_jobs_dir())}
+    assert set(jobs) == {"nightly", "promote", "capped"}
+    nightly, promote, capped = jobs["nightly"], jobs["promote"], jobs["capped"]
+    assert nightly.phases == ("light", "rem", "deep") and nightly.agents == "*"
+    assert nightly.trigger is not None and nightly.trigger.cron == "0 3 * * *"
+    fire = next_fire_time(nightly.trigger)
+    assert fire is not None and (fire.hour, fire.minute) == (3, 0)  # 03:00 local time
+    assert promote.trigger is None and promote.phases == ("deep",)
+    assert capped.phases == ("light", "deep")
+    assert capped.trigger is not None and capped.trigger.interval_minutes == 60
+    assert capped.budget.daily_max_usd is not None and 0 < capped.budget.daily_max_usd <= 0.10
+
+
+def test_crontab_weekdays_follow_crontab_not_apscheduler() -> None:
+    assert crontab_weekdays("*") == "*"
+    assert crontab_weekdays("1-5") == "mon,tue,wed,thu,fri"
+    assert crontab_weekdays("0") == crontab_weekdays("7") == "sun"
+    assert crontab_weekdays("*/2") == "sun,tue,thu,sat"
+    assert crontab_weekdays("5-7") == "sun,fri,sat"
+    assert crontab_weekdays("Mon-Wed,fri") == "mon,tue,wed,fri"
+    for bad in ("8", "5-1", "*/0", "funday"):
+        with pytest.raises(ValueError):
+            crontab_weekdays(bad)
+    # 2026-03-08 is a Sunday: "1-5" means Monday to Friday, so the next run is Monday.
+    sunday = datetime(2026, 3, 8, 12, 0, tzinfo=UTC)
+    weekdays = Trigger(cron="0 3 * * 1-5", timezone="UTC")
+    assert next_fire_time(weekdays, sunday) == datetime(2026, 3, 9, 3, 0, tzinfo=UTC)
+    # Day of month and weekday both restricted: either one matching fires (crontab rule).
+    either = Trigger(cron="0 3 13 * 5", timezone="UTC")
+    assert next_fire_time(either, sunday) == datetime(2026, 3, 13, 3, 0, tzinfo=UTC)  # Friday 13
+    monday_after = datetime(2026, 3, 14, 0, 0, tzinfo=UTC)
+    assert next_fire_time(either, monday_after) == datetime(2026, 3, 20, 3, 0, tzinfo=UTC)
+
+
+def test_jobs_dir_prefers_settings_then_state_then_bundled(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert jobs_dir(Paths(state, Settings())) == bundled_jobs_dir()
+    (state / "dreaming" / "jobs").mkdir(parents=True)
+    assert jobs_dir(Paths(state, Settings())) == state / "dreaming" / "jobs"
+    configured = Settings(jobs_dir=tmp_path / "elsewhere")
+    assert jobs_dir(Paths(state, configured)) == tmp_path / "elsewhere"
+
+
+# -- jobs list -------------------------------------------------------------------------------
+
+
+def test_jobs_list_json_computes_next_fire_times(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    folder = state / "dreaming" / "jobs"
+    write_job(folder, "berlin", '[trigger]\ncron = "0 3 * * *"\ntimezone = "Europe/Berlin"\n')
+    write_job(folder, "often", '[trigger]\ninterval_minutes = 90\ntimezone = "UTC"\n')
+    write_job(
+        folder, "manual", 'phases = ["deep"]\ndescription = "by hand"\n[budget]\nmax_usd = 0.2\n'
+    )
+
+    def listing() -> dict[str, dict[str, Any]]:
+        result = invoke(state, "jobs", "list", "--json")
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["jobs_dir"] == str(folder)
+        return {j["name"]: j for j in data["jobs"]}
+
+    with time_machine.travel(datetime(2026, 3, 10, 1, 30, tzinfo=UTC), tick=False):
+        jobs = listing()
+    assert jobs["berlin"]["next_fire_time"] == "2026-03-10T03:00:00+01:00"
+    assert jobs["berlin"]["timezone"] == "Europe/Berlin"
+    assert jobs["berlin"]["trigger"] == "cron 0 3 * * * (Europe/Berlin)"
+    assert jobs["often"]["next_fire_time"] == "2026-03-10T03:00:00+00:00"
+    assert jobs["manual"]["next_fire_time"] is None
+    assert jobs["manual"]["trigger"] == "on demand"
+    assert jobs["manual"]["budget"]["max_usd"] == 0.2
+    assert jobs["manual"]["phases"] == ["deep"] and jobs["manual"]["agents"] == "*"
+    assert jobs["manual"]["description"] == "by hand" and jobs["manual"]["llm"] is None
+    # Past 03:00 Berlin: tomorrow, and across the switch to summer time the offset follows.
+    with time_machine.travel(datetime(2026, 3, 28, 4, 0, tzinfo=UTC), tick=False):
+        jobs = listing()
+    assert jobs["berlin"]["next_fire_time"] == "2026-03-29T03:00:00+02:00"
+
+    text = invoke(state, "jobs", "list")
+    assert text.exit_code == 0
+    assert "manual: on demand" in text.stdout and "berlin: cron 0 3 * * *" in text.stdout
+
+
+# -- jobs run --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def demo_root(tmp_path: Path) -> Path:
+    root = demo.build(tmp_path / "demo")
+    folder = root / "dreaming" / "jobs"
+    folder.mkdir(parents=True)
+    shutil.copy(bundled_jobs_dir() / "nightly.toml", folder)
+    shutil.copy(bundled_jobs_dir() / "promote.toml", folder)
+    write_job(folder, "mainonly", 'phases = ["light"]\nagents = ["main"]\n')
+    return root
+
+
+def test_jobs_run_runs_once_and_records_the_job_name(demo_root: Path) -> None:
+    result = invoke(demo_root, "jobs", "run", "nightly", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["job"] == "nightly" and data["phases"] == ["light", "rem", "deep"]
+    assert {r["agent"]: r["outcome"] for r in data["runs"]} == {"bob": "ok", "main": "ok"}
+    assert data["agents"]["main"]["deep"]["actions"]["add"] >= 1
+    for agent in ("main", "bob"):
+        assert runs_rows(demo_root, agent) == [(1, "nightly", "light,rem,deep", "ok")]
+
+    text = invoke(demo_root, "jobs", "run", "mainonly")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.startswith("agent main: light phase")
+    assert runs_rows(demo_root, "main")[-1] == (2, "mainonly", "light", "ok")
+    assert len(runs_rows(demo_root, "bob")) == 1
+
+
+def test_jobs_run_dry_run_writes_nothing(demo_root: Path) -> None:
+    assert invoke(demo_root, "jobs", "run", "mainonly").exit_code == 0  # light: candidates
+    memory = demo_root / "workspace" / "MEMORY.md"
+    before_memory = memory.read_text()
+    before_runs = runs_rows(demo_root, "main")
+    db = demo_root / "dreaming" / "agents" / "main.sqlite"
+    with sqlite3.connect(db) as conn:
+        before_candidates = conn.execute("SELECT * FROM candidates ORDER BY id").fetchall()
+    result = invoke(demo_root, "jobs", "run", "promote", "--agent", "main", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["dry_run"] is True
+    assert data["runs"] == [{"agent": "main", "run_id": None, "outcome": "ok"}]
+    deep = data["agents"]["main"]["deep"]
+    assert deep["dry_run"] is True and deep["actions"].get("add", 0) >= 1  # would promote
+    assert runs_rows(demo_root, "main") == before_runs
+    assert memory.read_text() == before_memory
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM candidates ORDER BY id").fetchall() == before_candidates
+
+
+def test_unknown_job_and_foreign_agent_are_clean_errors(demo_root: Path) -> None:
+    result = invoke(demo_root, "jobs", "run", "nope")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "dreaming: error: unknown job 'nope' (known: mainonly, nightly, promote)"
+    )
+    foreign = invoke(demo_root, "jobs", "run", "mainonly", "--agent", "bob")
+    assert foreign.exit_code == 1
+    assert "job 'mainonly' does not run on bob" in foreign.stderr
+    unknown_agent = invoke(demo_root, "jobs", "run", "nightly", "--agent", "carol")
+    assert unknown_agent.exit_code == 1 and "unknown agent(s): carol" in unknown_agent.stderr
+    assert "Traceback" not in result.output + foreign.output + unknown_agent.output
