@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -23,7 +23,6 @@ from dreaming.config import (
 )
 from dreaming.errors import StateError
 from dreaming.forget import Purge, Selector, complete_pending
-from dreaming.llm import LLMClient
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
 from dreaming.phases.light import LightPhase, Progress
@@ -31,6 +30,9 @@ from dreaming.phases.rem import RemPhase
 from dreaming.runs import finish_run, start_run
 from dreaming.store import agent_lock, open_engine
 from dreaming.tags import TagRegistry, build_registry
+
+if TYPE_CHECKING:
+    from dreaming.llm import LLMClient
 
 log = logging.getLogger(__name__)
 PHASES = ("light", "rem", "deep")
@@ -111,6 +113,8 @@ class App:
     def client_factory(self, profile_name: str | None) -> Callable[[], LLMClient] | None:
         if profile_name is None:
             return None
+        from dreaming.llm import LLMClient  # the HTTP stack loads only when a run needs it
+
         profile = self.settings.llm.profiles[profile_name]
         return lambda: LLMClient(profile, env=self.env)
 

@@ -11,13 +11,34 @@ Nothing else in dreaming depends on an LLM: every caller has a deterministic pat
 this layer raises.
 """
 
-from dreaming.llm._client import LLMClient
+from typing import TYPE_CHECKING, Any
+
 from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
 from dreaming.llm._profile import LLMProfile, StructuredMode, StructuredOutput
 from dreaming.llm._records import CallOutcome, CallRecord, Completion, calls_of, raw_text_of
-from dreaming.llm._retry import RetryPolicy, retry_after_s
 from dreaming.llm._schema import strict_schema
 from dreaming.llm.budget import Budget
+
+if TYPE_CHECKING:
+    from dreaming.llm._client import LLMClient
+    from dreaming.llm._retry import RetryPolicy, retry_after_s
+
+# The HTTP client stack (openai, httpx2) takes most of a second to import; every command
+# would pay it. It loads on first use of the names that need it.
+_LAZY = {
+    "LLMClient": "dreaming.llm._client",
+    "RetryPolicy": "dreaming.llm._retry",
+    "retry_after_s": "dreaming.llm._retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dreaming.llm' has no attribute {name!r}")
+
 
 __all__ = [
     "Budget",

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -38,7 +38,7 @@ from dreaming.decisions import (
     validate,
 )
 from dreaming.errors import BudgetExceededError, InvalidReplyError, LLMError
-from dreaming.llm import Budget, CallRecord, LLMClient, calls_of
+from dreaming.llm import Budget, CallRecord, calls_of
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.models import (
     CandidateEvidenceRow,
@@ -50,6 +50,9 @@ from dreaming.store.models import (
 )
 from dreaming.tags import TagRegistry
 
+if TYPE_CHECKING:
+    from dreaming.llm import LLMClient
+
 log = logging.getLogger(__name__)
 
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
@@ -59,7 +62,7 @@ ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
 SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
-ClientFactory = Callable[[], LLMClient]
+ClientFactory = Callable[[], "LLMClient"]
 PROMOTABLE_CLASSES = ("owner", "agent")
 
 

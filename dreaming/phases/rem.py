@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, and_, bindparam, select, update
@@ -26,11 +26,14 @@ from dreaming.candidates import read_clock, rescore
 from dreaming.config import BudgetSettings, Paths
 from dreaming.decisions import template_env
 from dreaming.errors import BudgetExceededError, LLMError
-from dreaming.llm import Budget, LLMClient, calls_of
+from dreaming.llm import Budget, calls_of
 from dreaming.phases.deep import record_calls, spent_today
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.models import CandidateEvidenceRow, CandidateRow
 from dreaming.tags import TagRegistry
+
+if TYPE_CHECKING:
+    from dreaming.llm import LLMClient
 
 log = logging.getLogger(__name__)
 
