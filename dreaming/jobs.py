@@ -8,7 +8,9 @@ A job file:
     llm = "default"                   # an [llm.profiles] name; omit for the deterministic path
     dry_run = false
     [trigger]
-    cron = "0 3 * * *"                # standard 5-field crontab, or: interval_minutes = 60
+    cron = "0 3 * * *"                # standard 5-field crontab (0 and 7 are Sunday; a day of
+                                      # month and a weekday both given fire when either
+                                      # matches), or: interval_minutes = 60
     timezone = "Europe/Berlin"        # IANA name; default: the machine's local zone
     [budget]
     max_usd = 0.50                    # per run; also max_tokens, max_calls
@@ -108,6 +110,11 @@ def load_job(path: Path, profiles: Sequence[str] = ()) -> Job:
         job = Job.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_error(path, err)) from None
+    if job.trigger is not None:
+        # Values the field check cannot see ("61 * * * *") fail here, at load, not at fire.
+        from dreaming._scheduler._triggers import build_trigger
+
+        build_trigger(job.trigger, path)
     if job.llm is not None and job.llm not in profiles:
         raise ConfigError(f"{path}: key 'llm': no profile {job.llm!r} under [llm.profiles]")
     return job

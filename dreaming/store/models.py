@@ -149,7 +149,7 @@ class RunRow(SQLModel, table=True):
     phases: str  # comma-separated
     started_at: datetime
     ended_at: datetime | None = None
-    outcome: str = "running"  # running | ok | failed | budget | interrupted
+    outcome: str = "running"  # running | ok | failed | budget | interrupted | skipped
     summary: str = "{}"  # JSON
 
 
