@@ -4,8 +4,10 @@ phases run over its agents. The CLI is a thin layer over this."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +23,7 @@ from dreaming.config import (
     find_config,
     load_settings,
 )
-from dreaming.errors import StateError
+from dreaming.errors import LockedError, StateError
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
@@ -129,6 +131,7 @@ class App:
         llm: str | None = None,
         progress: Progress | None = None,
         reingest: bool = False,
+        workers: int = 1,
     ) -> list[dict[str, Any]]:
         """Run `phases` (in their natural order) for each agent: one lock, one run record."""
         ordered = [p for p in PHASES if p in phases]
@@ -139,20 +142,64 @@ class App:
         if profile is not None and profile not in self.settings.llm.profiles:
             raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
         files = self.discover() if "light" in ordered else {}
+        names = self.agents(agents)
+        options: dict[str, Any] = {
+            "job": job,
+            "dry_run": dry_run,
+            "budget": budget,
+            "profile": profile,
+            "reingest": reingest,
+        }
+        if workers > 1 and len(names) > 1:
+            return self._run_parallel(names, ordered, files, options, workers)
         return [
-            self.run_agent(
-                agent,
-                ordered,
-                files=files.get(agent, []),
-                job=job,
-                dry_run=dry_run,
-                budget=budget,
-                profile=profile,
-                progress=progress,
-                reingest=reingest,
-            )
-            for agent in self.agents(agents)
+            self.run_agent(agent, ordered, files=files.get(agent, []), progress=progress, **options)
+            for agent in names
         ]
+
+    def _run_parallel(
+        self,
+        names: Sequence[str],
+        phases: Sequence[str],
+        files: Mapping[str, Sequence[SessionFile]],
+        options: dict[str, Any],
+        workers: int,
+    ) -> list[dict[str, Any]]:
+        """Agents in worker processes: each agent's state is its own SQLite file, so they
+        share nothing but the machine. One agent's failure does not stop the others."""
+        context = multiprocessing.get_context("spawn")  # no inherited locks or connections
+        state = (str(self.paths.state_dir), str(self.config_path) if self.config_path else None)
+        results: dict[str, dict[str, Any]] = {}
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {
+                pool.submit(
+                    _run_agent_in_worker,
+                    *state,
+                    dict(self.env),
+                    agent,
+                    list(phases),
+                    list(files.get(agent, [])),
+                    options,
+                ): agent
+                for agent in names
+            }
+            for future in as_completed(futures):
+                agent = futures[future]
+                try:
+                    results[agent] = future.result()
+                except Exception as err:  # reported per agent; the run goes on
+                    log.error("agent %s failed: %s", agent, err)
+                    outcome = "skipped" if isinstance(err, LockedError) else "failed"
+                    results[agent] = {
+                        "agent": agent,
+                        "phases": {},
+                        "run_id": None,
+                        "outcome": outcome,
+                        "error": str(err),
+                        "dry_run": options["dry_run"],
+                        "job": options["job"],
+                    }
+        return [results[a] for a in names]
 
     def run_agent(
         self,
@@ -237,3 +284,20 @@ class App:
         engine = self.engine(agent)
         with agent_lock(self.paths.lock(agent), agent, "forget"):
             return Purge(engine, self.paths, agent).run(selector, files, dry_run=False).to_dict()
+
+
+def _run_agent_in_worker(
+    state_dir: str,
+    config: str | None,
+    env: dict[str, str],
+    agent: str,
+    phases: list[str],
+    files: list[SessionFile],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """The unit of work in a worker process: plain, picklable arguments in and out."""
+    app = App.open(Path(state_dir), Path(config) if config else None, env)
+    try:
+        return app.run_agent(agent, phases, files=files, **options)
+    finally:
+        app.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -116,6 +117,7 @@ def run_phases(
     llm: str | None = None,
     budget: BudgetSettings | None = None,
     reingest: bool = False,
+    workers: int = 1,
 ) -> None:
     app = ctx.app
     note(app.registry.banner())
@@ -129,6 +131,7 @@ def run_phases(
             llm=llm,
             progress=bar,
             reingest=reingest,
+            workers=workers,
         )
     if as_json:
         emit_json(
@@ -138,14 +141,24 @@ def run_phases(
                 "dry_run": dry_run,
                 "agents": {r["agent"]: r["phases"] for r in results},
                 "runs": [
-                    {"agent": r["agent"], "run_id": r["run_id"], "outcome": r["outcome"]}
+                    {
+                        "agent": r["agent"],
+                        "run_id": r["run_id"],
+                        "outcome": r["outcome"],
+                        **({"error": r["error"]} if "error" in r else {}),
+                    }
                     for r in results
                 ],
             }
         )
+        if any(r.get("outcome") == "failed" for r in results):
+            sys.exit(1)
         return
     text = [format_result(r) for r in results]
+    text += [f"agent {r['agent']}: {r['outcome']}: {r['error']}" for r in results if "error" in r]
     click.echo("\n".join(text) if text else f"no agents found under {app.paths.state_dir}")
+    if any(r.get("outcome") == "failed" for r in results):
+        sys.exit(1)
 
 
 PHASES = ["light", "rem", "deep"]
@@ -167,6 +180,13 @@ PHASES = ["light", "rem", "deep"]
 )
 @click.option("--budget-usd", type=float, help="Deep: cap this run's LLM spending (USD).")
 @click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Run up to this many agents at once, each in its own process.",
+)
+@click.option(
     "--reingest",
     is_flag=True,
     help="Light: read every transcript from the start (forgotten sessions stay forgotten).",
@@ -179,6 +199,7 @@ def run(
     agents: tuple[str, ...],
     dry_run: bool,
     budget_usd: float | None,
+    workers: int,
     reingest: bool,
     as_json: bool,
 ) -> None:
@@ -187,7 +208,14 @@ def run(
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")
     run_phases(
-        ctx, wanted, agents, as_json, dry_run=dry_run, budget_usd=budget_usd, reingest=reingest
+        ctx,
+        wanted,
+        agents,
+        as_json,
+        dry_run=dry_run,
+        budget_usd=budget_usd,
+        reingest=reingest,
+        workers=workers,
     )
 
 
