@@ -110,10 +110,13 @@ class Folder:
     def fold(
         self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]], summary: LightSummary
     ) -> set[int]:
+        """Fold the claims of new corpus lines into candidates. Signals are not recomputed
+        here: touched candidates are marked stale and refreshed once at the end of the run."""
         cs = self.settings.candidates
-        touched: set[int] = set()
-        evidence: list[dict[str, Any]] = []
+        evidence: list[tuple[int, int, dict[str, Any]]] = []  # (candidate or -pending, line, row)
         recalls: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []  # new candidates of this batch, ids -1, -2, ...
+        cue: set[int] = set()
         now = _now()
         for line_id, row in lines:
             if self.echoes.contains_echo(row["text"]):
@@ -139,49 +142,113 @@ class Folder:
                 if cid is None:
                     cid = self.index.best(claim.tokens)
                 if cid is None:
-                    cid = int(
-                        conn.execute(
-                            insert(CANDIDATES)
-                            .values(
-                                agent=self.agent,
-                                key=claim.key,
-                                text=claim.text,
-                                tokens=" ".join(sorted(claim.tokens)),
-                                durable_cue=claim.durable_cue,
-                                updated_at=now,
-                            )
-                            .returning(CANDIDATES.c.id)
-                        ).scalar_one()
+                    cid = -(len(pending) + 1)
+                    pending.append(
+                        {
+                            "agent": self.agent,
+                            "key": claim.key,
+                            "text": claim.text,
+                            "tokens": " ".join(sorted(claim.tokens)),
+                            "durable_cue": claim.durable_cue,
+                            "updated_at": now,
+                            "stale": True,
+                        }
                     )
                     self.by_key[claim.key] = cid
                     self.index.add(cid, claim.tokens)
-                    summary.candidates_new += 1
-                elif claim.durable_cue:
-                    conn.execute(
-                        update(CANDIDATES).where(CANDIDATES.c.id == cid).values(durable_cue=True)
+                elif claim.durable_cue and cid > 0:
+                    cue.add(cid)
+                evidence.append((cid, line_id, row))
+        real: dict[int, int] = {}
+        if pending:
+            conn.execute(insert(CANDIDATES), pending)
+            keys = [p["key"] for p in pending]
+            ids: dict[str, int] = dict(
+                conn.execute(
+                    select(CANDIDATES.c.key, CANDIDATES.c.id).where(
+                        and_(CANDIDATES.c.agent == self.agent, CANDIDATES.c.key.in_(keys))
                     )
-                touched.add(cid)
-                evidence.append(
+                ).all()
+            )
+            for n, p in enumerate(pending, 1):
+                real[-n] = ids[p["key"]]
+                self.by_key[p["key"]] = ids[p["key"]]
+                self.index.rename(-n, ids[p["key"]])
+            summary.candidates_new += len(pending)
+        touched = {real.get(cid, cid) for cid, _, _ in evidence}
+        existing = sorted(c for c in touched if c not in real.values())
+        if existing:
+            conn.execute(_MARK_STALE, [{"cid": c} for c in existing])
+        if cue:
+            conn.execute(_MARK_CUE, [{"cid": c} for c in sorted(cue)])
+        if evidence:
+            conn.execute(
+                sqlite_insert(EVIDENCE).on_conflict_do_nothing(),
+                [
                     {
-                        "candidate_id": cid,
+                        "candidate_id": real.get(cid, cid),
                         "corpus_line_id": line_id,
                         "agent": self.agent,
                         "session_id": row["session_id"],
                         "day": row["day"],
                         "origin_class": row["origin_class"],
                     }
-                )
-        if evidence:
-            conn.execute(sqlite_insert(EVIDENCE).on_conflict_do_nothing(), evidence)
+                    for cid, line_id, row in evidence
+                ],
+            )
         if recalls:
             conn.execute(sqlite_insert(RECALLS).on_conflict_do_nothing(), recalls)
             summary.recalls += len(recalls)
         return touched
 
 
+_MARK_STALE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")).values(stale=True)
+
+
+def mark_stale(conn: Connection, ids: Iterable[int]) -> None:
+    rows = [{"cid": c} for c in sorted(set(ids))]
+    if rows:
+        conn.execute(_MARK_STALE, rows)
+
+
+_MARK_CUE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")).values(durable_cue=True)
+
+
 def _chunks(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+# One statement with bind parameters, sent as executemany: a per-row `.values(...)` costs
+# more in statement building than SQLite spends executing it.
+_REFRESH = (
+    update(CANDIDATES)
+    .where(CANDIDATES.c.id == bindparam("cid"))
+    .values(
+        sessions=bindparam("sessions"),
+        days=bindparam("days"),
+        owner_lines=bindparam("owner_lines"),
+        agent_lines=bindparam("agent_lines"),
+        untrusted_lines=bindparam("untrusted_lines"),
+        system_lines=bindparam("system_lines"),
+        evidence_count=bindparam("evidence_count"),
+        first_seen=bindparam("first_seen"),
+        last_seen=bindparam("last_seen"),
+        updated_at=bindparam("updated_at"),
+        stale=bindparam("stale"),
+    )
+)
+
+
+def refresh_stale(conn: Connection, agent: str) -> int:
+    """Refresh every candidate light marked stale (in this run, or in one a crash cut short)."""
+    ids = [
+        cid
+        for (cid,) in conn.execute(
+            select(CANDIDATES.c.id).where(and_(CANDIDATES.c.agent == agent, CANDIDATES.c.stale))
+        )
+    ]
+    return refresh_candidates(conn, agent, ids) if ids else 0
 
 
 def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
@@ -207,26 +274,28 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
             .where(EVIDENCE.c.candidate_id.in_(chunk))
             .group_by(EVIDENCE.c.candidate_id)
         ).all()
-        seen = set()
-        for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats:
-            seen.add(cid)
-            conn.execute(
-                update(CANDIDATES)
-                .where(CANDIDATES.c.id == cid)
-                .values(
-                    sessions=sessions,
-                    days=days,
-                    owner_lines=own or 0,
-                    agent_lines=agt or 0,
-                    untrusted_lines=untr or 0,
-                    system_lines=sysl or 0,
-                    evidence_count=count,
-                    first_seen=first,
-                    last_seen=last,
-                    updated_at=_now(),
-                )
-            )
-            updated += 1
+        seen = {row[0] for row in stats}
+        now = _now()
+        changes = [
+            {
+                "cid": cid,
+                "sessions": sessions,
+                "days": days,
+                "owner_lines": own or 0,
+                "agent_lines": agt or 0,
+                "untrusted_lines": untr or 0,
+                "system_lines": sysl or 0,
+                "evidence_count": count,
+                "first_seen": first,
+                "last_seen": last,
+                "updated_at": now,
+                "stale": False,
+            }
+            for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats
+        ]
+        if changes:
+            conn.execute(_REFRESH, changes)
+        updated += len(changes)
         empty = [cid for cid in chunk if cid not in seen]
         if empty:
             conn.execute(

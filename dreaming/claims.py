@@ -147,6 +147,13 @@ class SimilarityIndex:
         for t in tokens:
             self._postings[t].add(ident)
 
+    def rename(self, old: int, new: int) -> None:
+        tokens = self._sets.pop(old)
+        self._sets[new] = tokens
+        for t in tokens:
+            self._postings[t].discard(old)
+            self._postings[t].add(new)
+
     def discard(self, ident: int) -> None:
         for t in self._sets.pop(ident, frozenset()):
             self._postings[t].discard(ident)
@@ -158,8 +165,13 @@ class SimilarityIndex:
         probe = sorted(tokens, key=lambda t: (len(self._postings.get(t, ())), t))[: max(need, 1)]
         best_id: int | None = None
         best_score = self.threshold
+        # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
+        low, high = self.threshold * len(tokens), len(tokens) / self.threshold
         for ident in sorted({i for t in probe for i in self._postings.get(t, ())}):
-            score = jaccard(tokens, self._sets[ident])
+            other = self._sets[ident]
+            if not low <= len(other) <= high:
+                continue
+            score = jaccard(tokens, other)
             if score >= best_score and (best_id is None or score > best_score):
                 best_id, best_score = ident, score
         return best_id

@@ -25,7 +25,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import entry_index, faults, lineage, memory_file, memory_sync
-from dreaming.candidates import read_clock
+from dreaming.candidates import read_clock, refresh_stale, rescore
 from dreaming.config import BudgetSettings, Paths
 from dreaming.decisions import (
     Action,
@@ -321,6 +321,10 @@ class DeepPhase:
         return out
 
     def _run_batches(self, agent: str, summary: DeepSummary) -> None:
+        with self._tx() as conn:
+            # Signals a crashed light run left stale are made right before anything is chosen.
+            if refresh_stale(conn, agent):
+                rescore(conn, agent, self.paths.settings)
         with self._reader() as conn:
             selected = self._select(conn, agent)
             live_at_start = len(lineage.live_entries(conn, agent))

@@ -31,7 +31,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import corpus, faults
 from dreaming.admission import Status, decide, origin_class
-from dreaming.candidates import Folder, advance_clock, read_clock, refresh_candidates, rescore
+from dreaming.candidates import (
+    Folder,
+    advance_clock,
+    mark_stale,
+    read_clock,
+    refresh_stale,
+    rescore,
+)
 from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
 from dreaming.store.models import (
@@ -285,7 +292,7 @@ class LightPhase:
             # the next run rescores even though it reads nothing new.
             pending_mark = and_(STATE.c.agent == agent, STATE.c.key == RESCORE_KEY)
             if changed or conn.execute(select(STATE.c.value).where(pending_mark)).first():
-                summary.candidates_updated = len(touched_total)
+                summary.candidates_updated = refresh_stale(conn, agent)
                 summary.candidates_pending = rescore(conn, agent, self.settings)
                 conn.execute(delete(STATE).where(pending_mark))
             else:
@@ -386,6 +393,7 @@ class LightPhase:
             if rewritten:
                 summary.files_rewritten += 1
                 gone, old_days = _remove_session_lines(conn, agent, sf.session_id)
+                mark_stale(conn, gone)
                 touched |= gone
                 days |= old_days
             if rows:
@@ -407,7 +415,6 @@ class LightPhase:
                 touched |= folder.fold(conn, new_lines, summary)
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
-            refresh_candidates(conn, agent, touched)
             conn.execute(
                 sqlite_insert(STATE)
                 .values(agent=agent, key=RESCORE_KEY, value="1")

@@ -184,6 +184,12 @@ def _purges(conn: Connection) -> None:
     )
 
 
+@migration("0004_candidate_stale")
+def _candidate_stale(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE candidates ADD COLUMN stale BOOLEAN NOT NULL DEFAULT FALSE"))
+    conn.execute(text("CREATE INDEX ix_candidates_stale ON candidates (agent, stale)"))
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

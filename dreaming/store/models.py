@@ -83,6 +83,7 @@ class CandidateRow(SQLModel, table=True):
     decided_evidence: int = 0  # evidence_count when last decided: new evidence reopens it
     rem_boost: float = 0.0
     updated_at: datetime
+    stale: bool = False  # evidence changed; signals not yet recomputed (see refresh_stale)
 
 
 class CandidateEvidenceRow(SQLModel, table=True):
