@@ -128,7 +128,11 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)
+
+
+MAX_PROBE = 400  # candidate sets scored per lookup at most
 
 
 class SimilarityIndex:
@@ -167,7 +171,12 @@ class SimilarityIndex:
         best_score = self.threshold
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = self.threshold * len(tokens), len(tokens) / self.threshold
-        for ident in sorted({i for t in probe for i in self._postings.get(t, ())}):
+        seen: set[int] = set()
+        for t in probe:
+            seen.update(self._postings.get(t, ()))
+            if len(seen) >= MAX_PROBE:
+                break  # a fold is best-effort past this: bounded cost, still deterministic
+        for ident in sorted(seen)[:MAX_PROBE]:
             other = self._sets[ident]
             if not low <= len(other) <= high:
                 continue
