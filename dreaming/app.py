@@ -25,8 +25,9 @@ from dreaming.config import (
 )
 from dreaming.errors import LockedError, StateError
 from dreaming.forget import Purge, Selector, complete_pending
+from dreaming.llm.budget import Budget
 from dreaming.messages import SessionFile
-from dreaming.phases.deep import DeepPhase
+from dreaming.phases.deep import DeepPhase, spent_today
 from dreaming.phases.light import LightPhase, Progress
 from dreaming.phases.rem import RemPhase
 from dreaming.runs import finish_run, start_run
@@ -226,6 +227,8 @@ class App:
             run_id = None if dry_run else start_run(engine, agent, list(phases), job)
             result["run_id"] = run_id
             outcome = "ok"
+            # One budget for the whole run: REM's diary and deep's decisions draw on it together.
+            run_budget = self._run_budget(engine, agent, budget) if profile else None
             try:
                 for phase in phases:
                     if phase == "light" and not dry_run:
@@ -242,6 +245,7 @@ class App:
                             budget=budget,
                             dry_run=dry_run,
                             run_id=run_id,
+                            run_budget=run_budget,
                         )
                         result["phases"]["rem"] = rem.run(agent).to_dict()
                     elif phase == "deep":
@@ -253,6 +257,7 @@ class App:
                             budget=budget,
                             dry_run=dry_run,
                             run_id=run_id,
+                            run_budget=run_budget,
                         )
                         summary = deep.run(agent)
                         if summary.ended_on_budget:
@@ -270,6 +275,21 @@ class App:
                 finish_run(engine, run_id, outcome, result)
         log.info("run %s for %s done: %s", run_id, agent, outcome)
         return result
+
+    def _run_budget(self, engine: Engine, agent: str, budget: BudgetSettings | None) -> Budget:
+        b = budget or self.settings.budget
+        with engine.connect() as conn:
+            usd, tokens, calls = spent_today(conn, agent)
+        return Budget.for_run(
+            max_usd=b.max_usd,
+            max_tokens=b.max_tokens,
+            max_calls=b.max_calls,
+            daily_max_usd=b.daily_max_usd,
+            daily_max_tokens=b.daily_max_tokens,
+            spent_today_usd=usd,
+            spent_today_tokens=tokens,
+            calls_today=calls,
+        )
 
     def forget(self, agent: str, selector: Selector, *, dry_run: bool) -> dict[str, Any]:
         """Purge everything derived from the selected sessions of `agent` (see forget.py).

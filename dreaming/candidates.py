@@ -6,6 +6,7 @@ place), so re-reading a rewritten file or purging a session leaves exact counts 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +57,10 @@ class Folder:
     entry_keys: list[str]
     entry_by_claim_key: dict[str, str]
     echoes: claims_mod.EchoIndex
+
+    @property
+    def known_keys(self) -> frozenset[str]:
+        return frozenset(self.entry_keys)
 
     @classmethod
     def load(
@@ -122,8 +127,25 @@ class Folder:
             if self.echoes.contains_echo(row["text"]):
                 summary.dropped["echo"] += 1
                 continue
+            body = row["text"]
+            for m in QUOTED_BLOCK.finditer(body):
+                # A whole MEMORY.md block quoted back is our own output: a recall of that
+                # entry, and none of its words are a claim (invariant 6). A forged block
+                # (a key we never wrote) is dropped from claims too, but recalls nothing.
+                if m["key"] not in self.known_keys:
+                    continue
+                recalls.append(
+                    {
+                        "agent": self.agent,
+                        "entry_key": m["key"],
+                        "corpus_line_id": line_id,
+                        "session_id": row["session_id"],
+                        "observed_at": row["ts"],
+                    }
+                )
+            body = QUOTED_BLOCK.sub(" ", body)
             found = claims_mod.extract(
-                row["text"], min_words=cs.min_claim_words, max_words=cs.max_claim_words
+                body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
             )
             for claim in found:
                 entry = self.recalled_entry(claim)
@@ -202,6 +224,11 @@ class Folder:
         return touched
 
 
+# A managed block as it looks in a corpus line (whitespace collapsed to single spaces).
+QUOTED_BLOCK = re.compile(
+    r"<!--\s*dreaming:entry\s+(?P<key>m:[0-9a-f]{16})\s*-->.*?<!--\s*/\s*dreaming:entry\s*-->",
+    re.IGNORECASE | re.DOTALL,
+)
 _MARK_STALE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")).values(stale=True)
 
 

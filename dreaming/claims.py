@@ -18,8 +18,12 @@ from dataclasses import dataclass
 # "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
 _ENVELOPE = re.compile(r"\[(?:[A-Z][a-z]{2} )?\d{4}-\d{2}-\d{2}[^\]]{0,40}\]\s*")
 _DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
+_OUR_MARKERS = re.compile(r"<!--\s*/?\s*dreaming:(?:entry|diary)\b[^>]*?-->", re.IGNORECASE)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\s+[-•*]\s+|\s*[;；]\s*")
+# A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space.
+_SENTENCE_END = re.compile(
+    r"(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+|\s*[;；]\s*"
+)
 _COMMA = re.compile(r",\s+|，")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
@@ -85,6 +89,9 @@ def claim_key(tokens: Iterable[str]) -> str:
 
 
 def clean(text: str) -> str:
+    # Our own block markers quoted back: the text between them is matched as a recall of
+    # the entry; the markers themselves are never part of a claim.
+    text = _OUR_MARKERS.sub(" ", text)
     text = _ENVELOPE.sub("", text)
     text = _DIRECTIVE.sub("", text)
     return _FENCE.sub(" ", text)

@@ -203,7 +203,9 @@ class DeepPhase:
         budget: BudgetSettings | None = None,
         dry_run: bool = False,
         run_id: int | None = None,
+        run_budget: Budget | None = None,
     ) -> None:
+        self.run_budget = run_budget  # shared with the run's other phases when given
         self.engine = engine
         self.paths = paths
         self.settings = paths.settings.deep
@@ -333,7 +335,7 @@ class DeepPhase:
             return  # a quiet night costs nothing (invariant 10)
         use_llm = self.client_factory is not None
         client: LLMClient | None = None
-        budget = self._budget(agent) if use_llm else None
+        budget = (self.run_budget or self._budget(agent)) if use_llm else None
         # Rounded up so a small memory can still take one merge; a fraction of 0 forbids all.
         retire_cap = math.ceil(self.settings.max_retire_fraction * live_at_start)
         retired = 0
@@ -469,6 +471,13 @@ class DeepPhase:
                     max_chars=self.settings.max_entry_chars,
                     registry=self.registry,
                 )
+                hollow = [
+                    f"{v.candidate}: the entry text is empty once markup is removed"
+                    for v in valid
+                    if v.action is not Action.SKIP and not self._clean(v.text)
+                ]
+                if hollow:
+                    raise BatchInvalid(hollow)
                 retiring = sum(len(v.targets) for v in valid)
                 if retiring > max(retire_room, 0):
                     raise BatchInvalid(

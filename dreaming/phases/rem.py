@@ -19,7 +19,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, and_, bindparam, select, update
+from sqlalchemy import Engine, and_, bindparam, func, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import diary
 from dreaming.candidates import read_clock, rescore
@@ -29,7 +30,7 @@ from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.llm import Budget, calls_of
 from dreaming.phases.deep import record_calls, spent_today
 from dreaming.sanitize import sanitize_entry_text
-from dreaming.store.models import CandidateEvidenceRow, CandidateRow
+from dreaming.store.models import CandidateEvidenceRow, CandidateRow, CorpusLineRow, StateRow
 from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
+LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
 
 # Concepts that recur in any conversation and say nothing about it.
 _DULL = frozenset({"want", "need", "make", "know", "think", "good", "time", "today", "tomorrow"})
@@ -107,7 +110,9 @@ class RemPhase:
         budget: BudgetSettings | None = None,
         dry_run: bool = False,
         run_id: int | None = None,
+        run_budget: Budget | None = None,
     ) -> None:
+        self.run_budget = run_budget  # shared with the run's other phases when given
         self.engine = engine
         self.paths = paths
         self.settings = paths.settings.rem
@@ -158,6 +163,14 @@ class RemPhase:
         summary.themes = self._themes(rows, spread)
         boosts = self._boosts(rows, summary.themes)
         summary.boosted = sum(1 for b in boosts.values() if b > 0)
+        newest_line = _newest_line(self.engine, agent)
+        dreams = self.paths.dreams_file(agent)
+        written = {e.day: e.body for e in diary.entries(diary.read(dreams))}
+        if summary.day in written and _get_mark(self.engine, agent) == newest_line:
+            # Nothing admitted since tonight's entry was written: keep it, call no model
+            # (invariant 10), and leave the boosts as they are.
+            summary.diary_text = written[summary.day]
+            return summary
         summary.diary_text = self._narrate(agent, summary) or self._plain(summary)
         if self.dry_run:
             return summary
@@ -175,9 +188,8 @@ class RemPhase:
                     changes,
                 )
                 rescore(conn, agent, self.paths.settings)
-        summary.diary_written = diary.write_entry(
-            self.paths.dreams_file(agent), summary.day, summary.diary_text
-        )
+        summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
+        _set_mark(self.engine, agent, newest_line)
         return summary
 
     def _themes(self, rows: list[Any], spread: dict[int, tuple[set[str], set[str]]]) -> list[Theme]:
@@ -242,7 +254,7 @@ class RemPhase:
             return None
         with self.engine.connect() as conn:
             usd, tokens, calls = spent_today(conn, agent)
-        budget = Budget.for_run(
+        budget = self.run_budget or Budget.for_run(
             max_usd=self.budget.max_usd,
             max_tokens=self.budget.max_tokens,
             max_calls=self.budget.max_calls,
@@ -300,3 +312,29 @@ class RemPhase:
         summary.llm_calls += sum(1 for c in calls if c.outcome.value != "over_budget")
         with self.engine.begin() as conn:
             record_calls(conn, agent, self.run_id, calls)
+
+
+MARK_KEY = "rem_input"
+
+
+def _newest_line(engine: Engine, agent: str) -> str:
+    with engine.connect() as conn:
+        value = conn.execute(select(func.max(LINES.c.id)).where(LINES.c.agent == agent)).scalar()
+    return str(value or 0)
+
+
+def _get_mark(engine: Engine, agent: str) -> str | None:
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == MARK_KEY))
+        ).scalar()
+    return str(value) if value is not None else None
+
+
+def _set_mark(engine: Engine, agent: str, value: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            sqlite_insert(STATE)
+            .values(agent=agent, key=MARK_KEY, value=value)
+            .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
+        )
