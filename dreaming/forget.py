@@ -513,9 +513,14 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
             # FTS5 keeps deleted terms in old segments until they merge: merge them now.
             conn.execute(text("INSERT INTO entries_fts(entries_fts) VALUES('optimize')"))
     if pending:
-        # Old frames of the write-ahead log still hold the deleted rows: checkpoint and
-        # truncate it so the purge is complete on disk, not just in the tables.
+        # secure_delete zeroes freed pages, but a b-tree page that SQLite rebalances can keep
+        # old cell bytes in its unused space, and old frames of the write-ahead log still
+        # hold deleted rows: rebuild the file and truncate the log, so the purge is complete
+        # in the bytes on disk, not just in the tables. (Seen on LoCoMo: one purged candidate
+        # left readable in a live page's free space without this.)
         with engine.connect() as conn:
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+            conn.exec_driver_sql("VACUUM")
             conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
     return len(pending)
 
