@@ -32,7 +32,7 @@ from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
-from dreaming import memory_file, memory_sync
+from dreaming import faults, memory_file, memory_sync
 from dreaming.candidates import refresh_candidates, rescore
 from dreaming.config import Paths
 from dreaming.corpus import reference
@@ -272,6 +272,7 @@ class Purge:
                     .returning(PURGES.c.id)
                 ).scalar_one()
             )
+        faults.checkpoint("forget.after_commit")
         complete_pending(self.engine, self.paths, self.agent)
         return report
 
@@ -487,6 +488,7 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         entries = json.loads(report_json or "{}").get("entries_removed", [])
         purge = Purge(engine, paths, agent)
         purge._scrub_files(snippets, entries, dry=False)
+        faults.checkpoint("forget.after_files")
         flush_corpus_files(engine, agent, paths.corpus_dir(agent))
         memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
         # The backup memory_sync just took of the pre-purge file must not survive either.
@@ -505,6 +507,7 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
                         )
                     else:
                         conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+            faults.checkpoint("forget.before_complete")
             conn.execute(
                 update(PURGES)
                 .where(PURGES.c.id == purge_id)
