@@ -153,10 +153,22 @@ class App:
         }
         if workers > 1 and len(names) > 1:
             return self._run_parallel(names, ordered, files, options, workers)
-        return [
-            self.run_agent(agent, ordered, files=files.get(agent, []), progress=progress, **options)
-            for agent in names
-        ]
+        results: list[dict[str, Any]] = []
+        busy: list[LockedError] = []
+        for agent in names:
+            try:
+                results.append(
+                    self.run_agent(
+                        agent, ordered, files=files.get(agent, []), progress=progress, **options
+                    )
+                )
+            except LockedError as err:
+                # Another run has this agent: the others still get their night.
+                busy.append(err)
+                results.append(_skipped(agent, err, options))
+        if busy and len(busy) == len(names):
+            raise busy[0]
+        return results
 
     def _run_parallel(
         self,
@@ -190,16 +202,7 @@ class App:
                     results[agent] = future.result()
                 except Exception as err:  # reported per agent; the run goes on
                     log.error("agent %s failed: %s", agent, err)
-                    outcome = "skipped" if isinstance(err, LockedError) else "failed"
-                    results[agent] = {
-                        "agent": agent,
-                        "phases": {},
-                        "run_id": None,
-                        "outcome": outcome,
-                        "error": str(err),
-                        "dry_run": options["dry_run"],
-                        "job": options["job"],
-                    }
+                    results[agent] = _skipped(agent, err, options)
         return [results[a] for a in names]
 
     def run_agent(
@@ -295,8 +298,9 @@ class App:
         """Purge everything derived from the selected sessions of `agent` (see forget.py).
 
         A dry run writes nothing at all: no tombstone, no lock file, no database."""
-        self.agents([agent])
-        files = self.discover().get(agent, [])
+        files = sources.discover(self.paths, [agent]).get(agent, [])
+        if not files and not self.paths.database(agent).exists():
+            self.agents([agent])  # unknown agent: a clean error naming the known ones
         db = self.paths.database(agent)
         if dry_run:
             engine = self.engine(agent, create=False) if db.exists() else None
@@ -321,3 +325,15 @@ def _run_agent_in_worker(
         return app.run_agent(agent, phases, files=files, **options)
     finally:
         app.close()
+
+
+def _skipped(agent: str, err: Exception, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "phases": {},
+        "run_id": None,
+        "outcome": "skipped" if isinstance(err, LockedError) else "failed",
+        "error": str(err),
+        "dry_run": options["dry_run"],
+        "job": options["job"],
+    }

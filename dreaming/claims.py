@@ -21,9 +21,7 @@ _DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
 _OUR_MARKERS = re.compile(r"<!--\s*/?\s*dreaming:(?:entry|diary)\b[^>]*?-->", re.IGNORECASE)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 # A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space.
-_SENTENCE_END = re.compile(
-    r"(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+|\s*[;；]\s*"
-)
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+|\s*[;；]\s*")
 _COMMA = re.compile(r",\s+|，")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")

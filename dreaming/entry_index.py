@@ -17,11 +17,24 @@ def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
         text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
         {"a": agent, "k": key, "t": body},
     )
+    # Not RETURNING: SQLite answers -1 for a virtual table's rowid there.
+    rowid = conn.execute(text("SELECT last_insert_rowid()")).scalar_one()
+    conn.execute(
+        text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)"),
+        {"a": agent, "k": key, "r": rowid},
+    )
 
 
 def remove_entry(conn: Connection, agent: str, key: str) -> None:
+    rowid = conn.execute(
+        text("SELECT fts_rowid FROM entry_index_rows WHERE agent = :a AND key = :k"),
+        {"a": agent, "k": key},
+    ).scalar()
+    if rowid is None:
+        return
+    conn.execute(text("DELETE FROM entries_fts WHERE rowid = :r"), {"r": rowid})
     conn.execute(
-        text("DELETE FROM entries_fts WHERE agent = :a AND key = :k"), {"a": agent, "k": key}
+        text("DELETE FROM entry_index_rows WHERE agent = :a AND key = :k"), {"a": agent, "k": key}
     )
 
 

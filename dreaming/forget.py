@@ -294,7 +294,7 @@ class Purge:
                 [{"agent": a, "day": d} for d in plan["days"]],
             )
         # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
-        remove_entries(conn, a, plan["entries"])
+        remove_entries(conn, a, plan["entries"], prune=False)  # pruned once, below
         if plan["entries"]:
             conn.execute(
                 delete(SUPERSESSIONS).where(
@@ -521,10 +521,15 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         # hold deleted rows: rebuild the file and truncate the log, so the purge is complete
         # in the bytes on disk, not just in the tables. (Seen on LoCoMo: one purged candidate
         # left readable in a live page's free space without this.)
-        with engine.connect() as conn:
-            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
-            conn.exec_driver_sql("VACUUM")
-            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+        raw = engine.raw_connection()  # outside any transaction, as VACUUM requires
+        try:
+            cursor = raw.cursor()
+            for statement in ("PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM"):
+                cursor.execute(statement)
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.close()
+        finally:
+            raw.close()
     return len(pending)
 
 

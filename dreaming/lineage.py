@@ -277,7 +277,10 @@ def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
     ]
 
 
-def remove_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
+def remove_entries(
+    conn: Connection, agent: str, keys: Sequence[str], *, prune: bool = True
+) -> None:
     for key in keys:
         _delete_entry(conn, agent, key)
-    prune_orphans(conn, agent)
+    if prune:
+        prune_orphans(conn, agent)

@@ -59,6 +59,11 @@ def redact(value: Any, needles: Sequence[str]) -> Any:
 def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
     """Drop managed blocks of removed entries and every other whole line quoting a needle.
     Returns (new content, lines removed)."""
+    # Most needles occur nowhere in a given file: one C-level search each over the whole
+    # text leaves only those that do to be checked line by line.
+    needles = [n for n in needles if n in content]
+    if not needles and not any(f"dreaming:entry {k} " in content for k in entry_keys):
+        return content, 0
     doc = memory_file.parse(content)
     removed = 0
     parts: list[str] = []

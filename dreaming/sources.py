@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from dreaming.config import Paths, SourceKind
 from dreaming.errors import ConfigError
@@ -11,15 +12,18 @@ from dreaming.messages import SessionFile
 from dreaming.transcripts import discover_claude_code, discover_event_log, discover_openclaw
 
 
-def discover(paths: Paths) -> dict[str, list[SessionFile]]:
-    """Every known session file, grouped by agent, each group sorted by path."""
+def discover(paths: Paths, agents: Collection[str] | None = None) -> dict[str, list[SessionFile]]:
+    """Every known session file, grouped by agent, each group sorted by path (only the
+    given agents' when `agents` is set)."""
     found: list[SessionFile] = []
     settings = paths.settings
     if settings.read_state_dir and (paths.state_dir / "agents").is_dir():
-        found.extend(discover_openclaw(paths.state_dir))
+        found.extend(discover_openclaw(paths.state_dir, agents))
     for src in settings.sources:
         if src.kind is SourceKind.OPENCLAW:
-            found.extend(discover_openclaw(src.path))
+            found.extend(discover_openclaw(src.path, agents))
+            continue
+        if agents is not None and src.agent not in agents:
             continue
         if not src.agent:
             raise ConfigError(f"sources: a {src.kind.value} source ({src.path}) needs `agent`")
@@ -33,8 +37,9 @@ def discover(paths: Paths) -> dict[str, list[SessionFile]]:
 def _group(files: Iterable[SessionFile]) -> dict[str, list[SessionFile]]:
     grouped: dict[str, dict[str, SessionFile]] = defaultdict(dict)
     for f in files:
-        # The same file reached through two configured roots is one session.
-        grouped[f.agent].setdefault(str(f.path.resolve()), f)
+        # The same file reached through two configured roots is one session. (absolute()
+        # rather than resolve(): no lstat per path component of ten thousand files.)
+        grouped[f.agent].setdefault(os.path.normpath(f.path.absolute()), f)
     return {
         agent: sorted(by_path.values(), key=lambda f: str(f.path))
         for agent, by_path in sorted(grouped.items())

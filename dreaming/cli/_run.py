@@ -151,13 +151,20 @@ def run_phases(
                 ],
             }
         )
-        if any(r.get("outcome") == "failed" for r in results):
-            sys.exit(1)
+        _exit_on_problems(results)
         return
-    text = [format_result(r) for r in results]
-    text += [f"agent {r['agent']}: {r['outcome']}: {r['error']}" for r in results if "error" in r]
+    text = [format_result(r) for r in results if "error" not in r]
     click.echo("\n".join(text) if text else f"no agents found under {app.paths.state_dir}")
-    if any(r.get("outcome") == "failed" for r in results):
+    _exit_on_problems(results)
+
+
+def _exit_on_problems(results: list[dict[str, Any]]) -> None:
+    """A busy or failed agent is one line on stderr each and exit status 1; the agents
+    that ran have been reported above."""
+    problems = [r for r in results if "error" in r]
+    for r in problems:
+        click.echo(f"dreaming: error: {r['error']}", err=True)
+    if problems:
         sys.exit(1)
 
 

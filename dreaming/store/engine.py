@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, StateError
@@ -17,6 +17,11 @@ from dreaming.store.migrations import migrate
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # The sqlite3 module begins transactions lazily and never around DDL, so schema changes
+    # would each commit on their own: a migration killed half way, or two processes creating
+    # one database at once, would leave a schema no run can open. We begin transactions
+    # ourselves (see _begin) and the driver stays out of it.
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     # WAL lets status/entries read while a run writes; NORMAL sync is durable at checkpoints,
     # and a transaction either commits whole or not at all, which is what crash safety needs.
@@ -29,6 +34,15 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+IMMEDIATE = "dreaming_begin_immediate"
+
+
+def _begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front (waiting up to busy_timeout for another
+    # writer), so a transaction that must write never fails half way on a lock upgrade.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(IMMEDIATE) else "BEGIN")
+
+
 def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     """Open (and migrate) an agent's SQLite database. `create=False` refuses to make one."""
     if not create and not db_path.exists():
@@ -36,8 +50,14 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(f"sqlite:///{db_path}")
     event.listen(engine, "connect", _sqlite_pragmas)
-    with engine.begin() as conn:
-        migrate(conn, str(db_path))
+    event.listen(engine, "begin", _begin)
+    with engine.connect() as conn:
+        conn.info[IMMEDIATE] = True
+        try:
+            with conn.begin():
+                migrate(conn, str(db_path))
+        finally:
+            conn.info.pop(IMMEDIATE, None)
     return engine
 
 

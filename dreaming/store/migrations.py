@@ -190,6 +190,27 @@ def _candidate_stale(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_candidates_stale ON candidates (agent, stale)"))
 
 
+@migration("0005_entry_index_rows")
+def _entry_index_rows(conn: Connection) -> None:
+    # FTS5 cannot index its UNINDEXED key column: deleting by key scanned the whole index
+    # on every entry change. Deletes go by rowid, kept here.
+    _run(
+        conn,
+        """
+        CREATE TABLE entry_index_rows (
+            agent VARCHAR NOT NULL, key VARCHAR NOT NULL, fts_rowid BIGINT NOT NULL,
+            PRIMARY KEY (agent, key))
+        """,
+    )
+    if conn.dialect.name == "sqlite":
+        conn.execute(
+            text(
+                "INSERT OR REPLACE INTO entry_index_rows (agent, key, fts_rowid) "
+                "SELECT agent, key, rowid FROM entries_fts"
+            )
+        )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

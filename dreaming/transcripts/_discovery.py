@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -50,8 +50,9 @@ class _Index:
         return found
 
 
-def discover_openclaw(root: Path) -> list[SessionFile]:
-    """Every live transcript under `<root>/agents/*/sessions/`, with its sessions.json facts.
+def discover_openclaw(root: Path, agents: Collection[str] | None = None) -> list[SessionFile]:
+    """Every live transcript under `<root>/agents/*/sessions/`, with its sessions.json facts
+    (only those of `agents` when given: a purge of one agent need not open every file).
 
     A transcript without an index entry is still found (kind INTERACTIVE, no key). A broken
     sessions.json is logged as a warning and treated as absent.
@@ -59,6 +60,8 @@ def discover_openclaw(root: Path) -> list[SessionFile]:
     agents_dir = root / "agents"
     found: list[SessionFile] = []
     for agent_dir in _subdirs(agents_dir):
+        if agents is not None and agent_dir.name not in agents:
+            continue
         sessions_dir = agent_dir / "sessions"
         if not sessions_dir.is_dir():
             continue
