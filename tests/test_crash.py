@@ -1,6 +1,7 @@
 """Crash safety (DESIGN.md invariant 8): a run killed at any crash point, followed by normal
 runs, ends in the same state as runs that were never interrupted, and MEMORY.md, the corpus
-files and the database agree with each other after every recovery.
+files and the database agree with each other (and `dreaming verify` passes) after every
+recovery.
 
 Every run is a separate process that `DREAMING_CRASH_AT` kills with `os._exit(137)`. Starting
 an interpreter that imports `dreaming` costs well over a second, so most runs are forked from
@@ -8,14 +9,32 @@ a small server process that imported the CLI once: each child runs the console s
 `main()` with its own argv, environment and file descriptors, and dies the same way.
 `test_console_script_agrees` runs the real entry point to show the two agree.
 
-Three scenarios, each compared with uninterrupted runs over the same input:
+Three night scenarios, each compared with uninterrupted runs over the same input:
 
 - first:     the first night crashes; two clean nights follow.
 - second:    a clean night, new messages, the second night crashes; two clean nights follow.
 - new-input: the first night crashes, new messages arrive, then two clean nights; compared
              only for agents whose first night was wholly committed when the crash hit.
 
-Known bugs are strict xfails whose failure must be a difference from the reference.
+And one forget scenario: a clean night, then `forget --agent main --session s-main-01`
+killed at a point of the purge (optionally the recovery is killed too), then a recovery by
+the same `forget` or by the next `run`; compared with an uninterrupted purge (followed by a
+night for the `run` recovery), and the purged session's text must be nowhere: not in any
+file, not in a dump of the database, not in the database's raw bytes.
+
+Beside the library's crash points, the tests kill a child right after a chosen library
+function returns (`WRAPPED`): points the library does not mark, such as the tombstone file
+written before the purge's transaction commits.
+
+Trials: every parametrized case and the console-script test is one trial; the random test
+adds `DREAMING_CRASH_TRIALS=N` seeded picks (default `RANDOM_TRIALS`, so that the default run
+has at least 50 trials expected to converge) of a scenario and its crash points, night and
+forget alike; `DREAMING_CRASH_SEED` changes the seed. The pool holds 108 distinct crashes:
+N >= 108 runs every one of them (beyond the pool, picks repeat).
+
+    DREAMING_CRASH_TRIALS=108 pytest tests/test_crash.py -k random
+
+Known bugs are strict xfails whose failure must show the bug's symptom.
 """
 
 from __future__ import annotations
@@ -28,7 +47,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +56,9 @@ from typing import Any
 import pytest
 
 from dreaming import demo, memory_file
+from dreaming.config import Settings
 from dreaming.memory_sync import content_hash
+from dreaming.scrub import needles_of, snippets_of
 from tests.openclaw_builder import append
 
 AGENTS = ("bob", "main")
@@ -58,13 +79,100 @@ HITS = {
     "memory.after_write": (3, 2),
 }
 
+# Points a purge of one session passes once each, in this order: the database part commits,
+# the memory files are scrubbed, MEMORY.md is rendered (memory.*), the completion commits.
+FORGET_POINTS = (
+    "forget.after_commit",
+    "forget.after_files",
+    "memory.before_write",
+    "memory.after_write",
+    "forget.before_complete",
+)
+# What a recovery passes while it completes the pending purge (a recovering `forget` also
+# commits a purge of its own afterwards: nothing is left to remove, but it is a purge).
+RECOVERY_POINTS = {
+    "forget": (*FORGET_POINTS[1:], "forget.after_commit"),
+    "run": FORGET_POINTS[1:],
+}
 
-def known_bug(mode: str, point: str, n: int) -> str | None:
-    """The reason a scenario is expected not to converge, or None. Both bugs these tests
-    found (scores left stale by a crash after light's last commit; recalls judged against
-    a MEMORY.md lagging behind the database) are fixed; keep the hook for the next one."""
-    del mode, point, n
+# Crash points of the tests' own: the child dies right after the n-th call of this function
+# returns.
+WRAPPED = {
+    # The tombstone file is appended (and fsynced) inside the purge's transaction, before it
+    # commits.
+    "forget.after_tombstone_file": ("dreaming.forget", "record_tombstones"),
+    # Every file dreaming writes goes through memory_file.atomic_write: temp file, fsync,
+    # rename. After the n-th fsync of a night the temp file is complete but not renamed; the
+    # first night's sixth is main's corpus file of 2026-03-02, all of it from s-main-01.
+    "os.fsync": ("os", "fsync"),
+}
+MAIN_FIRST_CORPUS_FSYNC = "os.fsync:6"
+
+RANDOM_TRIALS = 24  # the default number of random picks (DREAMING_CRASH_TRIALS overrides)
+SEED = 20260302
+
+
+@dataclass(frozen=True)
+class Bug:
+    reason: str
+    symptom: str  # what the failure says: any other failure is not this bug
+
+
+DIVERGED = "differs from the reference"
+
+TEMP_FILE_LEFT = Bug(
+    "a process killed between atomic_write's fsync and its rename leaves the temp file"
+    " (`.MEMORY.md.<random>.tmp`, `memory/.dreams/session-corpus/.<day>.txt.<random>.tmp`)"
+    " behind for good: no later run removes it",
+    "left behind: ",
+)
+TOMBSTONE_WITHOUT_PURGE = Bug(
+    "a forget killed after the tombstone file was appended but before the purge's"
+    " transaction committed leaves a tombstone without a purge; the next `run` skips the"
+    " session as forgotten and never purges it: its corpus lines and files, its entry in"
+    " MEMORY.md and the database, its lines in DREAMS.md and daily notes all stay, and"
+    " `dreaming verify` reports corpus lines from a forgotten session. Only a repeated"
+    " `forget` of the same session purges it",
+    "purged text survives",
+)
+TEMP_FILE_SURVIVES_PURGE = Bug(
+    "a night killed between atomic_write's fsync and its rename leaves a temp copy of a"
+    " corpus file (or MEMORY.md) behind; a later forget scrubs the real files but not the"
+    " temp copy, so the purged session's text survives on disk",
+    "purged text survives",
+)
+
+
+def known_bug(mode: str, point: str, n: int) -> Bug | None:
+    """The bug a night scenario is expected to hit instead of converging, or None. Both
+    bugs these tests found first (scores left stale by a crash after light's last commit;
+    recalls judged against a MEMORY.md lagging behind the database) are fixed."""
+    del mode, n
+    return TEMP_FILE_LEFT if point == "os.fsync" else None
+
+
+def night_bug(mode: str, crash: str) -> Bug | None:
+    point, _, n = crash.partition(":")
+    return known_bug(mode, point, int(n))
+
+
+def known_forget_bug(point: str, recovery: str, second: str | None) -> Bug | None:
+    """The bug a forget scenario is expected to hit instead of converging, or None."""
+    del second
+    if point == "forget.after_tombstone_file" and recovery == "run":
+        return TOMBSTONE_WITHOUT_PURGE
     return None
+
+
+def expect_bug(bug: Bug | None, check: Callable[[], None]) -> None:
+    """Run `check`; with a known bug it must fail with that bug's symptom (a strict xfail
+    then counts it), any other failure is an error."""
+    try:
+        check()
+    except AssertionError as err:
+        if bug is not None and bug.symptom not in str(err):
+            raise RuntimeError(f"failed for another reason than the known bug: {err}") from err
+        raise
 
 
 def settled_agents(point: str, n: int) -> tuple[str, ...]:
@@ -87,11 +195,28 @@ SERVER = textwrap.dedent(
     from dreaming import faults
     import importlib
     from dreaming.cli import main
-    for name in ("_demo", "_entries", "_run", "_status", "_tags"):  # what main() imports
+    for name in (  # what main() imports
+        "_demo", "_entries", "_forget", "_jobs", "_run", "_runs", "_scheduler", "_status",
+        "_tags", "_verify",
+    ):
         try:
             importlib.import_module("dreaming.cli." + name)
         except ImportError:
             pass
+
+    def die_after(module, attr, nth):
+        mod = importlib.import_module(module)
+        original = getattr(mod, attr)
+        calls = [0]
+
+        def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
+            calls[0] += 1
+            if calls[0] >= nth:
+                os._exit(137)
+            return result
+
+        setattr(mod, attr, wrapper)
 
     for raw in sys.stdin:
         req = json.loads(raw)
@@ -102,6 +227,8 @@ SERVER = textwrap.dedent(
                 os.environ.clear()
                 os.environ.update(req["env"])
                 faults._hits.clear()
+                if req.get("wrap"):
+                    die_after(*req["wrap"])
                 for fd, name in ((1, req["out"]), (2, req["err"])):
                     target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                     os.dup2(target, fd)
@@ -139,20 +266,21 @@ def clean_env(root: Path | None = None, crash: str | None = None) -> dict[str, s
     return env
 
 
+def base_args(root: Path) -> list[str]:
+    return ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
+
+
 def night_args(root: Path) -> list[str]:
     """One night: light then deep over every agent, in one process."""
-    return [
-        "--state-dir",
-        str(root),
-        "--config",
-        str(root / "dreaming.toml"),
-        "run",
-        "--phase",
-        "light",
-        "--phase",
-        "deep",
-        "--json",
-    ]
+    return [*base_args(root), "run", "--phase", "light", "--phase", "deep", "--json"]
+
+
+FORGOTTEN = ("main", "s-main-01")  # the forget scenario's agent and session
+
+
+def forget_args(root: Path) -> list[str]:
+    agent, session = FORGOTTEN
+    return [*base_args(root), "forget", "--agent", agent, "--session", session, "--json"]
 
 
 class Runner:
@@ -169,18 +297,27 @@ class Runner:
             env=clean_env(),
         )
 
-    def night(self, root: Path, crash: str | None = None) -> tuple[int, str]:
-        """(exit code, stdout + stderr) of one process running one night over `root`."""
+    def run(self, root: Path, args: list[str], crash: str | None = None) -> tuple[int, str]:
+        """(exit code, stdout + stderr) of one process running `dreaming <args>` over `root`,
+        killed at `crash` (`<point>:<n>`, a library point or one of `WRAPPED`) if given."""
         self.count += 1
         out, err = self.logs / f"{self.count}.out", self.logs / f"{self.count}.err"
+        wrap = None
+        if crash is not None and crash.partition(":")[0] in WRAPPED:
+            point, _, n = crash.partition(":")
+            wrap, crash = [*WRAPPED[point], int(n or 1)], None
         env = clean_env(root, crash)
-        req = {"args": night_args(root), "env": env, "out": str(out), "err": str(err)}
+        req = {"args": args, "env": env, "out": str(out), "err": str(err), "wrap": wrap}
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         assert line, "the fork server died"
         return int(json.loads(line)["rc"]), out.read_text() + err.read_text()
+
+    def night(self, root: Path, crash: str | None = None) -> tuple[int, str]:
+        """(exit code, stdout + stderr) of one process running one night over `root`."""
+        return self.run(root, night_args(root), crash)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -197,17 +334,32 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
         r.close()
 
 
+def clean_run(runner: Runner, root: Path, args: list[str], what: str) -> None:
+    rc, output = runner.run(root, args)
+    assert rc == 0, f"{what} failed ({rc}):\n{output[-3000:]}"
+
+
 def clean_night(runner: Runner, root: Path) -> None:
-    rc, output = runner.night(root)
-    assert rc == 0, f"a clean night failed ({rc}):\n{output[-3000:]}"
+    clean_run(runner, root, night_args(root), "a clean night")
 
 
-def crashed_night(runner: Runner, root: Path, crash: str) -> None:
-    rc, output = runner.night(root, crash)
+def crashed_run(runner: Runner, root: Path, args: list[str], crash: str) -> None:
+    rc, output = runner.run(root, args, crash)
     assert rc == CRASH_RC, (
         f"DREAMING_CRASH_AT={crash} was never reached (exit code {rc}): the scenario does"
         f" not exercise that crash point\n{output[-3000:]}"
     )
+
+
+def crashed_night(runner: Runner, root: Path, crash: str) -> None:
+    crashed_run(runner, root, night_args(root), crash)
+
+
+def verify_ok(runner: Runner, root: Path) -> None:
+    """`dreaming verify --agent <a>` for every agent exits 0."""
+    agents = [arg for a in AGENTS for arg in ("--agent", a)]
+    rc, output = runner.run(root, [*base_args(root), "verify", *agents])
+    assert rc == 0, f"dreaming verify failed ({rc}):\n{output[-3000:]}"
 
 
 # -- input ------------------------------------------------------------------------------------
@@ -259,6 +411,30 @@ def append_second_day(root: Path) -> None:
             append(path, role, text, NEXT_DAY + timedelta(minutes=i), f"{sid}-n2-{i:03d}")
 
 
+# Memory files beside MEMORY.md that quote the session to forget (s-main-01 says "My sister
+# Anna lives in Lisbon." and "Lisbon is lovely in spring."), written after the night so that
+# the purge has lines to scrub from them; the other lines must stay.
+SEEDED = {
+    "DREAMS.md": (
+        "# Dreams\n\nOperator note: the diary below is written by dreaming.\n"
+        "<!-- dreaming:diary 2026-03-02 -->\n## 2026-03-02\n"
+        '- A theme of family: "My sister Anna lives in Lisbon."\n'
+        "- A theme of food: peanuts keep coming up.\n"
+        "<!-- /dreaming:diary -->\n"
+    ),
+    "memory/2026-03-02.md": (
+        "# 2026-03-02\n\n- Lisbon is lovely in spring.\n- Booked the dentist for September.\n"
+    ),
+}
+
+
+def seed_memory_files(root: Path) -> None:
+    for name, content in SEEDED.items():
+        path = root / WORKSPACES[FORGOTTEN[0]] / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
 # -- what is compared -------------------------------------------------------------------------
 
 State = dict[str, dict[str, Any]]
@@ -268,8 +444,11 @@ def agent_state(root: Path, agent: str) -> dict[str, Any]:
     """What matters about one agent: no row ids, no write times, no run records."""
     db = root / "dreaming" / "agents" / f"{agent}.sqlite"
     assert db.exists(), f"no database for {agent}"
-    memory = root / WORKSPACES[agent] / "MEMORY.md"
-    corpus_dir = root / WORKSPACES[agent] / "memory" / ".dreams" / "session-corpus"
+    ws = root / WORKSPACES[agent]
+    memory = ws / "MEMORY.md"
+    dreams = ws / "DREAMS.md"
+    corpus_dir = ws / "memory" / ".dreams" / "session-corpus"
+    tombstone_file = root / "dreaming" / "tombstones" / f"{agent}.jsonl"
     conn = sqlite3.connect(db)
 
     def rows(sql: str) -> list[tuple[Any, ...]]:
@@ -278,6 +457,8 @@ def agent_state(root: Path, agent: str) -> dict[str, Any]:
     try:
         return {
             "memory": memory.read_text() if memory.exists() else None,
+            "dreams": dreams.read_text() if dreams.exists() else None,
+            "notes": {p.name: p.read_text() for p in sorted((ws / "memory").glob("*.md"))},
             "corpus_files": {p.name: p.read_text() for p in sorted(corpus_dir.glob("*"))},
             "corpus_lines": rows(
                 "SELECT session_id, line, ts, day, role, origin_class, text, text_hash"
@@ -315,6 +496,15 @@ def agent_state(root: Path, agent: str) -> dict[str, Any]:
                 " LEFT JOIN candidates c ON c.id = e.candidate_id"
                 " LEFT JOIN corpus_lines l ON l.id = e.corpus_line_id"
                 " WHERE c.id IS NULL OR l.id IS NULL"
+            ),
+            "tombstones": rows("SELECT session_id, session_key, reason FROM tombstones"),
+            "tombstone_file": sorted(
+                {
+                    (row["session_id"], row["session_key"])
+                    for row in map(json.loads, tombstone_file.read_text().splitlines())
+                }
+                if tombstone_file.exists()
+                else set()
             ),
         }
     finally:
@@ -368,11 +558,20 @@ def check_consistent(root: Path, state: State) -> None:
         assert {d: sorted(v) for d, v in in_files.items()} == {
             d: sorted(v) for d, v in per_day.items()
         }, f"{at}: corpus files != corpus_lines rows per day"
+        # Tombstones: the file and the table name the same sessions, and nothing of them
+        # is left in the corpus or in any entry's lineage.
+        gone = {sid for sid, _key, _reason in s["tombstones"]}
+        assert gone == {sid for sid, _key in s["tombstone_file"]}, (
+            f"{at}: tombstone file != tombstone rows"
+        )
+        assert not gone & {r[0] for r in s["corpus_lines"]}, f"{at}: corpus of a tombstone"
+        assert not gone & {r[1] for r in s["origins"]}, f"{at}: origin in a tombstone"
+        assert not gone & {r[1] for r in s["candidate_evidence"]}, f"{at}: candidate evidence"
+        assert {sid: st for sid, _f, _k, _kind, st, _r in s["sessions"] if sid in gone} == {
+            sid: "forgotten" for sid in gone
+        }, f"{at}: a tombstoned session not marked forgotten"
     leftovers = [str(p.relative_to(root)) for p in root.rglob("*.tmp")]
     assert not leftovers, f"temporary files left behind: {leftovers}"
-
-
-DIVERGED = "differs from the reference"
 
 
 def assert_same(got: State, want: State, agents: tuple[str, ...] = AGENTS) -> None:
@@ -427,15 +626,140 @@ def run_scenario(runner: Runner, root: Path, mode: str, crash: str, refs: Refere
     clean_night(runner, root)
     got = snapshot(root)
     check_consistent(root, got)
+    verify_ok(runner, root)
     assert_same(got, want, compared)
     clean_night(runner, root)
     assert snapshot(root) == got, "the state kept changing after recovery"
 
 
+# -- forget -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ForgetReferences:
+    purged: State  # a clean night, then an uninterrupted forget
+    next_night: State  # ... and one more clean night
+    needles: list[str]  # the purged session's text, as it may be copied anywhere
+
+
+def prepare_forget(runner: Runner, root: Path) -> None:
+    build(root)
+    clean_night(runner, root)
+    seed_memory_files(root)
+
+
+def purged_needles(root: Path) -> list[str]:
+    """The forgotten session's corpus lines and the claims they make (what a purge hunts
+    for), minus any text that a kept line also says: that one may stay."""
+    agent, session = FORGOTTEN
+    conn = sqlite3.connect(root / "dreaming" / "agents" / f"{agent}.sqlite")
+    try:
+        lines = conn.execute("SELECT session_id, text FROM corpus_lines").fetchall()
+    finally:
+        conn.close()
+    purged = [t for sid, t in lines if sid == session]
+    kept = [t for sid, t in lines if sid != session]
+    snippets = {s for s in snippets_of(purged, Settings()) if not any(s in k for k in kept)}
+    assert set(purged) <= snippets, "a purged line is also said by a kept one"
+    return needles_of(snippets)
+
+
+def assert_forgotten(root: Path, needles: list[str]) -> None:
+    """Nothing the purged session said is left in any file under the state folder (its
+    transcripts aside: a purge never edits them), database files and their logs included as
+    raw bytes, nor in a dump of the agent's database; its tombstone is there."""
+    agent, session = FORGOTTEN
+    found = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or rel.parts[0] == "agents":
+            continue
+        data = path.read_bytes()
+        found += [f"{rel}: {n!r}" for n in needles if n.encode() in data]
+    db = root / "dreaming" / "agents" / f"{agent}.sqlite"
+    conn = sqlite3.connect(db)
+    try:
+        dump = "\n".join(conn.iterdump())
+        tombstone = conn.execute(
+            "SELECT reason FROM tombstones WHERE session_id = ?", (session,)
+        ).fetchall()
+    finally:
+        conn.close()
+    # iterdump writes a quote inside an SQL literal twice.
+    found += [f"dump: {n!r}" for n in needles if n in dump or n.replace("'", "''") in dump]
+    assert not found, "purged text survives:\n" + "\n".join(found)
+    assert tombstone == [("forgotten",)], f"no tombstone row for {session}"
+    lines = (root / "dreaming" / "tombstones" / f"{agent}.jsonl").read_text().splitlines()
+    assert session in {json.loads(line)["session_id"] for line in lines}, "no tombstone line"
+
+
+@pytest.fixture(scope="module")
+def forget_refs(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> ForgetReferences:
+    root = tmp_path_factory.mktemp("forget-reference") / "state"
+    prepare_forget(runner, root)
+    before = snapshot(root)
+    needles = purged_needles(root)
+    clean_run(runner, root, forget_args(root), "a clean forget")
+    assert_forgotten(root, needles)
+    purged = snapshot(root)
+    check_consistent(root, purged)
+    verify_ok(runner, root)
+    # The purge is worth crashing in: it removes an entry, corpus lines, lines of MEMORY.md,
+    # DREAMS.md and a daily note; bob is untouched.
+    main, was = purged["main"], before["main"]
+    assert len(main["entries"]) < len(was["entries"]), "the purge removed no entry"
+    assert main["corpus_files"] != was["corpus_files"], "the purge changed no corpus file"
+    assert main["dreams"] != was["dreams"] and main["notes"] != was["notes"]
+    assert purged["bob"] == before["bob"], "forgetting main's session changed bob"
+    # The same forget again finds nothing more to do.
+    clean_run(runner, root, forget_args(root), "a repeated forget")
+    assert snapshot(root) == purged, "a repeated forget changed something"
+    clean_night(runner, root)
+    next_night = snapshot(root)
+    check_consistent(root, next_night)
+    assert_forgotten(root, needles)
+    clean_night(runner, root)
+    assert snapshot(root) == next_night, "a quiet night after the purge changed something"
+    return ForgetReferences(purged, next_night, needles)
+
+
+def recover(runner: Runner, root: Path, recovery: str, crash: str | None = None) -> None:
+    args = forget_args(root) if recovery == "forget" else night_args(root)
+    if crash is None:
+        clean_run(runner, root, args, f"the recovering {recovery}")
+    else:
+        crashed_run(runner, root, args, crash)
+
+
+def run_forget_scenario(
+    runner: Runner,
+    root: Path,
+    crash: str,
+    recovery: str,
+    refs: ForgetReferences,
+    second: str | None = None,
+) -> None:
+    """A clean night; the forget killed at `crash`; the recovery (`forget` again or the next
+    `run`), itself killed at `second` first if given; then one more night."""
+    prepare_forget(runner, root)
+    crashed_run(runner, root, forget_args(root), crash)
+    if second is not None:
+        recover(runner, root, recovery, second)
+    recover(runner, root, recovery)
+    assert_forgotten(root, refs.needles)  # first: the files as the recovery left them
+    got = snapshot(root)
+    check_consistent(root, got)
+    verify_ok(runner, root)
+    assert_same(got, refs.purged if recovery == "forget" else refs.next_night)
+    clean_night(runner, root)
+    assert_same(snapshot(root), refs.next_night)
+    assert_forgotten(root, refs.needles)
+
+
 # -- tests ------------------------------------------------------------------------------------
 
 
-def test_console_script_agrees(tmp_path: Path, refs: References) -> None:
+def test_console_script_agrees(tmp_path: Path, runner: Runner, refs: References) -> None:
     """The real `dreaming` entry point, killed and then re-run, lands where forked runs do."""
     exe = Path(sys.executable).parent / "dreaming"
     cmd = (
@@ -455,48 +779,114 @@ def test_console_script_agrees(tmp_path: Path, refs: References) -> None:
     assert run(root) == 0
     got = snapshot(root)
     check_consistent(root, got)
+    verify_ok(runner, root)
     assert_same(got, refs.one_night)
 
 
-def _cases() -> list[Any]:
-    cases = [
-        ("first", "light.before_commit:6"),
-        ("first", "light.after_commit:3"),
-        ("first", "light.after_commit:4"),  # bob's last session
-        ("first", "light.after_commit:9"),  # main's last session
-        ("first", "deep.before_commit:3"),
-        ("first", "deep.after_commit:1"),
-        ("first", "deep.after_commit:2"),  # between main's two batches
-        ("first", "memory.before_write:3"),
-        ("first", "memory.after_write:2"),
-        ("second", "light.after_commit:2"),  # main's only grown session
-        ("second", "deep.after_commit:1"),
-        ("second", "memory.before_write:2"),
-        ("new-input", "deep.after_commit:1"),
-        ("new-input", "deep.after_commit:3"),
-        ("new-input", "memory.after_write:3"),
-    ]
+NIGHT_CASES = [
+    ("first", "light.before_commit:6"),
+    ("first", "light.after_commit:3"),
+    ("first", "light.after_commit:4"),  # bob's last session
+    ("first", "light.after_commit:9"),  # main's last session
+    ("first", "deep.before_commit:3"),
+    ("first", "deep.after_commit:1"),
+    ("first", "deep.after_commit:2"),  # between main's two batches
+    ("first", "memory.before_write:3"),
+    ("first", "memory.after_write:2"),
+    ("first", "os.fsync:11"),  # main's MEMORY.md written to its temp file, not renamed
+    ("second", "light.after_commit:2"),  # main's only grown session
+    ("second", "deep.after_commit:1"),
+    ("second", "memory.before_write:2"),
+    ("new-input", "deep.after_commit:1"),
+    ("new-input", "deep.after_commit:3"),
+    ("new-input", "memory.after_write:3"),
+]
+
+# (crash point of the forget, recovery, crash point of the recovery or None)
+FORGET_CASES: list[tuple[str, str, str | None]] = [
+    ("forget.after_commit", "forget", None),
+    ("forget.after_commit", "run", None),
+    ("forget.after_files", "forget", None),
+    ("forget.after_files", "run", None),
+    ("forget.before_complete", "forget", None),
+    ("forget.before_complete", "run", None),
+    ("memory.before_write", "forget", None),
+    ("memory.after_write", "run", None),
+    ("forget.after_commit", "run", "forget.after_files:1"),  # the recovery crashes too
+    ("forget.after_files", "forget", "forget.after_commit:1"),  # ... after completing it
+    ("forget.after_tombstone_file", "forget", None),
+    ("forget.after_tombstone_file", "run", None),
+]
+
+
+def xfail_if(bug: Bug | None) -> list[Any]:
+    if bug is None:
+        return []
+    return [pytest.mark.xfail(strict=True, raises=AssertionError, reason=bug.reason)]
+
+
+def _night_cases() -> list[Any]:
     out = []
-    for mode, crash in cases:
-        point, _, n = crash.partition(":")
-        bug = known_bug(mode, point, int(n))
-        marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=bug)] if bug else []
+    for mode, crash in NIGHT_CASES:
+        marks = xfail_if(night_bug(mode, crash))
         out.append(pytest.param(mode, crash, marks=marks, id=f"{mode}-{crash}"))
     return out
 
 
-@pytest.mark.parametrize(("mode", "crash"), _cases())
+def _forget_cases() -> list[Any]:
+    out = []
+    for point, recovery, second in FORGET_CASES:
+        marks = xfail_if(known_forget_bug(point, recovery, second))
+        tail = f"-then-{second}" if second else ""
+        out.append(
+            pytest.param(point, recovery, second, marks=marks, id=f"{point}-{recovery}{tail}")
+        )
+    return out
+
+
+@pytest.mark.parametrize(("mode", "crash"), _night_cases())
 def test_crash_converges(
     mode: str, crash: str, tmp_path: Path, runner: Runner, refs: References
 ) -> None:
-    point, _, n = crash.partition(":")
-    try:
-        run_scenario(runner, tmp_path / "state", mode, crash, refs)
-    except AssertionError as err:
-        if known_bug(mode, point, int(n)) and DIVERGED not in str(err):
-            # Not the known bug's symptom: fail instead of counting as the expected xfail.
-            raise RuntimeError(f"failed for another reason than the known bug: {err}") from err
-        raise
+    expect_bug(
+        night_bug(mode, crash),
+        lambda: run_scenario(runner, tmp_path / "state", mode, crash, refs),
+    )
+
+
+@pytest.mark.parametrize(("point", "recovery", "second"), _forget_cases())
+def test_forget_crash_converges(
+    point: str,
+    recovery: str,
+    second: str | None,
+    tmp_path: Path,
+    runner: Runner,
+    forget_refs: ForgetReferences,
+) -> None:
+    expect_bug(
+        known_forget_bug(point, recovery, second),
+        lambda: run_forget_scenario(
+            runner, tmp_path / "state", f"{point}:1", recovery, forget_refs, second
+        ),
+    )
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=TEMP_FILE_SURVIVES_PURGE.reason)
+def test_forget_reaches_the_temp_file_of_a_crashed_night(
+    tmp_path: Path, runner: Runner, forget_refs: ForgetReferences
+) -> None:
+    """A night killed after writing main's first corpus file (every line from s-main-01) to
+    its temp file, a clean night, then an uninterrupted forget of s-main-01."""
+    root = build(tmp_path / "state")
+    crashed_night(runner, root, MAIN_FIRST_CORPUS_FSYNC)
+    clean_night(runner, root)
+    seed_memory_files(root)
+    temp = list((root / WORKSPACES["main"] / "memory").rglob(".2026-03-02.txt.*.tmp"))
+    assert len(temp) == 1 and "Lisbon is lovely in spring." in temp[0].read_text(), (
+        f"{MAIN_FIRST_CORPUS_FSYNC} no longer leaves main's first corpus file half written"
+    )
+    clean_run(runner, root, forget_args(root), "a clean forget")
+    expect_bug(TEMP_FILE_SURVIVES_PURGE, lambda: assert_forgotten(root, forget_refs.needles))
 
 
 def test_an_unreached_crash_point_fails_loudly(tmp_path: Path, runner: Runner) -> None:
@@ -505,28 +895,79 @@ def test_an_unreached_crash_point_fails_loudly(tmp_path: Path, runner: Runner) -
         crashed_night(runner, root, "deep.after_commit:99")
 
 
-@pytest.mark.slow
-def test_random_crashes_converge(tmp_path: Path, runner: Runner, refs: References) -> None:
-    """20 seeded picks of (scenario, point, n). Picks that hit a known bug must still fail
-    (as a strict xfail would); every other pick must converge."""
-    pool = [
-        (mode, point, n)
+# -- random picks -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trial:
+    kind: str  # "night" or "forget"
+    mode: str  # night: first, second or new-input; forget: the recovery, forget or run
+    crash: str  # <point>:<n>
+    second: str | None = None  # forget: where the recovery crashes first, if it does
+
+    def __str__(self) -> str:
+        return " ".join(x for x in (self.kind, self.mode, self.crash, self.second) if x)
+
+
+def trial_pool() -> list[Trial]:
+    """Every crash the random test may pick, known bugs left out (their cases fail)."""
+    nights = [
+        Trial("night", mode, f"{point}:{n}")
         for mode in ("first", "second", "new-input")
         for point in sorted(HITS)
         for n in range(1, HITS[point][1 if mode == "second" else 0] + 1)
-        if mode != "new-input" or settled_agents(point, n)
+        if (mode != "new-input" or settled_agents(point, n)) and not known_bug(mode, point, n)
     ]
-    picks = random.Random(20260302).sample(pool, 20)
+    forgets = [
+        Trial("forget", recovery, f"{point}:1", second)
+        for point in FORGET_POINTS
+        for recovery in ("forget", "run")
+        for second in (None, *(f"{p}:1" for p in RECOVERY_POINTS[recovery]))
+        if not known_forget_bug(point, recovery, second)
+    ]
+    return nights + forgets
+
+
+def pick_trials(count: int, seed: int) -> list[Trial]:
+    """`count` seeded picks: no repeats while the pool lasts, then round after round."""
+    rng, pool, picks = random.Random(seed), trial_pool(), []
+    while len(picks) < count:
+        picks += rng.sample(pool, min(count - len(picks), len(pool)))
+    return picks
+
+
+def run_trial(
+    runner: Runner, root: Path, trial: Trial, refs: References, frefs: ForgetReferences
+) -> None:
+    if trial.kind == "night":
+        run_scenario(runner, root, trial.mode, trial.crash, refs)
+    else:
+        run_forget_scenario(runner, root, trial.crash, trial.mode, frefs, trial.second)
+
+
+def test_default_run_has_enough_trials() -> None:
+    """The issue asks for at least 50 crash trials in the default run: count only those
+    expected to converge (the console script's run is one)."""
+    fixed = [night_bug(mode, crash) for mode, crash in NIGHT_CASES]
+    fixed += [known_forget_bug(*case) for case in FORGET_CASES]
+    assert 1 + fixed.count(None) + RANDOM_TRIALS >= 50
+    pool = trial_pool()
+    assert len(set(pool)) == len(pool) >= RANDOM_TRIALS
+    assert {t.kind for t in pick_trials(RANDOM_TRIALS, SEED)} == {"night", "forget"}
+
+
+@pytest.mark.slow
+def test_random_crashes_converge(
+    tmp_path: Path, runner: Runner, refs: References, forget_refs: ForgetReferences
+) -> None:
+    """`DREAMING_CRASH_TRIALS` seeded picks of a scenario (night or forget) and its crash
+    points (`DREAMING_CRASH_SEED` changes the seed); every pick must converge."""
+    count = int(os.environ.get("DREAMING_CRASH_TRIALS", RANDOM_TRIALS))
+    seed = int(os.environ.get("DREAMING_CRASH_SEED", SEED))
     problems = []
-    for i, (mode, point, n) in enumerate(picks):
-        crash = f"{point}:{n}"
-        bug = known_bug(mode, point, n)
+    for i, trial in enumerate(pick_trials(count, seed)):
         try:
-            run_scenario(runner, tmp_path / f"s{i}", mode, crash, refs)
+            run_trial(runner, tmp_path / f"s{i}", trial, refs, forget_refs)
         except AssertionError as err:
-            if bug is None or DIVERGED not in str(err):
-                problems.append(f"{mode} {crash}: {str(err)[:2000]}")
-        else:
-            if bug is not None:
-                problems.append(f"{mode} {crash}: converged, but a known bug was expected")
-    assert not problems, "\n\n".join(problems)
+            problems.append(f"{trial}: {str(err)[:2000]}")
+    assert not problems, f"seed {seed}, {len(problems)} of {count} picks:\n" + "\n\n".join(problems)
