@@ -59,7 +59,7 @@ from dreaming.store.models import (
     SupersessionRow,
     TombstoneRow,
 )
-from dreaming.tombstones import record_tombstones
+from dreaming.tombstones import file_tombstones, record_tombstones, remove_stale_temp_files
 from dreaming.transcripts import TranscriptReader
 
 LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
@@ -368,7 +368,6 @@ class Purge:
             delete(ORIGINS).where(and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)))
         )
         prune_orphans(conn, a)
-        record_tombstones(self.paths, a, [(t.session_id, t.session_key) for t in tombstones], now)
         for t in tombstones:
             conn.execute(
                 TOMBSTONES.insert().values(
@@ -477,6 +476,19 @@ class Purge:
 
 def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     """Finish purges whose database part committed but whose files were not all scrubbed."""
+    remove_stale_temp_files(paths, agent)
+    # The tombstone file follows the database, never leads it: a tombstone written before
+    # the purge committed would hide a session nothing purged.
+    with engine.connect() as conn:
+        in_db = conn.execute(
+            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
+                TOMBSTONES.c.agent == agent
+            )
+        ).all()
+    in_file = file_tombstones(paths, agent)
+    missing = [(sid, key) for sid, key in in_db if sid not in in_file]
+    if missing:
+        record_tombstones(paths, agent, missing, datetime.now(UTC))
     with engine.connect() as conn:
         pending = conn.execute(
             select(PURGES.c.id, PURGES.c.pending, PURGES.c.report).where(

@@ -1,5 +1,6 @@
 """The durable record of forgotten sessions, kept in an append-only file as well as in each
-agent's database: deleting the database must not bring a forgotten session back."""
+agent's database: deleting the database must not bring a forgotten session back. Also the
+clean-up of temp files a killed write left behind (they can hold purged text)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,19 @@ def file_tombstones(paths: Paths, agent: str) -> dict[str, str | None]:
     except FileNotFoundError:
         pass
     return out
+
+
+def remove_stale_temp_files(paths: Paths, agent: str) -> list[Path]:
+    """Delete temp files `atomic_write` left when its process died between write and
+    rename. Called under the agent's lock, so no live writer owns them."""
+    ws = paths.workspace(agent)
+    folders = [ws, ws / "memory", paths.corpus_dir(agent)]
+    removed = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in folder.glob(".*.tmp"):
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed

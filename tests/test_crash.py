@@ -98,8 +98,7 @@ RECOVERY_POINTS = {
 # Crash points of the tests' own: the child dies right after the n-th call of this function
 # returns.
 WRAPPED = {
-    # The tombstone file is appended (and fsynced) inside the purge's transaction, before it
-    # commits.
+    # The tombstone file is appended (and fsynced) once the purge's transaction committed.
     "forget.after_tombstone_file": ("dreaming.forget", "record_tombstones"),
     # Every file dreaming writes goes through memory_file.atomic_write: temp file, fsync,
     # rename. After the n-th fsync of a night the temp file is complete but not renamed; the
@@ -120,35 +119,14 @@ class Bug:
 
 DIVERGED = "differs from the reference"
 
-TEMP_FILE_LEFT = Bug(
-    "a process killed between atomic_write's fsync and its rename leaves the temp file"
-    " (`.MEMORY.md.<random>.tmp`, `memory/.dreams/session-corpus/.<day>.txt.<random>.tmp`)"
-    " behind for good: no later run removes it",
-    "left behind: ",
-)
-TOMBSTONE_WITHOUT_PURGE = Bug(
-    "a forget killed after the tombstone file was appended but before the purge's"
-    " transaction committed leaves a tombstone without a purge; the next `run` skips the"
-    " session as forgotten and never purges it: its corpus lines and files, its entry in"
-    " MEMORY.md and the database, its lines in DREAMS.md and daily notes all stay, and"
-    " `dreaming verify` reports corpus lines from a forgotten session. Only a repeated"
-    " `forget` of the same session purges it",
-    "purged text survives",
-)
-TEMP_FILE_SURVIVES_PURGE = Bug(
-    "a night killed between atomic_write's fsync and its rename leaves a temp copy of a"
-    " corpus file (or MEMORY.md) behind; a later forget scrubs the real files but not the"
-    " temp copy, so the purged session's text survives on disk",
-    "purged text survives",
-)
-
 
 def known_bug(mode: str, point: str, n: int) -> Bug | None:
-    """The bug a night scenario is expected to hit instead of converging, or None. Both
-    bugs these tests found first (scores left stale by a crash after light's last commit;
-    recalls judged against a MEMORY.md lagging behind the database) are fixed."""
-    del mode, n
-    return TEMP_FILE_LEFT if point == "os.fsync" else None
+    """The bug a night scenario is expected to hit instead of converging, or None. Every
+    bug these tests found is fixed: scores left stale by a crash after light's last commit;
+    recalls judged against a MEMORY.md lagging behind the database; temp files of a killed
+    atomic write left for good (and so out of a later purge's reach)."""
+    del mode, point, n
+    return None
 
 
 def night_bug(mode: str, crash: str) -> Bug | None:
@@ -157,10 +135,9 @@ def night_bug(mode: str, crash: str) -> Bug | None:
 
 
 def known_forget_bug(point: str, recovery: str, second: str | None) -> Bug | None:
-    """The bug a forget scenario is expected to hit instead of converging, or None."""
-    del second
-    if point == "forget.after_tombstone_file" and recovery == "run":
-        return TOMBSTONE_WITHOUT_PURGE
+    """The bug a forget scenario is expected to hit instead of converging, or None. (Fixed:
+    a tombstone file written before the purge committed hid a session nothing purged.)"""
+    del point, recovery, second
     return None
 
 
@@ -871,22 +848,24 @@ def test_forget_crash_converges(
     )
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=TEMP_FILE_SURVIVES_PURGE.reason)
 def test_forget_reaches_the_temp_file_of_a_crashed_night(
     tmp_path: Path, runner: Runner, forget_refs: ForgetReferences
 ) -> None:
     """A night killed after writing main's first corpus file (every line from s-main-01) to
-    its temp file, a clean night, then an uninterrupted forget of s-main-01."""
+    its temp file: the next night removes the temp file, and a forget of s-main-01 then
+    leaves its text nowhere."""
     root = build(tmp_path / "state")
     crashed_night(runner, root, MAIN_FIRST_CORPUS_FSYNC)
-    clean_night(runner, root)
-    seed_memory_files(root)
-    temp = list((root / WORKSPACES["main"] / "memory").rglob(".2026-03-02.txt.*.tmp"))
+    pattern = ".2026-03-02.txt.*.tmp"
+    temp = list((root / WORKSPACES["main"] / "memory").rglob(pattern))
     assert len(temp) == 1 and "Lisbon is lovely in spring." in temp[0].read_text(), (
         f"{MAIN_FIRST_CORPUS_FSYNC} no longer leaves main's first corpus file half written"
     )
+    clean_night(runner, root)  # the next run, under the agent's lock, removes it
+    assert list((root / WORKSPACES["main"] / "memory").rglob(pattern)) == []
+    seed_memory_files(root)
     clean_run(runner, root, forget_args(root), "a clean forget")
-    expect_bug(TEMP_FILE_SURVIVES_PURGE, lambda: assert_forgotten(root, forget_refs.needles))
+    assert_forgotten(root, forget_refs.needles)
 
 
 def test_an_unreached_crash_point_fails_loudly(tmp_path: Path, runner: Runner) -> None:

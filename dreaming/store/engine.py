@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, StateError
@@ -17,30 +19,21 @@ from dreaming.store.migrations import migrate
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    # The sqlite3 module begins transactions lazily and never around DDL, so schema changes
-    # would each commit on their own: a migration killed half way, or two processes creating
-    # one database at once, would leave a schema no run can open. We begin transactions
-    # ourselves (see _begin) and the driver stays out of it.
-    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     # WAL lets status/entries read while a run writes; NORMAL sync is durable at checkpoints,
     # and a transaction either commits whole or not at all, which is what crash safety needs.
+    # The busy timeout first: switching a new file to WAL needs a lock another process may
+    # hold for a moment, and without the timeout that wait fails at once.
+    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     # Freed pages are zeroed: a purged row must not linger in the file (invariant 4).
     cur.execute("PRAGMA secure_delete=ON")
     cur.close()
 
 
-IMMEDIATE = "dreaming_begin_immediate"
-
-
-def _begin(conn: Connection) -> None:
-    # IMMEDIATE takes the write lock up front (waiting up to busy_timeout for another
-    # writer), so a transaction that must write never fails half way on a lock upgrade.
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(IMMEDIATE) else "BEGIN")
+_OPEN_ATTEMPTS = 8
 
 
 def open_engine(db_path: Path, *, create: bool = True) -> Engine:
@@ -50,15 +43,44 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(f"sqlite:///{db_path}")
     event.listen(engine, "connect", _sqlite_pragmas)
-    event.listen(engine, "begin", _begin)
-    with engine.connect() as conn:
-        conn.info[IMMEDIATE] = True
+    for attempt in range(1, _OPEN_ATTEMPTS + 1):
         try:
-            with conn.begin():
-                migrate(conn, str(db_path))
+            _migrate(engine, str(db_path))
+            return engine
+        except OperationalError as err:
+            # Two processes opening a brand-new file: SQLite can answer "locked" without
+            # consulting the busy timeout while the other sets up the WAL (SQLITE_BUSY_RECOVERY).
+            if "locked" not in str(err) or attempt == _OPEN_ATTEMPTS:
+                raise
+            engine.dispose()
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _migrate(engine: Engine, where: str) -> None:
+    """Run pending migrations in one real transaction that holds the write lock throughout.
+
+    The sqlite3 module never wraps DDL in a transaction on its own, so each CREATE would
+    commit by itself: two processes creating one database would collide, and a process
+    killed half way would leave tables without their migration record. Here the driver is
+    told to keep out (isolation_level None) and we BEGIN IMMEDIATE ourselves, which also
+    makes a second process wait (busy_timeout) rather than race."""
+    with engine.connect() as conn:
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        previous = dbapi.isolation_level
+        dbapi.isolation_level = None
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                migrate(conn, where)
+            except BaseException:
+                conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
         finally:
-            conn.info.pop(IMMEDIATE, None)
-    return engine
+            conn.rollback()  # SQLAlchemy's own bookkeeping; nothing is left to undo
+            dbapi.isolation_level = previous
 
 
 def session(engine: Engine) -> Session:
