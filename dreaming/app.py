@@ -25,9 +25,9 @@ from dreaming.config import (
 )
 from dreaming.errors import LockedError, StateError
 from dreaming.forget import Purge, Selector, complete_pending
-from dreaming.llm.budget import Budget
 from dreaming.messages import SessionFile
-from dreaming.phases.deep import DeepPhase, spent_today
+from dreaming.phases.deep import DeepPhase
+from dreaming.phases.deep import run_budget as make_run_budget
 from dreaming.phases.light import LightPhase, Progress
 from dreaming.phases.rem import RemPhase
 from dreaming.runs import finish_run, start_run
@@ -231,7 +231,9 @@ class App:
             result["run_id"] = run_id
             outcome = "ok"
             # One budget for the whole run: REM's diary and deep's decisions draw on it together.
-            run_budget = self._run_budget(engine, agent, budget) if profile else None
+            run_budget = (
+                make_run_budget(engine, agent, budget or self.settings.budget) if profile else None
+            )
             try:
                 for phase in phases:
                     if phase == "light" and not dry_run:
@@ -278,21 +280,6 @@ class App:
                 finish_run(engine, run_id, outcome, result)
         log.info("run %s for %s done: %s", run_id, agent, outcome)
         return result
-
-    def _run_budget(self, engine: Engine, agent: str, budget: BudgetSettings | None) -> Budget:
-        b = budget or self.settings.budget
-        with engine.connect() as conn:
-            usd, tokens, calls = spent_today(conn, agent)
-        return Budget.for_run(
-            max_usd=b.max_usd,
-            max_tokens=b.max_tokens,
-            max_calls=b.max_calls,
-            daily_max_usd=b.daily_max_usd,
-            daily_max_tokens=b.daily_max_tokens,
-            spent_today_usd=usd,
-            spent_today_tokens=tokens,
-            calls_today=calls,
-        )
 
     def forget(self, agent: str, selector: Selector, *, dry_run: bool) -> dict[str, Any]:
         """Purge everything derived from the selected sessions of `agent` (see forget.py).

@@ -192,6 +192,22 @@ def record_calls(
     )
 
 
+def run_budget(engine: Engine, agent: str, settings: BudgetSettings) -> Budget:
+    """A run's budget: its own limits, capped by what is left of the agent's day."""
+    with engine.connect() as conn:
+        usd, tokens, calls = spent_today(conn, agent)
+    return Budget.for_run(
+        max_usd=settings.max_usd,
+        max_tokens=settings.max_tokens,
+        max_calls=settings.max_calls,
+        daily_max_usd=settings.daily_max_usd,
+        daily_max_tokens=settings.daily_max_tokens,
+        spent_today_usd=usd,
+        spent_today_tokens=tokens,
+        calls_today=calls,
+    )
+
+
 class DeepPhase:
     def __init__(
         self,
@@ -266,21 +282,6 @@ class DeepPhase:
         summary.duration_s = time.perf_counter() - started
         return summary
 
-    def _budget(self, agent: str) -> Budget:
-        b = self.budget_settings
-        with self.engine.connect() as conn:
-            usd, tokens, calls = spent_today(conn, agent)
-        return Budget.for_run(
-            max_usd=b.max_usd,
-            max_tokens=b.max_tokens,
-            max_calls=b.max_calls,
-            daily_max_usd=b.daily_max_usd,
-            daily_max_tokens=b.daily_max_tokens,
-            spent_today_usd=usd,
-            spent_today_tokens=tokens,
-            calls_today=calls,
-        )
-
     def _select(self, conn: Connection, agent: str) -> list[_Candidate]:
         s = self.settings
         clock = read_clock(conn, agent)
@@ -335,7 +336,9 @@ class DeepPhase:
             return  # a quiet night costs nothing (invariant 10)
         use_llm = self.client_factory is not None
         client: LLMClient | None = None
-        budget = (self.run_budget or self._budget(agent)) if use_llm else None
+        budget = None
+        if use_llm:
+            budget = self.run_budget or run_budget(self.engine, agent, self.budget_settings)
         # Rounded up so a small memory can still take one merge; a fraction of 0 forbids all.
         retire_cap = math.ceil(self.settings.max_retire_fraction * live_at_start)
         retired = 0

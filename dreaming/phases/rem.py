@@ -28,7 +28,7 @@ from dreaming.config import BudgetSettings, Paths
 from dreaming.decisions import template_env
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.llm import Budget, calls_of
-from dreaming.phases.deep import record_calls, spent_today
+from dreaming.phases.deep import record_calls, run_budget
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.models import CandidateEvidenceRow, CandidateRow, CorpusLineRow, StateRow
 from dreaming.tags import TagRegistry
@@ -252,18 +252,7 @@ class RemPhase:
         """An LLM-written entry, or None (no profile, no themes, no budget, or a failure)."""
         if not (self.settings.narrative and self.client_factory and summary.themes):
             return None
-        with self.engine.connect() as conn:
-            usd, tokens, calls = spent_today(conn, agent)
-        budget = self.run_budget or Budget.for_run(
-            max_usd=self.budget.max_usd,
-            max_tokens=self.budget.max_tokens,
-            max_calls=self.budget.max_calls,
-            daily_max_usd=self.budget.daily_max_usd,
-            daily_max_tokens=self.budget.daily_max_tokens,
-            spent_today_usd=usd,
-            spent_today_tokens=tokens,
-            calls_today=calls,
-        )
+        budget = self.run_budget or run_budget(self.engine, agent, self.budget)
         env = template_env()
         data = json.dumps(
             [
