@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,4 +56,4 @@ def demo(directory: Path, as_json: bool) -> None:
         click.echo(f"  MEMORY.md: {a['memory']}")
         click.echo(f"  DREAMS.md: {a['dreams']}")
         click.echo(f"  corpus:    {a['corpus']}")
-    click.echo(f"next: dreaming --state-dir {root} status")
+    click.echo(f"next: {sys.argv[0]} --state-dir {root} status")
