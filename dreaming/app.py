@@ -75,6 +75,11 @@ class App:
             self._engines[agent] = open_engine(self.paths.database(agent), create=create)
         return self._engines[agent]
 
+    def release(self, agent: str) -> None:
+        engine = self._engines.pop(agent, None)
+        if engine is not None:
+            engine.dispose()
+
     def close(self) -> None:
         for engine in self._engines.values():
             engine.dispose()
@@ -166,6 +171,10 @@ class App:
                 # Another run has this agent: the others still get their night.
                 busy.append(err)
                 results.append(_skipped(agent, err, options))
+            finally:
+                # A fleet night visits thousands of agents: keep no engine (pool, page
+                # cache) open past its agent's run, or memory grows with the fleet.
+                self.release(agent)
         if busy and len(busy) == len(names):
             raise busy[0]
         return results
