@@ -243,6 +243,13 @@ class App:
             run_budget = (
                 make_run_budget(engine, agent, budget or self.settings.budget) if profile else None
             )
+            llm_phase: dict[str, Any] = {  # what REM and deep share for this run
+                "client_factory": self.client_factory(profile),
+                "budget": budget,
+                "dry_run": dry_run,
+                "run_id": run_id,
+                "run_budget": run_budget,
+            }
             try:
                 for phase in phases:
                     if phase == "light" and not dry_run:
@@ -251,28 +258,10 @@ class App:
                         )
                         result["phases"]["light"] = light.run(agent, files).to_dict()
                     elif phase == "rem":
-                        rem = RemPhase(
-                            engine,
-                            self.paths,
-                            self.registry,
-                            client_factory=self.client_factory(profile),
-                            budget=budget,
-                            dry_run=dry_run,
-                            run_id=run_id,
-                            run_budget=run_budget,
-                        )
+                        rem = RemPhase(engine, self.paths, self.registry, **llm_phase)
                         result["phases"]["rem"] = rem.run(agent).to_dict()
                     elif phase == "deep":
-                        deep = DeepPhase(
-                            engine,
-                            self.paths,
-                            self.registry,
-                            client_factory=self.client_factory(profile),
-                            budget=budget,
-                            dry_run=dry_run,
-                            run_id=run_id,
-                            run_budget=run_budget,
-                        )
+                        deep = DeepPhase(engine, self.paths, self.registry, **llm_phase)
                         summary = deep.run(agent)
                         if summary.ended_on_budget:
                             outcome = "budget"
