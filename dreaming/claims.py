@@ -61,7 +61,7 @@ class Claim:
     durable_cue: bool
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     # Deliberately tiny: folds plurals, which is most of what near-duplicates differ by.
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -72,7 +72,7 @@ def _stem(word: str) -> str:
 
 def content_tokens(text: str) -> frozenset[str]:
     words = (w.casefold() for w in _WORD.findall(text))
-    return frozenset(_stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
+    return frozenset(stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
 
 
 def query_words(text: str) -> frozenset[str]:

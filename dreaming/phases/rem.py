@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, and_, bindparam, func, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from dreaming import claims as claims_mod
 from dreaming import diary
 from dreaming.candidates import read_clock, rescore
 from dreaming.config import BudgetSettings, Paths
@@ -49,8 +50,9 @@ _DULL = frozenset({"want", "need", "make", "know", "think", "good", "time", "tod
 
 @dataclass(frozen=True, slots=True)
 class Theme:
-    concept: str
-    related: tuple[str, ...]
+    concept: str  # the stemmed word candidates carry ("alway"): what boosts match on
+    label: str  # the word as people wrote it most often ("always"): what the diary shows
+    related: tuple[str, ...]  # labels too
     sessions: int
     days: int
     example: str  # the statement that best carries it, sanitized
@@ -82,7 +84,7 @@ class RemSummary:
             "candidates_in_window": self.candidates_in_window,
             "themes": [
                 {
-                    "concept": t.concept,
+                    "concept": t.label,
                     "related": list(t.related),
                     "sessions": t.sessions,
                     "days": t.days,
@@ -197,7 +199,10 @@ class RemPhase:
         days: dict[str, set[str]] = defaultdict(set)
         cooccur: dict[str, Counter[str]] = defaultdict(Counter)
         best: dict[str, tuple[float, str]] = {}
+        surface: dict[str, Counter[str]] = defaultdict(Counter)
         for cid, text, tokens, score, _last, _boost in rows:
+            for word in claims_mod.query_words(text):
+                surface[claims_mod.stem(word)][word] += 1
             words = [
                 t for t in tokens.split() if len(t) >= 3 and not t.isdigit() and t not in _DULL
             ]
@@ -223,7 +228,21 @@ class RemPhase:
             related = tuple(x for x, _ in cooccur[w].most_common(3) if x in sessions)
             covered |= {w, *related}
             example = sanitize_entry_text(best[w][1], max_chars=200, registry=self.registry)
-            themes.append(Theme(w, related, len(sessions[w]), len(days[w]), example))
+
+            def label(stem: str) -> str:
+                common = surface[stem].most_common(1)
+                return common[0][0] if common else stem
+
+            themes.append(
+                Theme(
+                    w,
+                    label(w),
+                    tuple(label(x) for x in related),
+                    len(sessions[w]),
+                    len(days[w]),
+                    example,
+                )
+            )
             if len(themes) >= self.settings.max_themes:
                 break
         return themes
@@ -243,7 +262,7 @@ class RemPhase:
         for t in summary.themes:
             about = f" (with {', '.join(t.related)})" if t.related else ""
             lines.append(
-                f"- {t.concept}{about}, across {t.sessions} conversations on {t.days} days;"
+                f"- {t.label}{about}, across {t.sessions} conversations on {t.days} days;"
                 f" for instance: {t.example}"
             )
         return "\n".join(lines)
@@ -257,7 +276,7 @@ class RemPhase:
         data = json.dumps(
             [
                 {
-                    "concept": t.concept,
+                    "concept": t.label,
                     "related": list(t.related),
                     "conversations": t.sessions,
                     "days": t.days,
