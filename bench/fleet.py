@@ -58,7 +58,7 @@ by roughly (processes - 1) x the shared part; the largest single process is repo
 
 The children run this venv's `dreaming` (or `python -c 'from dreaming.cli import main'`)
 with this process's environment minus DREAMING_* variables, so the library measured is
-whatever `import dreaming` finds; to pin a tree, run with `PYTHONPATH=/path/to/snapshot`.
+whatever `import dreaming` finds (or the --pin snapshot).
 Exit status 0 when every run and every verify succeeded, 1 otherwise.
 """
 
@@ -519,7 +519,8 @@ def _busy_cpu_s() -> float:
 
 def run_night(state: Path, workers: int, agents: list[str] | None) -> dict[str, Any]:
     """`dreaming --state-dir S run --workers N --json` in a subprocess, watched every 100 ms."""
-    cmd = [*_cli(), "--state-dir", str(state), "run", "--workers", str(workers), "--json"]
+    base = [*_cli(), "--state-dir", str(state), "run", "--workers", str(workers), "--json"]
+    cmd = list(base)
     for agent in agents or ():
         cmd += ["--agent", agent]
     out_path, err_path = state / "run.json", state / "run.stderr"
@@ -549,8 +550,7 @@ def run_night(state: Path, workers: int, agents: list[str] | None) -> dict[str, 
     # wait4's rusage covers the CLI process and every worker it waited for.
     tree_cpu = usage.ru_utime + usage.ru_stime
     result: dict[str, Any] = {
-        "command": " ".join(cmd[: 7 if agents else len(cmd)])
-        + (f" --agent ... ({len(agents)} agents)" if agents else ""),
+        "command": " ".join(base) + (f" --agent ... ({len(agents)} agents)" if agents else ""),
         "exit_status": proc.returncode,
         "wall_s": wall,
         "peak_rss_bytes": peak,
