@@ -88,9 +88,16 @@ class App:
     def discover(self) -> dict[str, list[SessionFile]]:
         return sources.discover(self.paths)
 
-    def agents(self, only: Sequence[str] | None = None) -> list[str]:
-        """Agents with transcripts or state, or exactly `only` (unknown names are errors)."""
-        known = sorted(set(self.discover()) | set(self.paths.known_agents()))
+    def agents(
+        self,
+        only: Sequence[str] | None = None,
+        discovered: Mapping[str, Sequence[SessionFile]] | None = None,
+    ) -> list[str]:
+        """Agents with transcripts or state, or exactly `only` (unknown names are errors).
+        Pass `discovered` when the caller has just scanned the transcripts: a fleet's
+        discovery opens every file."""
+        found = self.discover() if discovered is None else discovered
+        known = sorted(set(found) | set(self.paths.known_agents()))
         if not only:
             return known
         missing = [a for a in only if a not in known]
@@ -148,7 +155,7 @@ class App:
         if profile is not None and profile not in self.settings.llm.profiles:
             raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
         files = self.discover() if "light" in ordered else {}
-        names = self.agents(agents)
+        names = self.agents(agents, files if "light" in ordered else None)
         options: dict[str, Any] = {
             "job": job,
             "dry_run": dry_run,
