@@ -68,6 +68,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+
+from _report import table  # noqa: E402
+
 from dreaming.app import App  # noqa: E402
 from dreaming.phases.deep import DeepPhase  # noqa: E402
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI, Reply  # noqa: E402
@@ -601,26 +604,6 @@ def top_functions(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]
 # -- output ---------------------------------------------------------------------------------
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[_fmt(v) for v in r] for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 SWEEP_COLUMNS = [
     ("path", "path"),
     ("batch", "batch_size"),
@@ -653,7 +636,7 @@ def render(doc: dict[str, Any]) -> str:
         f"({'ok' if d['eligible_ok'] else 'NOT ~' + str(d['facts'])}); built in {d['build_s']} s",
         "",
         f"LLM path, batch size {m['batch_size']}:",
-        _table(
+        table(
             ["metric", "value"],
             [
                 ["candidates", m["candidates"]],
@@ -698,7 +681,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         "batch-size sweep (LLM path), and the deterministic path on the same data; "
         "expected calls = ceil(candidates / batch size):",
-        _table(
+        table(
             [header for header, _ in SWEEP_COLUMNS],
             [[r.get(key) for _, key in SWEEP_COLUMNS] for r in [*doc["sweep"], det]],
         ),
@@ -711,7 +694,7 @@ def render(doc: dict[str, Any]) -> str:
         for view in prof["views"]:
             out.append(f"  by {view['view']}:")
             out.append(
-                _table(
+                table(
                     ["ncalls", "own s", "cum s", "function"],
                     [
                         [r["ncalls"], r["tottime_s"], r["cumtime_s"], r["function"]]

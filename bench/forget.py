@@ -67,6 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _report import table  # noqa: E402
 from sqlalchemy import Engine, and_, event, func, select, text  # noqa: E402
 
 from dreaming import lineage, memory_file, memory_sync  # noqa: E402
@@ -604,26 +605,6 @@ def profile_purge(app: App, sid: str, supports: int, limit: int) -> dict[str, An
 # -- output -----------------------------------------------------------------------------------
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[_fmt(v) for v in r] for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 PURGE_COLUMNS = [
     ("session", "session"),
     ("supports", "supports_entries"),
@@ -649,7 +630,7 @@ def render(doc: dict[str, Any]) -> str:
         f"forget benchmark: {p['sessions']:,} sessions, {p['entries']:,} entries "
         f"(seed {p['seed']}; tree {p['tree']}, Python {p['python']})",
         "",
-        _table(
+        table(
             ["state", "value"],
             [
                 ["sessions (files / rows)", f"{d['sessions']:,} / {s['sessions']:,}"],
@@ -670,7 +651,7 @@ def render(doc: dict[str, Any]) -> str:
             ],
         ),
         "",
-        _table(
+        table(
             ["phase", "seconds"],
             [
                 ["write transcripts (untimed setup)", d["write_s"]],
@@ -685,7 +666,7 @@ def render(doc: dict[str, Any]) -> str:
         ),
         "",
         "purges (one session each, in order; dry run first, then the real purge):",
-        _table(
+        table(
             [h for h, _ in PURGE_COLUMNS],
             [
                 [row["session"][:8], *(row.get(k) for _, k in PURGE_COLUMNS[1:])]
@@ -693,7 +674,7 @@ def render(doc: dict[str, Any]) -> str:
             ],
         ),
         "",
-        _table(
+        table(
             ["result", "min", "median"],
             [
                 ["dry run, s", r["dry_min_s"], r["dry_median_s"]],
@@ -723,7 +704,7 @@ def render(doc: dict[str, Any]) -> str:
         for view in prof["functions"]:
             out.append(f"  by {view['view']}:")
             out.append(
-                _table(
+                table(
                     ["ncalls", "own s", "cum s", "function"],
                     [
                         [x["ncalls"], x["tottime_s"], x["cumtime_s"], x["function"]]
@@ -733,7 +714,7 @@ def render(doc: dict[str, Any]) -> str:
             )
         out.append("  SQL by total time (wall time inside cursor.execute):")
         out.append(
-            _table(
+            table(
                 ["calls", "rows", "total s", "statement"],
                 [[x["calls"], x["rows_bound"], x["total_s"], x["sql"]] for x in prof["sql"]],
             )
