@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import diary, memory_file
 from dreaming.config import Settings
 from dreaming.scoring import Signals, score
+from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -205,7 +205,7 @@ class Folder:
             conn.execute(_MARK_CUE, [{"cid": c} for c in sorted(cue)])
         if evidence:
             conn.execute(
-                sqlite_insert(EVIDENCE).on_conflict_do_nothing(),
+                upsert(conn, EVIDENCE).on_conflict_do_nothing(),
                 [
                     {
                         "candidate_id": real.get(cid, cid),
@@ -219,7 +219,7 @@ class Folder:
                 ],
             )
         if recalls:
-            conn.execute(sqlite_insert(RECALLS).on_conflict_do_nothing(), recalls)
+            conn.execute(upsert(conn, RECALLS).on_conflict_do_nothing(), recalls)
             summary.recalls += len(recalls)
         return touched
 
@@ -379,7 +379,7 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     if current is not None and current >= newest:
         return
     conn.execute(
-        sqlite_insert(STATE)
+        upsert(conn, STATE)
         .values(agent=agent, key=CLOCK_KEY, value=newest.isoformat())
         .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": newest.isoformat()})
     )

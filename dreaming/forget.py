@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, text, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import faults, memory_file, memory_sync
@@ -41,6 +40,7 @@ from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_
 from dreaming.messages import SessionFile
 from dreaming.phases.light import flush_corpus_files
 from dreaming.scrub import carries, needles_of, redact, scrub_text, snippets_of
+from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -290,7 +290,7 @@ class Purge:
         conn.execute(delete(LINES).where(and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))))
         if plan["days"]:
             conn.execute(
-                sqlite_insert(DIRTY).on_conflict_do_nothing(),
+                upsert(conn, DIRTY).on_conflict_do_nothing(),
                 [{"agent": a, "day": d} for d in plan["days"]],
             )
         # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)

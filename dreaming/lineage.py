@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, and_, delete, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import entry_index
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
+from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -138,7 +138,7 @@ def _now() -> datetime:
 def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> None:
     if lineage.origins:
         conn.execute(
-            sqlite_insert(ORIGINS).on_conflict_do_nothing(),
+            upsert(conn, ORIGINS).on_conflict_do_nothing(),
             [
                 {
                     "agent": agent,
@@ -153,7 +153,7 @@ def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> 
         )
     if lineage.evidence:
         conn.execute(
-            sqlite_insert(EVIDENCE).on_conflict_do_nothing(),
+            upsert(conn, EVIDENCE).on_conflict_do_nothing(),
             [
                 {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                 for s, n in lineage.evidence
@@ -226,7 +226,7 @@ def apply(
             _delete_entry(conn, agent, target)
             if decision.action is Action.SUPERSEDE:
                 conn.execute(
-                    sqlite_insert(SUPERSESSIONS)
+                    upsert(conn, SUPERSESSIONS)
                     .values(
                         agent=agent,
                         new_key=result_key,

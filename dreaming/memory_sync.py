@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, and_, delete, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import faults, memory_file
 from dreaming.lineage import live_entries, remove_entries
+from dreaming.store.dialect import upsert
 from dreaming.store.models import MemoryBackupRow, StateRow
 
 STATE = StateRow.__table__  # type: ignore[attr-defined]
@@ -53,7 +53,7 @@ def _get(conn: Connection, agent: str, key: str) -> str | None:
 
 def _set(conn: Connection, agent: str, key: str, value: str) -> None:
     conn.execute(
-        sqlite_insert(STATE)
+        upsert(conn, STATE)
         .values(agent=agent, key=key, value=value)
         .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
     )

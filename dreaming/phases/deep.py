@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import entry_index, faults, lineage, memory_file, memory_sync
@@ -40,6 +39,7 @@ from dreaming.decisions import (
 from dreaming.errors import BudgetExceededError, InvalidReplyError, LLMError
 from dreaming.llm import Budget, CallRecord, calls_of
 from dreaming.sanitize import sanitize_entry_text
+from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -179,7 +179,7 @@ def record_calls(
     usd = sum(c.cost_usd or 0.0 for c in sent)
     tokens = sum(c.input_tokens + c.output_tokens for c in sent)
     conn.execute(
-        sqlite_insert(SPEND)
+        upsert(conn, SPEND)
         .values(agent=agent, day=_today(), usd=usd, tokens=tokens, calls=len(sent))
         .on_conflict_do_update(
             index_elements=["agent", "day"],

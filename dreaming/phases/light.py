@@ -27,7 +27,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import corpus, faults
 from dreaming.admission import Status, decide, origin_class
@@ -41,6 +40,7 @@ from dreaming.candidates import (
 )
 from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
+from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -197,7 +197,7 @@ def _remove_session_lines(
 def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
     rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
     if rows:
-        conn.execute(sqlite_insert(DIRTY).on_conflict_do_nothing(), rows)
+        conn.execute(upsert(conn, DIRTY).on_conflict_do_nothing(), rows)
 
 
 def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
@@ -416,7 +416,7 @@ class LightPhase:
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             conn.execute(
-                sqlite_insert(STATE)
+                upsert(conn, STATE)
                 .values(agent=agent, key=RESCORE_KEY, value="1")
                 .on_conflict_do_nothing()
             )
@@ -434,7 +434,7 @@ class LightPhase:
                 "updated_at": _now(),
             }
             conn.execute(
-                sqlite_insert(CURSORS)
+                upsert(conn, CURSORS)
                 .values(**cursor_values)
                 .on_conflict_do_update(index_elements=["agent", "path"], set_=cursor_values)
             )

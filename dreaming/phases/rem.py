@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, and_, bindparam, func, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from dreaming import claims as claims_mod
 from dreaming import diary
@@ -31,6 +30,7 @@ from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.llm import Budget, calls_of
 from dreaming.phases.deep import record_calls, run_budget
 from dreaming.sanitize import sanitize_entry_text
+from dreaming.store.dialect import upsert
 from dreaming.store.models import CandidateEvidenceRow, CandidateRow, CorpusLineRow, StateRow
 from dreaming.tags import TagRegistry
 
@@ -342,7 +342,7 @@ def _get_mark(engine: Engine, agent: str) -> str | None:
 def _set_mark(engine: Engine, agent: str, value: str) -> None:
     with engine.begin() as conn:
         conn.execute(
-            sqlite_insert(STATE)
+            upsert(conn, STATE)
             .values(agent=agent, key=MARK_KEY, value=value)
             .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
         )
