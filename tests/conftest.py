@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fake_openai import fake_openai_fixture  # noqa: F401  (provides the `fake_openai` fixture)
+from tests.pg import PgDatabase, PostgresServer, PostgresUnavailable
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -44,3 +47,54 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not present at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# --- PostgreSQL (tests marked `postgres`) -------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """One private PostgreSQL server for the whole session (tests/pg.py), stopped at its end.
+
+    Without PostgreSQL the tests that need it are skipped, so a laptop without it can still
+    run the suite; CI sets DREAMING_REQUIRE_POSTGRES=1 so that they can never be skipped
+    silently there.
+    """
+    server = PostgresServer()
+    try:
+        server.start()
+    except PostgresUnavailable as e:
+        if os.environ.get("DREAMING_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL unavailable (DREAMING_REQUIRE_POSTGRES=1): {e.reason}")
+        pytest.skip(f"PostgreSQL unavailable: {e.reason}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_pg_db_counter = itertools.count(1)
+
+
+@pytest.fixture
+def pg_database(pg_server: PostgresServer) -> Iterator[PgDatabase]:
+    """An empty database for this test alone, dropped afterwards (with its leftover
+    connections, so a test that forgets to dispose an engine cannot exhaust the server)."""
+    name = f"t_{next(_pg_db_counter)}_{os.getpid()}"
+    pg_server.create_database(name)
+    try:
+        yield PgDatabase(name=name, url=pg_server.url(name), dsn=pg_server.dsn(name))
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_url(pg_database: PgDatabase) -> str:
+    """SQLAlchemy URL of a fresh database for this test (see `pg_database`)."""
+    return pg_database.url
+
+
+@pytest.fixture
+def pg_dsn(pg_database: PgDatabase) -> str:
+    """libpq DSN of a fresh database for this test (see `pg_database`)."""
+    return pg_database.dsn
