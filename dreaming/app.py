@@ -3,16 +3,17 @@ phases run over its agents. The CLI is a thin layer over this."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select, union
 
 from dreaming import sources
 from dreaming.config import (
@@ -31,7 +32,8 @@ from dreaming.phases.deep import run_budget as make_run_budget
 from dreaming.phases.light import LightPhase, Progress
 from dreaming.phases.rem import RemPhase
 from dreaming.runs import finish_run, start_run
-from dreaming.store import agent_lock, open_engine
+from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
+from dreaming.store.models import RunRow, SessionRow
 from dreaming.tags import TagRegistry, build_registry
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class App:
     config_path: Path | None
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _engines: dict[str, Engine] = field(default_factory=dict)
+    _shared: Engine | None = None
 
     @classmethod
     def open(
@@ -70,10 +73,53 @@ class App:
     def settings(self) -> Settings:
         return self.paths.settings
 
+    @property
+    def fleet(self) -> bool:
+        """State in one shared PostgreSQL database (database_url) rather than per-agent files."""
+        return self.settings.database_url is not None
+
+    def shared_engine(self) -> Engine:
+        """The fleet database; opened (and migrated) once per process."""
+        url = self.settings.database_url
+        if url is None:
+            raise StateError("no database_url in the settings: this is not a fleet install")
+        if self._shared is None:
+            self._shared = open_shared_engine(url)
+        return self._shared
+
     def engine(self, agent: str, *, create: bool = True) -> Engine:
+        if self.fleet:
+            return self.shared_engine()
         if agent not in self._engines:
             self._engines[agent] = open_engine(self.paths.database(agent), create=create)
         return self._engines[agent]
+
+    def has_state(self, agent: str) -> bool:
+        """Whether `agent` has been run before (has a database, or rows in the fleet's)."""
+        if not self.fleet:
+            return self.paths.database(agent).exists()
+        return agent in self.known_agents()
+
+    def known_agents(self) -> list[str]:
+        if not self.fleet:
+            return self.paths.known_agents()
+        sessions = SessionRow.__table__  # type: ignore[attr-defined]
+        runs = RunRow.__table__  # type: ignore[attr-defined]
+        query = union(select(sessions.c.agent).distinct(), select(runs.c.agent).distinct())
+        with self.shared_engine().connect() as conn:
+            return sorted(r[0] for r in conn.execute(query))
+
+    @contextlib.contextmanager
+    def lock(self, agent: str, holder: str) -> Iterator[None]:
+        """The agent's exclusive lock for a run or a purge. Both kinds die with their
+        process: flock on this machine, a PostgreSQL advisory lock in a fleet, which holds
+        across every machine that shares the database."""
+        if self.fleet:
+            with advisory_lock(self.shared_engine(), agent, holder):
+                yield
+        else:
+            with agent_lock(self.paths.lock(agent), agent, holder):
+                yield
 
     def release(self, agent: str) -> None:
         engine = self._engines.pop(agent, None)
@@ -84,6 +130,9 @@ class App:
         for engine in self._engines.values():
             engine.dispose()
         self._engines.clear()
+        if self._shared is not None:
+            self._shared.dispose()
+            self._shared = None
 
     def discover(self) -> dict[str, list[SessionFile]]:
         return sources.discover(self.paths)
@@ -97,7 +146,7 @@ class App:
         Pass `discovered` when the caller has just scanned the transcripts: a fleet's
         discovery opens every file."""
         found = self.discover() if discovered is None else discovered
-        known = sorted(set(found) | set(self.paths.known_agents()))
+        known = sorted(set(found) | set(self.known_agents()))
         if not only:
             return known
         missing = [a for a in only if a not in known]
@@ -240,7 +289,7 @@ class App:
         job is writing the corpus."""
         engine = self.engine(agent)
         result: dict[str, Any] = {"agent": agent, "job": job, "phases": {}, "dry_run": dry_run}
-        with agent_lock(self.paths.lock(agent), agent, job or "+".join(phases)):
+        with self.lock(agent, job or "+".join(phases)):
             if not dry_run:
                 complete_pending(engine, self.paths, agent)  # an interrupted purge first
             run_id = None if dry_run else start_run(engine, agent, list(phases), job)
@@ -291,14 +340,14 @@ class App:
 
         A dry run writes nothing at all: no tombstone, no lock file, no database."""
         files = sources.discover(self.paths, [agent]).get(agent, [])
-        if not files and not self.paths.database(agent).exists():
+        has_state = self.has_state(agent)
+        if not files and not has_state:
             self.agents([agent])  # unknown agent: a clean error naming the known ones
-        db = self.paths.database(agent)
         if dry_run:
-            engine = self.engine(agent, create=False) if db.exists() else None
+            engine = self.engine(agent, create=False) if has_state else None
             return Purge(engine, self.paths, agent).run(selector, files, dry_run=True).to_dict()
         engine = self.engine(agent)
-        with agent_lock(self.paths.lock(agent), agent, "forget"):
+        with self.lock(agent, "forget"):
             return Purge(engine, self.paths, agent).run(selector, files, dry_run=False).to_dict()
 
 

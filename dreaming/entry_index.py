@@ -1,4 +1,5 @@
-"""The search index over live entries (SQLite FTS5), used to show the model related entries.
+"""The search index over live entries, used to show the model related entries: SQLite's
+FTS5 in an agent's file, PostgreSQL's full-text search (a stored tsvector) in a fleet.
 
 Kept in step with the `entries` table inside the same transactions, so it never lists an
 entry that is gone (a purge must reach it too: invariant 4).
@@ -9,10 +10,17 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 
 from dreaming.claims import query_words
+from dreaming.store.dialect import is_postgres
 
 
 def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
     remove_entry(conn, agent, key)
+    if is_postgres(conn):
+        conn.execute(
+            text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
+            {"a": agent, "k": key, "t": body},
+        )
+        return
     conn.execute(
         text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
         {"a": agent, "k": key, "t": body},
@@ -26,6 +34,11 @@ def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
 
 
 def remove_entry(conn: Connection, agent: str, key: str) -> None:
+    if is_postgres(conn):
+        conn.execute(
+            text("DELETE FROM entries_fts WHERE agent = :a AND key = :k"), {"a": agent, "k": key}
+        )
+        return
     rowid = conn.execute(
         text("SELECT fts_rowid FROM entry_index_rows WHERE agent = :a AND key = :k"),
         {"a": agent, "k": key},
@@ -44,6 +57,8 @@ def search(conn: Connection, agent: str, query_text: str, limit: int) -> list[st
     tokens = sorted(query_words(query_text))
     if not tokens or limit <= 0:
         return []
+    if is_postgres(conn):
+        return _search_postgres(conn, agent, tokens, limit)
     # Every token quoted: user text must never be parsed as FTS5 query syntax.
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
     rows = conn.execute(
@@ -52,6 +67,22 @@ def search(conn: Connection, agent: str, query_text: str, limit: int) -> list[st
             "ORDER BY bm25(entries_fts) LIMIT :n"
         ),
         {"m": match, "a": agent, "n": limit},
+    )
+    return [r[0] for r in rows]
+
+
+def _search_postgres(conn: Connection, agent: str, tokens: list[str], limit: int) -> list[str]:
+    # Each word through plainto_tsquery, which never parses operators: user text cannot
+    # become tsquery syntax. OR-ed together, as the FTS5 query is.
+    parts = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(tokens)))
+    params: dict[str, object] = {f"w{i}": t for i, t in enumerate(tokens)}
+    rows = conn.execute(
+        text(
+            f"SELECT key FROM entries_fts, ({parts}) AS q(query) "
+            "WHERE agent = :a AND tsv @@ query "
+            "ORDER BY ts_rank_cd(tsv, query) DESC, key LIMIT :n"
+        ),
+        params | {"a": agent, "n": limit},
     )
     return [r[0] for r in rows]
 

@@ -40,7 +40,7 @@ from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_
 from dreaming.messages import SessionFile
 from dreaming.phases.light import flush_corpus_files
 from dreaming.scrub import carries, needles_of, redact, scrub_text, snippets_of
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import is_postgres, upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -525,9 +525,12 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
                 .where(PURGES.c.id == purge_id)
                 .values(completed_at=datetime.now(UTC), pending="[]")
             )
-            # FTS5 keeps deleted terms in old segments until they merge: merge them now.
-            conn.execute(text("INSERT INTO entries_fts(entries_fts) VALUES('optimize')"))
-    if pending:
+            if not is_postgres(conn):
+                # FTS5 keeps deleted terms in old segments until they merge: merge them now.
+                conn.execute(text("INSERT INTO entries_fts(entries_fts) VALUES('optimize')"))
+    if pending and engine.dialect.name == "postgresql":
+        _vacuum_postgres(engine)
+    elif pending:
         # secure_delete zeroes freed pages, but a b-tree page that SQLite rebalances can keep
         # old cell bytes in its unused space, and old frames of the write-ahead log still
         # hold deleted rows: rebuild the file and truncate the log, so the purge is complete
@@ -543,6 +546,30 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         finally:
             raw.close()
     return len(pending)
+
+
+# The tables a purge deletes from: vacuumed after it in a fleet database.
+_PURGED_TABLES = (
+    "corpus_lines",
+    "candidates",
+    "candidate_evidence",
+    "entries",
+    "entries_fts",
+    "origins",
+    "entry_evidence",
+    "recalls",
+    "llm_calls",
+    "memory_backups",
+    "runs",
+)
+
+
+def _vacuum_postgres(engine: Engine) -> None:
+    """Reclaim the dead row versions a purge left: until VACUUM runs they still hold the
+    text in the table files. (PostgreSQL offers no secure_delete: freed space is reused,
+    not zeroed, and the WAL and backups are the operator's to expire; docs/fleet.md.)"""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM " + ", ".join(_PURGED_TABLES))
 
 
 __all__ = [

@@ -4,6 +4,8 @@ back for `dreaming runs`."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,10 +26,21 @@ def start_run(engine: Engine, agent: str, phases: list[str], job: str | None = N
     with engine.begin() as conn:
         result = conn.execute(
             insert(RUNS)
-            .values(agent=agent, job=job, phases=",".join(phases), started_at=utcnow())
+            .values(
+                agent=agent,
+                job=job,
+                phases=",".join(phases),
+                started_at=utcnow(),
+                worker=worker_name(),
+            )
             .returning(RUNS.c.id)
         )
         return int(result.scalar_one())
+
+
+def worker_name() -> str:
+    """Which process ran a run: host and pid, so a fleet's runs can be told apart."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def finish_run(engine: Engine, run_id: int, outcome: str, summary: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ def _corpus_files(conn: Connection, paths: Paths, agent: str) -> list[str]:
     for day, sid, line, body in conn.execute(
         text(
             "SELECT day, session_id, line, text FROM corpus_lines WHERE agent = :a "
-            "ORDER BY day, coalesce(ts, ''), session_id, line"
+            "ORDER BY day, ts NULLS FIRST, session_id, line"
         ),
         {"a": agent},
     ):

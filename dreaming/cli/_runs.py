@@ -16,7 +16,7 @@ from dreaming.runs import RunRecord, get_run, list_runs
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
     app = ctx.app
-    return [a for a in app.agents(list(agents) or None) if app.paths.database(a).exists()]
+    return [a for a in app.agents(list(agents) or None) if app.has_state(a)]
 
 
 def _num(value: Any) -> str:

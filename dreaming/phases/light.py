@@ -209,7 +209,7 @@ def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
             rows = conn.execute(
                 select(LINES.c.session_id, LINES.c.line, LINES.c.text)
                 .where(and_(LINES.c.agent == agent, LINES.c.day == day))
-                .order_by(func.coalesce(LINES.c.ts, ""), LINES.c.session_id, LINES.c.line)
+                .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
             ).all()
         rendered = corpus.render_day(agent, ((r[0], r[1], r[2]) for r in rows))
         corpus.write_day(folder, day, rendered)

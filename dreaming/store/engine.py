@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, StateError
@@ -81,6 +83,97 @@ def _migrate(engine: Engine, where: str) -> None:
         finally:
             conn.rollback()  # SQLAlchemy's own bookkeeping; nothing is left to undo
             dbapi.isolation_level = previous
+
+
+def open_shared_engine(url: str) -> Engine:
+    """Open (and migrate) the one database a fleet shares: every agent's rows, keyed by
+    agent. Only PostgreSQL is accepted: it is what gives many machines one consistent state
+    (row locks, advisory locks, conditional updates)."""
+    engine = create_engine(_driver_url(url), pool_pre_ping=True)
+    with engine.begin() as conn:
+        # DDL is transactional in PostgreSQL; the advisory lock makes a second process that
+        # starts at the same moment wait for the first one's migrations instead of racing.
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+        migrate(conn, redact(url))
+    return engine
+
+
+_MIGRATION_LOCK = 0x647265616D696E67  # "dreaming"
+
+
+def _driver_url(url: str) -> str:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise StateError(f"database_url {redact(url)!r} is not a database URL: {err}") from None
+    if parsed.get_backend_name() != "postgresql":
+        raise StateError(
+            f"database_url must be a postgresql:// URL (got {parsed.get_backend_name()}://); "
+            "leave it unset for per-agent SQLite files"
+        )
+    try:
+        import psycopg  # noqa: F401  (the driver: only fleets need it)
+    except ImportError:
+        raise StateError(
+            "database_url needs the fleet extra: pip install 'dreaming[fleet]'"
+        ) from None
+    return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+def redact(url: str) -> str:
+    """A URL fit for messages and logs: the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid URL>"
+
+
+def advisory_key(agent: str) -> int:
+    """A stable signed 64-bit key per agent for pg_advisory_lock (collisions negligible)."""
+    digest = hashlib.blake2b(f"dreaming:agent:{agent}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextlib.contextmanager
+def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[None]:
+    """Hold the agent's exclusive lock in PostgreSQL for a run, on a connection of its own.
+
+    A session-level advisory lock belongs to the server connection: if the process dies,
+    its connection closes and the server releases the lock, so a killed worker never
+    leaves an agent locked. The holder is written as the connection's application_name,
+    which is how a refused run can say who has the agent."""
+    conn = engine.connect()
+    try:
+        conn.execute(
+            text("SELECT set_config('application_name', :n, false)"),
+            {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
+        )
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(agent)})
+        conn.commit()
+        if not got.scalar_one():
+            raise LockedError(agent, _advisory_holder(conn, agent))
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(agent)})
+            conn.commit()
+    finally:
+        conn.close()
+
+
+def _advisory_holder(conn: Any, agent: str) -> str:
+    key = advisory_key(agent)
+    row = conn.execute(
+        text(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.classid::bigint = ((:k >> 32) & 4294967295) "
+            "AND l.objid::bigint = (:k & 4294967295) LIMIT 1"
+        ),
+        {"k": key},
+    ).scalar()
+    conn.rollback()
+    return str(row) if row else "another process"
 
 
 def session(engine: Engine) -> Session:

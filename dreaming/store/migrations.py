@@ -211,6 +211,41 @@ def _entry_index_rows(conn: Connection) -> None:
         )
 
 
+@migration("0006_fleet")
+def _fleet(conn: Connection) -> None:
+    """What a fleet shares: who ran each run, a spending ledger and request windows that
+    every worker reserves from, and (on PostgreSQL) the entry search index."""
+    _run(
+        conn,
+        """
+        ALTER TABLE runs ADD COLUMN worker VARCHAR;
+        CREATE TABLE budget_ledger (
+            scope VARCHAR NOT NULL, day VARCHAR NOT NULL,
+            usd_reserved FLOAT NOT NULL DEFAULT 0, usd_spent FLOAT NOT NULL DEFAULT 0,
+            tokens_reserved BIGINT NOT NULL DEFAULT 0, tokens_spent BIGINT NOT NULL DEFAULT 0,
+            calls_reserved INTEGER NOT NULL DEFAULT 0, calls INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (scope, day));
+        CREATE TABLE rate_windows (
+            profile VARCHAR NOT NULL, window_start BIGINT NOT NULL,
+            requests INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (profile, window_start))
+        """,
+    )
+    if conn.dialect.name == "postgresql":
+        # PostgreSQL's own full-text search in place of FTS5: a stored, stemmed tsvector
+        # under a GIN index. Same table name and columns, so readers need not care.
+        _run(
+            conn,
+            """
+            CREATE TABLE entries_fts (
+                agent VARCHAR NOT NULL, key VARCHAR NOT NULL, text TEXT NOT NULL,
+                tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+                PRIMARY KEY (agent, key));
+            CREATE INDEX ix_entries_fts_tsv ON entries_fts USING GIN (tsv)
+            """,
+        )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

@@ -152,6 +152,7 @@ class RunRow(SQLModel, table=True):
     ended_at: datetime | None = None
     outcome: str = "running"  # running | ok | failed | budget | interrupted | skipped
     summary: str = "{}"  # JSON
+    worker: str | None = None  # host:pid of the process that ran it (fleets spread runs)
 
 
 class StateRow(SQLModel, table=True):
@@ -271,3 +272,29 @@ class PurgeRow(SQLModel, table=True):
     completed_at: datetime | None = None
     report: str = "{}"  # JSON
     pending: str = "[]"  # JSON list of snippets, emptied on completion
+
+
+class BudgetLedgerRow(SQLModel, table=True):
+    """A shared budget's day (`scope` is e.g. "fleet"): what is spent, and what calls in
+    flight have reserved at their worst case. Every worker reserves here before a call."""
+
+    __tablename__ = "budget_ledger"
+
+    scope: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)
+    usd_reserved: float = 0.0
+    usd_spent: float = 0.0
+    tokens_reserved: int = 0
+    tokens_spent: int = 0
+    calls_reserved: int = 0
+    calls: int = 0
+
+
+class RateWindowRow(SQLModel, table=True):
+    """Requests sent per LLM profile in one fixed window (a minute), across all workers."""
+
+    __tablename__ = "rate_windows"
+
+    profile: str = Field(primary_key=True)
+    window_start: int = Field(primary_key=True)  # unix seconds
+    requests: int = 0
