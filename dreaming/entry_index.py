@@ -78,7 +78,7 @@ def _search_postgres(conn: Connection, agent: str, tokens: list[str], limit: int
     params: dict[str, object] = {f"w{i}": t for i, t in enumerate(tokens)}
     rows = conn.execute(
         text(
-            f"SELECT key FROM entries_fts, ({parts}) AS q(query) "
+            f"SELECT key FROM entries_fts, (SELECT {parts}) AS q(query) "
             "WHERE agent = :a AND tsv @@ query "
             "ORDER BY ts_rank_cd(tsv, query) DESC, key LIMIT :n"
         ),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import backends
+from tests.backends import Backend
 from tests.fake_openai import fake_openai_fixture  # noqa: F401  (provides the `fake_openai` fixture)
 from tests.pg import PgDatabase, PostgresServer, PostgresUnavailable
 
@@ -98,3 +100,16 @@ def pg_url(pg_database: PgDatabase) -> str:
 def pg_dsn(pg_database: PgDatabase) -> str:
     """libpq DSN of a fresh database for this test (see `pg_database`)."""
     return pg_database.dsn
+
+
+# --- one parametrized fixture for the state backend ----------------------------------------
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Backend:
+    """Run the test once on per-agent SQLite files and once on a shared PostgreSQL database.
+    Helpers that build state folders read `tests.backends.CURRENT`, set here."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    chosen = Backend(request.param, url)
+    monkeypatch.setattr(backends, "CURRENT", chosen)
+    return chosen

@@ -13,6 +13,7 @@ from typing import Any
 
 from dreaming import demo
 from dreaming.app import App
+from tests import backends
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI, Reply
 
 CANDIDATE_ID = re.compile(r'"id":\s*"(c\d+)"')
@@ -31,6 +32,7 @@ def build_state(root: Path, *, base_url: str | None = None, extra: str = "") -> 
             "max_attempts = 2\ndeadline_s = 5\ntimeout_s = 5\n"
         )
     (root / "dreaming.toml").write_text(config + extra)
+    backends.CURRENT.configure(root)
     return root
 
 
@@ -112,6 +114,10 @@ def tree_hash(root: Path) -> dict[str, str]:
             out[str(p.relative_to(root))] = hashlib.sha256(dump.encode()).hexdigest()
         else:
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    # A fleet's state is in PostgreSQL, not under the state folder: hash it with the folder.
+    shared = backends.CURRENT.dump_hash() if (root / "dreaming").is_dir() else None
+    if shared is not None:
+        out["<database>"] = shared
     return out
 
 

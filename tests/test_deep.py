@@ -14,6 +14,9 @@ from dreaming import memory_file as mf
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app, tree_hash
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 
+# Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def night(root: Path, **deep: Any) -> dict[str, Any]:
     app = open_app(root)
@@ -33,10 +36,15 @@ def deep_only(root: Path, **deep: Any) -> dict[str, Any]:
 
 
 def query(root: Path, sql: str, agent: str = "main") -> list[Any]:
+    """A one-table query, scoped to `agent` (a fleet database holds every agent's rows)."""
+    if " WHERE " in sql:
+        sql = sql.replace(" WHERE ", " WHERE agent = :agent AND ", 1)
+    else:
+        sql += " WHERE agent = :agent"
     app = open_app(root)
     try:
         with app.engine(agent).connect() as conn:
-            return list(conn.execute(text(sql)).all())
+            return list(conn.execute(text(sql), {"agent": agent}).all())
     finally:
         app.close()
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from dreaming import demo
 from dreaming.cli._main import cli
+from tests import backends
 from tests.deep_helpers import decide_all, tree_hash
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI
 from tests.openclaw_builder import FakeOpenClaw
@@ -24,6 +25,9 @@ NEEDLES = ("GRIFFIN-4471", "Zanzibar-Quokka", "tangerine-octopus")
 SHARED = "The boat Dorado is moored at pier nine."
 KEPT = "The staging database is called bluebird."
 START = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
+
+# Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def seed(root: Path, base_url: str) -> Path:
@@ -72,6 +76,7 @@ def seed(root: Path, base_url: str) -> Path:
         f"[llm.profiles.test]\nbase_url = '{base_url}'\nmodel = '{DEFAULT_MODEL}'\n"
         "price_input_per_mtok = 1.0\nprice_output_per_mtok = 1.0\n"
     )
+    backends.CURRENT.configure(root)
     return root
 
 
@@ -105,6 +110,9 @@ def every_artifact(root: Path) -> str:
                 parts.append("\n".join(str(r) for r in conn.execute("SELECT * FROM entries_fts")))
             finally:
                 conn.close()
+    shared = backends.CURRENT.dump()  # a fleet's state: every row of the PostgreSQL database
+    if shared is not None:
+        parts.append(shared)
     return "\n".join(parts)
 
 
@@ -169,7 +177,8 @@ def test_deleting_the_database_does_not_resurrect(
     purged_state: tuple[Path, dict[str, Any]],
 ) -> None:
     root, _ = purged_state
-    shutil.rmtree(root / "dreaming" / "agents")
+    shutil.rmtree(root / "dreaming" / "agents", ignore_errors=True)
+    backends.CURRENT.wipe()
     cli_json(root, "run")
     text = every_artifact(root)
     for needle in NEEDLES:

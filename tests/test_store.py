@@ -1,50 +1,92 @@
+"""The store on both backends (the `backend` fixture): per-agent SQLite files and the shared
+PostgreSQL database of a fleet."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import Engine, inspect, text
 
 from dreaming.errors import LockedError, SchemaTooNewError
-from dreaming.store import MIGRATIONS, agent_lock, open_engine, schema_version
+from dreaming.store import MIGRATIONS, agent_lock, open_engine, open_shared_engine, schema_version
+from dreaming.store.engine import advisory_lock
 from dreaming.store.models import SQLModel
+from tests.backends import Backend
 
 
-def test_fresh_database_has_every_model_table_and_column(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "a.sqlite")
+def _open(backend: Backend, tmp_path: Path) -> Engine:
+    if backend.url is None:
+        return open_engine(tmp_path / "a.sqlite")
+    return open_shared_engine(backend.url)
+
+
+def test_fresh_database_has_every_model_table_and_column(backend: Backend, tmp_path: Path) -> None:
+    engine = _open(backend, tmp_path)
     insp = inspect(engine)
     for table in SQLModel.metadata.sorted_tables:
         cols = {c["name"] for c in insp.get_columns(table.name)}
         assert cols == {c.name for c in table.columns}, table.name
+    engine.dispose()
 
 
-def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite"
-    open_engine(path).dispose()
-    engine = open_engine(path)
+def test_migrations_are_recorded_and_idempotent(backend: Backend, tmp_path: Path) -> None:
+    _open(backend, tmp_path).dispose()
+    engine = _open(backend, tmp_path)
     with engine.connect() as conn:
         names = [r[0] for r in conn.execute(text("SELECT name FROM schema_migrations"))]
-    assert names == [n for n, _ in MIGRATIONS]
+    assert sorted(names) == sorted(n for n, _ in MIGRATIONS)
     assert schema_version() == len(MIGRATIONS)
+    engine.dispose()
 
 
-def test_newer_database_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite"
-    engine = open_engine(path)
+def test_newer_database_is_refused(backend: Backend, tmp_path: Path) -> None:
+    engine = _open(backend, tmp_path)
     with engine.begin() as conn:
         conn.execute(
             text("INSERT INTO schema_migrations VALUES ('9999_from_the_future', '2030-01-01')")
         )
     engine.dispose()
     with pytest.raises(SchemaTooNewError, match="newer than this dreaming supports"):
-        open_engine(path)
+        _open(backend, tmp_path)
 
 
-def test_agent_lock_is_exclusive(tmp_path: Path) -> None:
-    lock = tmp_path / "locks" / "main.lock"
-    with agent_lock(lock, "main", "light"):
-        with pytest.raises(LockedError, match="main"):
-            with agent_lock(lock, "main", "deep"):
+def test_big_integers_round_trip(backend: Backend, tmp_path: Path) -> None:
+    # File cursors hold nanosecond mtimes and byte offsets past 2 GiB.
+    engine = _open(backend, tmp_path)
+    big = 1_796_051_920_044_175_897
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                'INSERT INTO file_cursors (agent, path, session_id, "offset", size, mtime_ns, '
+                "updated_at) VALUES ('a', 'p', 's', :o, :o, :m, '2026-01-01')"
+            ),
+            {"o": 5 * 2**30, "m": big},
+        )
+        row = conn.execute(text('SELECT "offset", mtime_ns FROM file_cursors')).one()
+    assert tuple(row) == (5 * 2**30, big)
+    engine.dispose()
+
+
+def test_agent_lock_is_exclusive(backend: Backend, tmp_path: Path) -> None:
+    if backend.url is None:
+        lock = tmp_path / "locks" / "main.lock"
+
+        def hold(holder: str, agent: str = "main"):  # type: ignore[no-untyped-def]
+            return agent_lock(tmp_path / "locks" / f"{agent}.lock", agent, holder)
+
+        assert lock.parent.name == "locks"
+    else:
+        engine = _open(backend, tmp_path)
+
+        def hold(holder: str, agent: str = "main"):  # type: ignore[no-untyped-def]
+            return advisory_lock(engine, agent, holder)
+
+    with hold("light"):
+        with pytest.raises(LockedError, match=r"main.*light"):
+            with hold("deep"):
                 pass
-    with agent_lock(lock, "main", "deep"):
+        with hold("deep", agent="other"):
+            pass
+    with hold("deep"):
         pass

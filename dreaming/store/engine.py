@@ -89,7 +89,11 @@ def open_shared_engine(url: str) -> Engine:
     """Open (and migrate) the one database a fleet shares: every agent's rows, keyed by
     agent. Only PostgreSQL is accepted: it is what gives many machines one consistent state
     (row locks, advisory locks, conditional updates)."""
-    engine = create_engine(_driver_url(url), pool_pre_ping=True)
+    # Timestamps are stored as naive UTC (as in SQLite): the session time zone must be UTC or
+    # the server would shift aware datetimes into its own zone on the way in.
+    engine = create_engine(
+        _driver_url(url), pool_pre_ping=True, connect_args={"options": "-c timezone=UTC"}
+    )
     with engine.begin() as conn:
         # DDL is transactional in PostgreSQL; the advisory lock makes a second process that
         # starts at the same moment wait for the first one's migrations instead of racing.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import BigInteger
 from sqlmodel import Field, SQLModel
 
 
@@ -37,11 +38,11 @@ class FileCursorRow(SQLModel, table=True):
     agent: str = Field(primary_key=True)
     path: str = Field(primary_key=True)
     session_id: str
-    offset: int = 0
+    offset: int = Field(default=0, sa_type=BigInteger)  # byte offsets pass 2 GiB
     line: int = 0
     head: str = ""
-    size: int = 0
-    mtime_ns: int = 0
+    size: int = Field(default=0, sa_type=BigInteger)
+    mtime_ns: int = Field(default=0, sa_type=BigInteger)  # nanoseconds overflow INTEGER
     updated_at: datetime
 
 

@@ -1,0 +1,163 @@
+"""The PostgreSQL backend (database_url) against the per-agent SQLite files it replaces:
+same schema, same night, same files, same verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from dreaming import demo
+from dreaming.app import App
+from dreaming.errors import LockedError, SchemaTooNewError, StateError
+from dreaming.forget import Selector
+from dreaming.store import MIGRATIONS, open_shared_engine
+from dreaming.store.models import SQLModel
+from dreaming.verify import verify
+
+pytestmark = pytest.mark.postgres
+
+
+def _fleet_folder(root: Path, url: str) -> Path:
+    demo.build(root)
+    config = root / "dreaming.toml"
+    config.write_text(f'database_url = "{url}"\n' + config.read_text())
+    return root
+
+
+def _outputs(app: App, agents: list[str]) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for agent in agents:
+        for path in (app.paths.memory_file(agent), app.paths.dreams_file(agent)):
+            files[f"{agent}/{path.name}"] = path.read_text()
+        for day in sorted(app.paths.corpus_dir(agent).glob("*.txt")):
+            files[f"{agent}/corpus/{day.name}"] = day.read_text()
+    return files
+
+
+def test_shared_database_has_every_model_table_and_column(pg_url: str) -> None:
+    engine = open_shared_engine(pg_url)
+    insp = inspect(engine)
+    for table in SQLModel.metadata.sorted_tables:
+        cols = {c["name"] for c in insp.get_columns(table.name)}
+        assert cols == {c.name for c in table.columns}, table.name
+    with engine.connect() as conn:
+        names = [r[0] for r in conn.execute(text("SELECT name FROM schema_migrations"))]
+    assert sorted(names) == sorted(n for n, _ in MIGRATIONS)
+    engine.dispose()
+    open_shared_engine(pg_url).dispose()  # idempotent
+
+
+def test_newer_shared_database_is_refused(pg_url: str) -> None:
+    engine = open_shared_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO schema_migrations VALUES ('9999_next', '2030-01-01')"))
+    engine.dispose()
+    with pytest.raises(SchemaTooNewError):
+        open_shared_engine(pg_url)
+
+
+def test_database_url_must_be_postgres(tmp_path: Path) -> None:
+    with pytest.raises(StateError, match="postgresql://"):
+        open_shared_engine(f"sqlite:///{tmp_path}/x.sqlite")
+    with pytest.raises(StateError, match="not a database URL"):
+        open_shared_engine("::nonsense")
+
+
+def test_a_night_on_postgres_equals_the_same_night_on_sqlite(tmp_path: Path, pg_url: str) -> None:
+    local = demo.build(tmp_path / "local")
+    fleet = _fleet_folder(tmp_path / "fleet", pg_url)
+    results = {}
+    outputs = {}
+    for name, root in (("local", local), ("fleet", fleet)):
+        app = App.open(root, root / "dreaming.toml", env={})
+        try:
+            results[name] = app.run(["light", "rem", "deep"])
+            agents = [r["agent"] for r in results[name]]
+            outputs[name] = _outputs(app, agents)
+            for agent in agents:
+                assert verify(app.engine(agent), app.paths, agent).ok, agent
+        finally:
+            app.close()
+    assert [r["outcome"] for r in results["fleet"]] == [r["outcome"] for r in results["local"]]
+    assert outputs["fleet"] == outputs["local"]
+    promoted = sum(r["phases"]["deep"]["actions"].get("add", 0) for r in results["local"])
+    corpus_files = [k for k in outputs["local"] if "/corpus/" in k]
+    assert promoted > 0 and len(corpus_files) > 4, (promoted, corpus_files)
+    assert not (fleet / "dreaming" / "agents").exists()  # no SQLite file was made
+
+
+def test_agents_share_one_database_without_seeing_each_other(tmp_path: Path, pg_url: str) -> None:
+    root = _fleet_folder(tmp_path / "fleet", pg_url)
+    app = App.open(root, root / "dreaming.toml", env={})
+    try:
+        app.run(["light", "rem", "deep"])
+        agents = app.known_agents()
+        assert len(agents) >= 2
+        assert all(app.has_state(a) for a in agents)
+        assert not app.has_state("nobody")
+        # Forgetting every session of one agent leaves the others' state untouched.
+        first, other = agents[0], agents[1]
+        with app.engine(other).connect() as conn:
+            before = conn.execute(
+                text("SELECT count(*) FROM corpus_lines WHERE agent = :a"), {"a": other}
+            ).scalar_one()
+        report = app.forget(first, Selector(sessions=tuple(_sessions(app, first))), dry_run=False)
+        assert report["sessions"]
+        with app.engine(other).connect() as conn:
+            after = conn.execute(
+                text("SELECT count(*) FROM corpus_lines WHERE agent = :a"), {"a": other}
+            ).scalar_one()
+            left = conn.execute(
+                text("SELECT count(*) FROM corpus_lines WHERE agent = :a"), {"a": first}
+            ).scalar_one()
+        assert after == before > 0
+        assert left == 0
+        assert verify(app.engine(first), app.paths, first).ok
+        assert verify(app.engine(other), app.paths, other).ok
+    finally:
+        app.close()
+
+
+def test_the_advisory_lock_excludes_a_second_run_and_dies_with_its_connection(
+    tmp_path: Path, pg_url: str
+) -> None:
+    root = _fleet_folder(tmp_path / "fleet", pg_url)
+    first = App.open(root, root / "dreaming.toml", env={})
+    second = App.open(root, root / "dreaming.toml", env={})
+    try:
+        with first.lock("main", "nightly"):
+            with pytest.raises(LockedError, match="nightly"):
+                with second.lock("main", "deep"):
+                    pass
+            with second.lock("ops", "deep"):  # another agent is free
+                pass
+        with second.lock("main", "deep"):  # released on exit
+            pass
+        # A holder whose connection dies (a killed worker) releases the lock with it.
+        holder = first.shared_engine().connect()
+        holder.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _key("main")})
+        with pytest.raises(LockedError):
+            with second.lock("main", "deep"):
+                pass
+        holder.invalidate()  # closes the server connection, as a process death would
+        with second.lock("main", "deep"):
+            pass
+    finally:
+        first.close()
+        second.close()
+
+
+def _sessions(app: App, agent: str) -> list[str]:
+    with app.engine(agent).connect() as conn:
+        rows = conn.execute(
+            text("SELECT DISTINCT session_id FROM corpus_lines WHERE agent = :a"), {"a": agent}
+        )
+        return [r[0] for r in rows]
+
+
+def _key(agent: str) -> int:
+    from dreaming.store.engine import advisory_key
+
+    return advisory_key(agent)
