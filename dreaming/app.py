@@ -134,8 +134,10 @@ class App:
             self._shared.dispose()
             self._shared = None
 
-    def discover(self) -> dict[str, list[SessionFile]]:
-        return sources.discover(self.paths)
+    def discover(self, agents: Sequence[str] | None = None) -> dict[str, list[SessionFile]]:
+        """Transcripts per agent; only those of `agents` when given (a fleet's worker runs
+        one agent and must not open every agent's files to find its own)."""
+        return sources.discover(self.paths, list(agents) if agents else None)
 
     def agents(
         self,
@@ -145,7 +147,7 @@ class App:
         """Agents with transcripts or state, or exactly `only` (unknown names are errors).
         Pass `discovered` when the caller has just scanned the transcripts: a fleet's
         discovery opens every file."""
-        found = self.discover() if discovered is None else discovered
+        found = self.discover(only) if discovered is None else discovered
         known = sorted(set(found) | set(self.known_agents()))
         if not only:
             return known
@@ -203,7 +205,7 @@ class App:
         profile = llm if llm is not None else self.settings.deep.llm
         if profile is not None and profile not in self.settings.llm.profiles:
             raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
-        files = self.discover() if "light" in ordered else {}
+        files = self.discover(agents) if "light" in ordered else {}
         names = self.agents(agents, files if "light" in ordered else None)
         options: dict[str, Any] = {
             "job": job,

@@ -108,6 +108,24 @@ class BudgetSettings(_Strict):
     daily_max_tokens: int | None = Field(default=None, ge=0)
 
 
+class FleetSettings(_Strict):
+    """Fleet mode (database_url set; docs/fleet.md): the Procrastinate queue, how dead
+    workers are noticed, budgets shared by every agent and worker, and where workspaces are."""
+
+    queue: str = Field(default="dreaming", min_length=1)
+    heartbeat_s: float = Field(default=10.0, gt=0)  # how often a worker says it is alive
+    stalled_after_s: float = Field(default=60.0, gt=0)  # silent this long: presumed dead
+    # When workers look for the jobs of dead workers (cron; a 6th field is seconds).
+    stalled_check_cron: str = "* * * * *"
+    # Caps on what the whole fleet spends in a UTC day, over every agent and worker.
+    daily_max_usd: float | None = Field(default=None, ge=0)
+    daily_max_tokens: int | None = Field(default=None, ge=0)
+    daily_max_calls: int | None = Field(default=None, ge=0)
+    # Agents' workspaces (MEMORY.md, DREAMS.md, corpus) as <workspace_root>/<agent>, on
+    # storage every worker mounts at this path. Unset: beside the transcripts, as locally.
+    workspace_root: Path | None = None
+
+
 class AgentSettings(_Strict):
     workspace: Path | None = None
 
@@ -134,6 +152,7 @@ class Settings(_Strict):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     jobs_dir: Path | None = None
     database_url: str | None = None
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
 
 
 def _format_error(path: Path | str, err: ValidationError) -> str:
@@ -200,6 +219,13 @@ def _resolve_paths(s: Settings, base: Path) -> Settings:
                 for name, a in s.agents.items()
             },
             "jobs_dir": _resolve(s.jobs_dir, base) if s.jobs_dir else None,
+            "fleet": s.fleet.model_copy(
+                update={
+                    "workspace_root": (
+                        _resolve(s.fleet.workspace_root, base) if s.fleet.workspace_root else None
+                    )
+                }
+            ),
         }
     )
 
@@ -245,6 +271,8 @@ class Paths:
         configured = self.settings.agents.get(agent)
         if configured is not None and configured.workspace is not None:
             return configured.workspace
+        if self.settings.fleet.workspace_root is not None:
+            return self.settings.fleet.workspace_root / agent
         return self.state_dir / ("workspace" if agent == "main" else f"workspace-{agent}")
 
     def memory_file(self, agent: str) -> Path:

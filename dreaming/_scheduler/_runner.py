@@ -12,6 +12,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -34,6 +35,9 @@ log = logging.getLogger("dreaming.scheduler")
 # The stable public name the job store keeps, whatever module defines the function.
 RUN_JOB_FUNC = "dreaming.scheduler:run_scheduled_job"
 AgentResult = dict[str, Any]
+# The fire a scheduled call belongs to (set by the scheduler around the call): an executor
+# that enqueues uses it to never enqueue one fire twice. None for on-demand runs.
+SCHEDULED_FIRE: ContextVar[datetime | None] = ContextVar("scheduled_fire", default=None)
 
 
 # -- where jobs live, and finding one ------------------------------------------------------
@@ -95,7 +99,8 @@ class AgentOutcome(StrEnum):
     BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
     FAILED = "failed"
     INTERRUPTED = "interrupted"
-    SKIPPED = "skipped"  # another run held the agent's lock
+    SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
+    QUEUED = "queued"  # handed to the fleet queue; a worker runs it
 
 
 def effective_budget(settings: BudgetSettings, job: BudgetSettings) -> BudgetSettings:

@@ -12,13 +12,14 @@ import logging
 import os
 import queue
 import signal
+import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from apscheduler.events import (
     EVENT_JOB_ERROR,
@@ -32,7 +33,12 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
-from dreaming._scheduler._runner import AgentResult, ScheduledCall
+from dreaming._scheduler._runner import (
+    RUN_JOB_FUNC,
+    SCHEDULED_FIRE,
+    AgentResult,
+    ScheduledCall,
+)
 from dreaming._scheduler._triggers import build_trigger, fingerprint, grace_seconds
 from dreaming.app import App
 from dreaming.config import Paths
@@ -130,9 +136,11 @@ class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
                     fires.append(Fire(job.id, run_time, FireStatus.MISSED))
                     continue
                 log.info("job=%s event=fire scheduled=%s", job.id, run_time.isoformat())
+                token = SCHEDULED_FIRE.set(run_time)
                 try:
                     results = job.func(*job.args, **job.kwargs)
                 except Exception as err:
+                    SCHEDULED_FIRE.reset(token)
                     if isinstance(err, DreamingError):  # e.g. the job file went away
                         log.error("job=%s event=error error=%r", job.id, str(err))
                     else:
@@ -142,6 +150,7 @@ class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
                     )
                     fires.append(Fire(job.id, run_time, FireStatus.FAILED))
                 else:
+                    SCHEDULED_FIRE.reset(token)
                     events.append(
                         JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, alias, run_time, retval=None)
                     )
@@ -178,8 +187,13 @@ def _service_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def store_url(paths: Paths) -> str:
-    return f"sqlite:///{paths.home / 'scheduler.sqlite'}"
+def store_url(paths: Paths, name: str = "scheduler") -> str:
+    return f"sqlite:///{paths.home / f'{name}.sqlite'}"
+
+
+Executor = Literal["in-process", "procrastinate"]
+# What a procrastinate-executor scheduler stores and calls (dreaming.fleet, fleet extra).
+ENQUEUE_JOB_FUNC = "dreaming.fleet:enqueue_scheduled_job"
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -215,15 +229,21 @@ class JobScheduler:
         )
 
     @classmethod
-    def for_app(cls, app: App, folder: Path) -> JobScheduler:
+    def for_app(cls, app: App, folder: Path, executor: Executor = "in-process") -> JobScheduler:
+        """The service for a state folder. With the procrastinate executor a fire enqueues
+        one task per agent for fleet workers instead of running the job here; its store and
+        lock are per host, so a second scheduler on another machine (kept for availability)
+        has its own, and the queue refuses what both enqueue."""
         app.paths.home.mkdir(parents=True, exist_ok=True)
         config = app.config_path.resolve() if app.config_path is not None else None
-        call = ScheduledCall(app.paths.state_dir.resolve(), config, folder.resolve())
+        func = ENQUEUE_JOB_FUNC if executor == "procrastinate" else RUN_JOB_FUNC
+        call = ScheduledCall(app.paths.state_dir.resolve(), config, folder.resolve(), func)
+        name = "scheduler" if executor == "in-process" else f"scheduler-{socket.gethostname()}"
         return cls(
             call,
-            store_url(app.paths),
+            store_url(app.paths, name),
             profiles=list(app.settings.llm.profiles),
-            lock_path=app.paths.home / "locks" / "scheduler.lock",
+            lock_path=app.paths.home / "locks" / f"{name}.lock",
         )
 
     @property

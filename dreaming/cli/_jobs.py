@@ -8,10 +8,12 @@ from typing import Any
 
 import click
 
+from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_result
+from dreaming.errors import StateError
 from dreaming.jobs import load_jobs
 from dreaming.scheduler import AgentOutcome, InProcessRunner, describe_job, jobs_dir
 
@@ -37,6 +39,8 @@ def _format_job(job: dict[str, Any]) -> str:
 
 
 def format_agent_result(result: dict[str, Any]) -> str:
+    if result["outcome"] == AgentOutcome.QUEUED:
+        return f"agent {result['agent']}: queued as task {result['queue_job_id']}"
     if result["outcome"] == AgentOutcome.SKIPPED:
         return f"agent {result['agent']}: skipped, {result['reason']}"
     if result["outcome"] == AgentOutcome.FAILED:
@@ -72,18 +76,32 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show what deep would do; write nothing.")
+@click.option(
+    "--executor",
+    type=click.Choice(["in-process", "procrastinate"]),
+    default="in-process",
+    show_default=True,
+    help="in-process: run it here now. procrastinate: enqueue one task per agent for fleet "
+    "workers (`dreaming worker`; needs database_url).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
-def run_job(ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
-    """Run job NAME now, the way the scheduler runs it.
+def run_job(
+    ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, executor: str, as_json: bool
+) -> None:
+    """Run job NAME now, the way the scheduler runs it (or queue it for fleet workers).
 
     An agent that another run holds is skipped and reported ("locked by ..."); the others
-    run. Exit status: 0 when no agent failed (skipped agents included), 1 otherwise.
+    run. Queued, an agent whose task is already waiting is skipped ("already waiting").
+    Exit status: 0 when no agent failed (skipped agents included), 1 otherwise.
     """
     app = ctx.app
     runner = InProcessRunner(app, jobs_dir(app.paths))
     job = runner.job(name)
     dry = dry_run or job.dry_run
+    if executor == "procrastinate":
+        _enqueue(app, name, agents, dry, as_json)
+        return
     note(app.registry.banner())
     with progress("light", enabled=not as_json and "light" in job.phases and not dry) as bar:
         results = runner.run(name, agents=list(agents) or None, dry_run=dry, progress=bar)
@@ -106,3 +124,16 @@ def run_job(ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, as_
         click.echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
     if any(r["outcome"] == AgentOutcome.FAILED for r in results):
         sys.exit(1)
+
+
+def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:
+    if not app.fleet:
+        raise StateError("--executor procrastinate needs database_url in the settings")
+    from dreaming.fleet import enqueue_job
+
+    results = enqueue_job(app, jobs_dir(app.paths), name, agents=list(agents) or None, dry_run=dry)
+    if as_json:
+        keys = ("agent", "outcome", "queue_job_id", "reason")
+        emit_json({"job": name, "queued": [{k: r[k] for k in keys if k in r} for r in results]})
+    else:
+        click.echo("\n".join(format_agent_result(r) for r in results) or "no agents")

@@ -94,6 +94,7 @@ def main() -> None:
         _status,
         _tags,
         _verify,
+        _worker,
     )
 
     cli()

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from dreaming._scheduler._service import Executor
 from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.errors import StateError
 from dreaming.scheduler import JobScheduler, jobs_dir
 
 
@@ -30,18 +32,37 @@ def _service_logging() -> None:
     help="Jobs folder (default: jobs_dir from the settings, else <state-dir>/dreaming/jobs "
     "if it exists, else the bundled examples).",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["in-process", "procrastinate"]),
+    default="in-process",
+    show_default=True,
+    help="in-process: run each due job here. procrastinate: enqueue one task per agent for "
+    "fleet workers (`dreaming worker`; needs database_url and the fleet extra).",
+)
 @pass_ctx
-def scheduler(ctx: Context, folder: Path | None) -> None:
+def scheduler(ctx: Context, folder: Path | None, executor: Executor) -> None:
     """Run the jobs on their triggers, in the foreground, until stopped.
 
     The schedule persists in <state-dir>/dreaming/scheduler.sqlite: a run missed while the
     service was down runs once at start if within the job's misfire grace time. SIGHUP
     reloads the jobs folder; SIGTERM or SIGINT stop after the running job (a second one
     interrupts it, recorded `interrupted`, exit status 130).
+
+    With --executor procrastinate the store is scheduler-<host>.sqlite, so a second
+    scheduler on another machine may run for availability: the queue refuses a task for
+    a job and agent that is already waiting, and a fire that is already enqueued.
     """
     app = ctx.app
+    if executor == "procrastinate":
+        if not app.fleet:
+            raise StateError("--executor procrastinate needs database_url in the settings")
+        from dreaming.fleet import ensure_queue_schema, libpq_dsn
+
+        assert app.settings.database_url is not None
+        ensure_queue_schema(libpq_dsn(app.settings.database_url))  # fail now, not at a fire
     _service_logging()
-    service = JobScheduler.for_app(app, (folder or jobs_dir(app.paths)).resolve())
+    service = JobScheduler.for_app(app, (folder or jobs_dir(app.paths)).resolve(), executor)
     code = service.serve()
     if code:
         sys.exit(code)

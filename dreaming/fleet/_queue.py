@@ -1,0 +1,89 @@
+"""The Procrastinate app: its connection, its schema, and the two tasks a fleet runs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import make_url
+
+from dreaming.config import FleetSettings, Settings
+from dreaming.errors import StateError
+
+if TYPE_CHECKING:
+    import procrastinate
+
+log = logging.getLogger("dreaming.fleet")
+
+RUN_TASK = "dreaming.run_agent_job"
+STALLED_TASK = "dreaming.retry_stalled_jobs"
+# Serialises schema creation between processes that start at once (two workers, a
+# scheduler): the same advisory-lock idea as our own migrations, another key.
+_SCHEMA_LOCK = 0x647265616D717565  # "dreamque"
+
+
+def libpq_dsn(database_url: str) -> str:
+    """The settings' SQLAlchemy-style URL as a libpq connection string for psycopg."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        raise StateError("fleet mode needs database_url = 'postgresql://...' in the settings")
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _require_procrastinate() -> None:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        raise StateError(
+            "the procrastinate executor needs the fleet extra: pip install 'dreaming[fleet]'"
+        ) from None
+
+
+def ensure_queue_schema(dsn: str) -> bool:
+    """Create Procrastinate's tables once. True when this call created them.
+
+    Upgrading Procrastinate later means applying its migration scripts (its docs), like
+    any schema it owns; ours are separate (dreaming.store.migrations)."""
+    _require_procrastinate()
+    import psycopg
+    from procrastinate.schema import SchemaManager
+
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+        if row is not None and row[0] is not None:
+            return False
+        conn.execute(SchemaManager.get_schema())
+        log.info("created the Procrastinate schema")
+        return True
+
+
+def build_queue(settings: Settings) -> procrastinate.App:
+    """A Procrastinate app on the fleet database with our tasks registered. Open it with
+    `with queue.open():` to defer, or run a worker on it."""
+    _require_procrastinate()
+    import procrastinate
+
+    if settings.database_url is None:
+        raise StateError("fleet mode needs database_url in the settings (docs/fleet.md)")
+    dsn = libpq_dsn(settings.database_url)
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+    _register(app, settings.fleet)
+    return app
+
+
+def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
+    from dreaming.fleet import _tasks
+
+    # No automatic retry: a run that fails is recorded as failed and the next fire runs
+    # the agent again. Jobs of a dead worker are retried by the stalled-job task instead.
+    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True)(_tasks.run_agent_job)
+    periodic = app.periodic(cron=fleet.stalled_check_cron, periodic_id="stalled")
+    stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
+    periodic(stalled(_tasks.retry_stalled_jobs))
+
+
+def job_args(job: str, agent: str, dry_run: bool, fire: str | None) -> dict[str, Any]:
+    """A run task's arguments: names only, no paths. Each worker resolves them against its
+    own settings, so machines may mount the shared root wherever they like."""
+    return {"job": job, "agent": agent, "dry_run": dry_run, "fire": fire}

@@ -1,0 +1,89 @@
+"""The task bodies a worker runs. They find the worker's App through `bind`, because
+Procrastinate calls tasks with their JSON arguments only."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dreaming._scheduler._runner import AgentResult, InProcessRunner
+from dreaming.app import App
+from dreaming.config import FleetSettings
+from dreaming.errors import StateError
+
+if TYPE_CHECKING:
+    from procrastinate import JobContext
+
+log = logging.getLogger("dreaming.fleet")
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    app: App
+    jobs_dir: Path
+    fleet: FleetSettings
+
+
+_state: WorkerState | None = None
+
+
+def bind(state: WorkerState | None) -> None:
+    global _state
+    _state = state
+
+
+def _current() -> WorkerState:
+    if _state is None:
+        raise StateError("fleet task outside `dreaming worker` (no worker state bound)")
+    return _state
+
+
+def run_agent_job(
+    context: JobContext, job: str, agent: str, dry_run: bool = False, fire: str | None = None
+) -> AgentResult:
+    """Run `job` for `agent` now, exactly as a local run would (App.run: the agent's lock,
+    one run record). A crash half way is safe to run again: every phase resumes from what
+    committed, which is what lets a dead worker's task simply be retried."""
+    state = _current()
+    queue_id = context.job.id if context.job is not None else None
+    log.info("task=%s job=%s agent=%s fire=%s event=start", queue_id, job, agent, fire)
+    [result] = InProcessRunner(state.app, state.jobs_dir).run(job, agents=[agent], dry_run=dry_run)
+    result["queue_job_id"] = queue_id
+    log.info(
+        "task=%s job=%s agent=%s run=%s outcome=%s",
+        queue_id,
+        job,
+        agent,
+        result.get("run_id"),
+        result["outcome"],
+    )
+    return result
+
+
+async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
+    """Hand the run tasks of workers that stopped sending heartbeats back to the queue.
+
+    A worker killed mid-run leaves its task `doing` for ever, and the task's lock keeps
+    every later task of that agent waiting; its advisory lock died with its connection,
+    so once the task is back in the queue another worker can take it and finish it."""
+    from dreaming.fleet._queue import RUN_TASK
+
+    state = _current()
+    manager = context.app.job_manager
+    stalled = await manager.get_stalled_jobs(
+        task_name=RUN_TASK, seconds_since_heartbeat=state.fleet.stalled_after_s
+    )
+    retried: list[int] = []
+    for job in stalled:
+        log.warning(
+            "task=%s agent=%s worker=%s event=stalled action=retry",
+            job.id,
+            job.task_kwargs.get("agent"),
+            job.worker_id,
+        )
+        await manager.retry_job(job)
+        if job.id is not None:
+            retried.append(job.id)
+    return retried
