@@ -31,7 +31,7 @@ from dreaming.phases.deep import DeepPhase
 from dreaming.phases.deep import run_budget as make_run_budget
 from dreaming.phases.light import LightPhase, Progress
 from dreaming.phases.rem import RemPhase
-from dreaming.runs import finish_run, start_run
+from dreaming.runs import close_abandoned, finish_run, start_run
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.models import RunRow, SessionRow
 from dreaming.tags import TagRegistry, build_registry
@@ -294,6 +294,8 @@ class App:
         with self.lock(agent, job or "+".join(phases)):
             if not dry_run:
                 complete_pending(engine, self.paths, agent)  # an interrupted purge first
+                if abandoned := close_abandoned(engine, agent):
+                    log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
             run_id = None if dry_run else start_run(engine, agent, list(phases), job)
             result["run_id"] = run_id
             outcome = "ok"

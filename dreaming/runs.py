@@ -38,6 +38,18 @@ def start_run(engine: Engine, agent: str, phases: list[str], job: str | None = N
         return int(result.scalar_one())
 
 
+def close_abandoned(engine: Engine, agent: str) -> int:
+    """Mark the agent's runs still `running` as `abandoned`. Called under the agent's lock,
+    so no live process owns them: their process died (a killed worker, a power cut)."""
+    with engine.begin() as conn:
+        result = conn.execute(
+            update(RUNS)
+            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome == "running"))
+            .values(outcome="abandoned")
+        )
+        return int(result.rowcount or 0)
+
+
 def worker_name() -> str:
     """Which process ran a run: host and pid, so a fleet's runs can be told apart."""
     return f"{socket.gethostname()}:{os.getpid()}"

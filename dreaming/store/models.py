@@ -151,7 +151,7 @@ class RunRow(SQLModel, table=True):
     phases: str  # comma-separated
     started_at: datetime
     ended_at: datetime | None = None
-    outcome: str = "running"  # running | ok | failed | budget | interrupted | skipped
+    outcome: str = "running"  # running | ok | failed | budget | interrupted | skipped | abandoned
     summary: str = "{}"  # JSON
     worker: str | None = None  # host:pid of the process that ran it (fleets spread runs)
 

@@ -1,0 +1,170 @@
+"""Fleet mode end to end: real `dreaming worker` processes on a real PostgreSQL, the
+Procrastinate queue between them, and the guarantees docs/fleet.md promises."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import time_machine
+
+from dreaming._scheduler._service import ENQUEUE_JOB_FUNC
+from dreaming.app import App
+from dreaming.fleet import enqueue_job
+from dreaming.scheduler import JobScheduler, ScheduledCall, store_url
+from tests.fleet_helpers import (
+    FAST_FLEET,
+    JOBS,
+    agent_names,
+    build_fleet,
+    dreaming,
+    overlaps,
+    queue_states,
+    runs,
+    start_worker,
+    wait_for_queue,
+    workspace_files,
+)
+from tests.pg import PgDatabase
+
+pytestmark = pytest.mark.postgres
+
+AGENTS = 8
+
+
+def enqueue(root: Path, job: str) -> list[dict[str, object]]:
+    out = dreaming(root, "jobs", "run", job, "--executor", "procrastinate", "--json")
+    return list(json.loads(out)["queued"])
+
+
+def test_workers_run_a_night_like_one_machine(tmp_path: Path, pg_database: PgDatabase) -> None:
+    fleet = build_fleet(tmp_path / "fleet", AGENTS, pg_database.dsn, FAST_FLEET)
+    local = build_fleet(tmp_path / "local", AGENTS, None)
+    workers = [start_worker(fleet, str(i)) for i in range(3)]
+    try:
+        for job in JOBS:
+            queued = enqueue(fleet, job)
+            assert [q["outcome"] for q in queued] == ["queued"] * AGENTS
+        wait_for_queue(pg_database.url, len(JOBS) * AGENTS, workers)
+    finally:
+        for w in workers:
+            w.stop()
+    assert queue_states(pg_database.url) == {"succeeded": len(JOBS) * AGENTS}
+    records = runs(pg_database.url)
+    assert len(records) == len(JOBS) * AGENTS
+    assert {r["outcome"] for r in records} == {"ok"}
+    assert overlaps(records) == []
+    # Every agent ran its jobs in the order they were queued, one after another.
+    for agent in agent_names(AGENTS):
+        assert [r["job"] for r in records if r["agent"] == agent] == list(JOBS)
+    spread = {r["worker"] for r in records}
+    assert len(spread) >= 2, f"all runs on one worker: {spread}"
+    # The same jobs in the same order on one machine, on SQLite files, end the same.
+    app = App.open(local, local / "dreaming.toml", env={})
+    try:
+        for job, phases in JOBS.items():
+            assert {r["outcome"] for r in app.run(phases, job=job)} == {"ok"}
+    finally:
+        app.close()
+    fleet_files, local_files = workspace_files(fleet), workspace_files(local)
+    assert len(fleet_files) > 3 * AGENTS
+    assert fleet_files == local_files
+    dreaming(fleet, "verify")  # exit status 0: every invariant holds
+
+
+def test_a_duplicate_enqueue_is_refused_not_doubled(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
+    assert {q["outcome"] for q in enqueue(root, "nightly")} == {"queued"}
+    again = enqueue(root, "nightly")
+    assert {q["outcome"] for q in again} == {"skipped"}
+    assert all("already waiting" in str(q["reason"]) for q in again)
+    assert {q["outcome"] for q in enqueue(root, "ingest")} == {"queued"}  # another job is fine
+    dreaming(root, "worker", "--drain", "--poll", "0.1")
+    assert queue_states(pg_database.url) == {"succeeded": 4}
+    assert {q["outcome"] for q in enqueue(root, "nightly")} == {"queued"}  # a new night
+
+
+def test_two_schedulers_firing_together_enqueue_each_agent_once(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 4, pg_database.dsn, FAST_FLEET)
+    (root / "jobs" / "nightly.toml").write_text(
+        'name = "nightly"\nphases = ["light", "rem", "deep"]\nagents = "*"\n'
+        '[trigger]\ncron = "*/10 * * * *"\ntimezone = "UTC"\n'
+    )
+    app = App.open(root, root / "dreaming.toml", env={})
+    app.paths.home.mkdir(parents=True, exist_ok=True)  # the schedulers' own stores live here
+    services = [
+        JobScheduler(
+            ScheduledCall(root, root / "dreaming.toml", root / "jobs", func=ENQUEUE_JOB_FUNC),
+            store_url(app.paths, f"scheduler-host{i}"),
+            lock_path=root / "dreaming" / "locks" / f"scheduler-host{i}.lock",
+        )
+        for i in (1, 2)
+    ]
+    fire = datetime(2026, 3, 10, 11, 0, tzinfo=UTC)
+    outcomes: list[str] = []
+    try:
+        with time_machine.travel(datetime(2026, 3, 10, 10, 59, 59, 500000, tzinfo=UTC)):
+            for service in services:
+                service.start()
+            for service in services:
+                fires = service.run_next(timeout=10)
+                assert fires is not None and [f.scheduled_at for f in fires] == [fire]
+                outcomes.append(fires[0].tally())
+            for service in services:
+                service.shutdown()
+        assert sorted(outcomes) == ["queued=4", "skipped=4"]
+        # Even after the tasks ran, that fire is not enqueued again.
+        dreaming(root, "worker", "--drain", "--poll", "0.1")
+        late = enqueue_job(app, root / "jobs", "nightly", fire=fire)
+        assert {r["outcome"] for r in late} == {"skipped"}
+        assert all("already enqueued" in r["reason"] for r in late)
+    finally:
+        app.close()
+    assert queue_states(pg_database.url) == {"succeeded": 4}
+
+
+def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
+    reference = build_fleet(tmp_path / "reference", 2, None)
+    # The doomed worker dies (as by SIGKILL) inside deep, before its transaction commits.
+    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": "deep.before_commit"})
+    try:
+        enqueue(root, "nightly")
+        deadline = time.monotonic() + 60
+        while doomed.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert doomed.process.returncode == 137, doomed.output()
+        died = datetime.now(UTC).replace(tzinfo=None)
+        states = queue_states(pg_database.url)
+        assert states.get("doing") == 1, states  # stranded with the dead worker
+    finally:
+        doomed.stop()
+    rescuer = start_worker(root, "rescuer")
+    try:
+        wait_for_queue(pg_database.url, 2, [rescuer], timeout=60)
+    finally:
+        rescuer.stop()
+    assert "event=stalled action=retry" in rescuer.output()
+    records = runs(pg_database.url)
+    assert overlaps(records) == []
+    abandoned = [r for r in records if r["outcome"] == "abandoned"]
+    assert len(abandoned) == 1  # the killed run, closed by the retry under the lock
+    retried = [r for r in records if r["agent"] == abandoned[0]["agent"] and r["outcome"] == "ok"]
+    assert retried and all(r["started_at"] >= died.replace(microsecond=0) for r in retried)
+    assert {r["worker"] for r in retried} != {abandoned[0]["worker"]}
+    dreaming(root, "verify")
+    app = App.open(reference, reference / "dreaming.toml", env={})
+    try:
+        app.run(JOBS["nightly"], job="nightly")
+    finally:
+        app.close()
+    assert workspace_files(root) == workspace_files(reference)
