@@ -3,6 +3,7 @@ real `dreaming worker` processes, and reading back what the queue and the runs d
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -162,7 +163,7 @@ def overlaps(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
         by_agent.setdefault(r["agent"], []).append(r)
     for rows in by_agent.values():
         rows.sort(key=lambda r: r["started_at"])
-        for before, after in zip(rows, rows[1:], strict=False):
+        for before, after in itertools.pairwise(rows):
             end: datetime | None = before["ended_at"]
             if end is not None and end > after["started_at"]:
                 found.append((before["id"], after["id"]))
