@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
 # "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
@@ -70,9 +71,24 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 16)
+def _token(word: str) -> str:
+    """A word's content token, or "" for a stopword or a number. Cached: the vocabulary of a
+    run is small next to its word count (bounded, so memory stays flat in input size)."""
+    w = word.casefold()
+    if w in STOPWORDS or w.isdigit():
+        return ""
+    return stem(w)
+
+
+def _tokens(words: list[str]) -> frozenset[str]:
+    found = set(map(_token, words))
+    found.discard("")
+    return frozenset(found)
+
+
 def content_tokens(text: str) -> frozenset[str]:
-    words = (w.casefold() for w in _WORD.findall(text))
-    return frozenset(stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
+    return _tokens(_WORD.findall(text))
 
 
 def query_words(text: str) -> frozenset[str]:
@@ -88,16 +104,24 @@ def claim_key(tokens: Iterable[str]) -> str:
 
 def clean(text: str) -> str:
     # Our own block markers quoted back: the text between them is matched as a recall of
-    # the entry; the markers themselves are never part of a claim.
-    text = _OUR_MARKERS.sub(" ", text)
-    text = _ENVELOPE.sub("", text)
-    text = _DIRECTIVE.sub("", text)
-    return _FENCE.sub(" ", text)
+    # the entry; the markers themselves are never part of a claim. (Each pattern needs its
+    # literal opening characters: a line without them skips the regex.)
+    if "<!--" in text:
+        text = _OUR_MARKERS.sub(" ", text)
+    if "[" in text:
+        text = _ENVELOPE.sub("", text)
+        if "[[" in text:
+            text = _DIRECTIVE.sub("", text)
+    if "```" in text:
+        text = _FENCE.sub(" ", text)
+    return text
 
 
 def _clauses(sentence: str, min_words: int) -> list[str]:
     """Split "I am allergic to peanuts, skip the satay please" into its two statements, but
     only when every part is long enough to stand alone ("Anna, my sister, lives ..." stays)."""
+    if "," not in sentence and "，" not in sentence:
+        return [sentence]
     parts = [p.strip() for p in _COMMA.split(sentence)]
     if len(parts) > 1 and all(len(_WORD.findall(p)) >= min_words for p in parts):
         return parts
@@ -114,12 +138,12 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
         sentence = raw.strip().strip("*_#>`\"' ")
         if not sentence or sentence.endswith(("?", "？")):
             continue
-        if _URLISH.search(sentence) or sentence.count("`") or sentence.count("{"):
+        if "`" in sentence or "{" in sentence or ("/" in sentence and _URLISH.search(sentence)):
             continue
         words = _WORD.findall(sentence)
         if not (min_words <= len(words) <= max_words):
             continue
-        tokens = content_tokens(sentence)
+        tokens = _tokens(words)
         if len(tokens) < 2:
             continue
         key = claim_key(tokens)
@@ -168,24 +192,35 @@ class SimilarityIndex:
             self._postings[t].discard(ident)
 
     def best(self, tokens: frozenset[str]) -> int | None:
-        if not tokens:
+        n = len(tokens)
+        if not n or not self._sets:
             return None
-        need = len(tokens) - int(self.threshold * len(tokens) + 0.999999) + 1
-        probe = sorted(tokens, key=lambda t: (len(self._postings.get(t, ())), t))[: max(need, 1)]
-        best_id: int | None = None
-        best_score = self.threshold
-        # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
-        low, high = self.threshold * len(tokens), len(tokens) / self.threshold
+        threshold = self.threshold
+        need = max(n - int(threshold * n + 0.999999) + 1, 1)
+        postings = self._postings
+        # The `need` rarest words (fewest postings, ties by the word itself).
+        probe = sorted([(len(postings.get(t, ())), t) for t in tokens])[:need]
         seen: set[int] = set()
-        for t in probe:
-            seen.update(self._postings.get(t, ()))
-            if len(seen) >= MAX_PROBE:
-                break  # a fold is best-effort past this: bounded cost, still deterministic
-        for ident in sorted(seen)[:MAX_PROBE]:
-            other = self._sets[ident]
-            if not low <= len(other) <= high:
+        for size, t in probe:
+            if size:
+                seen.update(postings[t])
+                if len(seen) >= MAX_PROBE:
+                    break  # a fold is best-effort past this: bounded cost, still deterministic
+        if not seen:
+            return None
+        # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
+        low, high = threshold * n, n / threshold
+        sets = self._sets
+        best_id: int | None = None
+        best_score = threshold
+        # In id order, so of equal scores the lowest id wins.
+        for ident in sorted(seen)[:MAX_PROBE] if len(seen) > 1 else seen:
+            other = sets[ident]
+            m = len(other)
+            if m < low or m > high:
                 continue
-            score = jaccard(tokens, other)
+            common = len(tokens & other)
+            score = common / (n + m - common)  # jaccard(tokens, other)
             if score >= best_score and (best_id is None or score > best_score):
                 best_id, best_score = ident, score
         return best_id

@@ -36,3 +36,47 @@ def test_similarity_index_finds_near_duplicates() -> None:
     idx.add(2, content_tokens("The staging database is called bluebird"))
     assert idx.best(content_tokens("we deploy on fridays only after QA sign off")) == 1
     assert idx.best(content_tokens("completely unrelated sentence about weather today")) is None
+
+
+def test_content_tokens_match_the_plain_definition() -> None:
+    # The cached word -> token path must equal: casefold, drop stopwords and numbers, stem.
+    from dreaming.claims import _WORD, STOPWORDS, stem
+
+    def plain(text: str) -> frozenset[str]:
+        words = (w.casefold() for w in _WORD.findall(text))
+        return frozenset(stem(w) for w in words if w not in STOPWORDS and not w.isdigit())
+
+    for text in (
+        "The user's Cats and DOGS live in İstanbul since 2019; ß-Straße, ＦＵＬＬ width",
+        "I am allergic to peanuts, berries and the STUDIES of 42 libraries",
+        "",
+        "a the 123 ٣٤ is",
+    ):
+        assert content_tokens(text) == plain(text)
+
+
+def test_cleaning_without_and_with_markup() -> None:
+    # Lines without the patterns' opening characters skip them; lines with them are cleaned.
+    assert claims("Plain words with no markup, at all") == ["Plain words with no markup, at all"]
+    assert claims("Plain words with no markup, every part stays here") == [
+        "Plain words with no markup",
+        "every part stays here",
+    ]
+    assert claims(
+        "[[reply_to_current]] [Mon 2026-03-09 10:00 GMT+1] Our deploy window is Friday "
+        "morning. ```x = {1}``` The build server is called hopper"
+    ) == ["Our deploy window is Friday morning.", "The build server is called hopper"]
+    assert claims("See https://example.com/a/b for the staging database details here") == []
+
+
+def test_similarity_ties_go_to_the_lowest_id() -> None:
+    idx = SimilarityIndex(0.5)
+    tokens = content_tokens("staging database called bluebird")
+    for ident in (7, 3, 5):
+        idx.add(ident, tokens)
+    assert idx.best(tokens) == 3
+    idx.discard(3)
+    assert idx.best(tokens) == 5
+    idx.rename(5, -1)
+    assert idx.best(tokens) == -1
+    assert SimilarityIndex(0.5).best(tokens) is None
