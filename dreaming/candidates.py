@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
 
@@ -39,6 +39,7 @@ RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
 ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 STATE = StateRow.__table__  # type: ignore[attr-defined]
 CLOCK_KEY = "clock"
+T = TypeVar("T")
 
 
 def _now() -> datetime:
@@ -128,7 +129,7 @@ class Folder:
                 summary.dropped["echo"] += 1
                 continue
             body = row["text"]
-            for m in QUOTED_BLOCK.finditer(body):
+            for m in QUOTED_BLOCK.finditer(body) if "<!--" in body else ():
                 # A whole MEMORY.md block quoted back is our own output: a recall of that
                 # entry, and none of its words are a claim (invariant 6). A forged block
                 # (a key we never wrote) is dropped from claims too, but recalls nothing.
@@ -143,7 +144,8 @@ class Folder:
                         "observed_at": row["ts"],
                     }
                 )
-            body = QUOTED_BLOCK.sub(" ", body)
+            if "<!--" in body:
+                body = QUOTED_BLOCK.sub(" ", body)
             found = claims_mod.extract(
                 body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
             )
@@ -185,27 +187,20 @@ class Folder:
         if pending:
             conn.execute(insert(CANDIDATES), pending)
             keys = [p["key"] for p in pending]
-            ids: dict[str, int] = dict(
-                conn.execute(
-                    select(CANDIDATES.c.key, CANDIDATES.c.id).where(
-                        and_(CANDIDATES.c.agent == self.agent, CANDIDATES.c.key.in_(keys))
-                    )
-                ).all()
-            )
+            ids: dict[str, int] = {}
+            for chunk in _chunks(keys):
+                ids.update(conn.execute(_IDS_OF_KEYS, {"agent": self.agent, "keys": chunk}).all())
             for n, p in enumerate(pending, 1):
                 real[-n] = ids[p["key"]]
                 self.by_key[p["key"]] = ids[p["key"]]
                 self.index.rename(-n, ids[p["key"]])
             summary.candidates_new += len(pending)
         touched = {real.get(cid, cid) for cid, _, _ in evidence}
-        existing = sorted(c for c in touched if c not in real.values())
-        if existing:
-            conn.execute(_MARK_STALE, [{"cid": c} for c in existing])
-        if cue:
-            conn.execute(_MARK_CUE, [{"cid": c} for c in sorted(cue)])
+        mark_stale(conn, touched.difference(real.values()))
+        _set_where_ids(conn, _MARK_CUE, cue)
         if evidence:
             conn.execute(
-                upsert(conn, EVIDENCE).on_conflict_do_nothing(),
+                _do_nothing_on_conflict(conn, EVIDENCE),
                 [
                     {
                         "candidate_id": real.get(cid, cid),
@@ -219,9 +214,33 @@ class Folder:
                 ],
             )
         if recalls:
-            conn.execute(upsert(conn, RECALLS).on_conflict_do_nothing(), recalls)
+            conn.execute(_do_nothing_on_conflict(conn, RECALLS), recalls)
             summary.recalls += len(recalls)
         return touched
+
+
+# Statements built once (building one costs more than SQLite spends running it).
+_IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
+    and_(
+        CANDIDATES.c.agent == bindparam("agent"),
+        CANDIDATES.c.key.in_(bindparam("keys", expanding=True)),
+    )
+)
+_INSERT_IGNORE: dict[tuple[str, str], Any] = {}
+
+
+def _do_nothing_on_conflict(conn: Connection, table: Any) -> Any:
+    """`upsert(conn, table).on_conflict_do_nothing()`, built once per backend and table."""
+    key = (conn.dialect.name, table.name)
+    stmt = _INSERT_IGNORE.get(key)
+    if stmt is None:
+        stmt = _INSERT_IGNORE[key] = upsert(conn, table).on_conflict_do_nothing()
+    return stmt
+
+
+def _set_where_ids(conn: Connection, stmt: Any, ids: Iterable[int]) -> None:
+    for chunk in _chunks(sorted(set(ids))):
+        conn.execute(stmt, {"ids": chunk})
 
 
 # A managed block as it looks in a corpus line (whitespace collapsed to single spaces).
@@ -229,42 +248,22 @@ QUOTED_BLOCK = re.compile(
     r"<!--\s*dreaming:entry\s+(?P<key>m:[0-9a-f]{16})\s*-->.*?<!--\s*/\s*dreaming:entry\s*-->",
     re.IGNORECASE | re.DOTALL,
 )
-_MARK_STALE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")).values(stale=True)
+_IDS = CANDIDATES.c.id.in_(bindparam("ids", expanding=True))
+_MARK_STALE = update(CANDIDATES).where(_IDS).values(stale=True)
+_MARK_CUE = update(CANDIDATES).where(_IDS).values(durable_cue=True)
 
 
 def mark_stale(conn: Connection, ids: Iterable[int]) -> None:
-    rows = [{"cid": c} for c in sorted(set(ids))]
-    if rows:
-        conn.execute(_MARK_STALE, rows)
+    _set_where_ids(conn, _MARK_STALE, ids)
 
 
-_MARK_CUE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")).values(durable_cue=True)
-
-
-def _chunks(items: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+def _chunks(items: Sequence[T], size: int = 500) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-# One statement with bind parameters, sent as executemany: a per-row `.values(...)` costs
-# more in statement building than SQLite spends executing it.
-_REFRESH = (
-    update(CANDIDATES)
-    .where(CANDIDATES.c.id == bindparam("cid"))
-    .values(
-        sessions=bindparam("sessions"),
-        days=bindparam("days"),
-        owner_lines=bindparam("owner_lines"),
-        agent_lines=bindparam("agent_lines"),
-        untrusted_lines=bindparam("untrusted_lines"),
-        system_lines=bindparam("system_lines"),
-        evidence_count=bindparam("evidence_count"),
-        first_seen=bindparam("first_seen"),
-        last_seen=bindparam("last_seen"),
-        updated_at=bindparam("updated_at"),
-        stale=bindparam("stale"),
-    )
-)
+def _joined_evidence() -> Any:
+    return EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id)
 
 
 def refresh_stale(conn: Connection, agent: str) -> int:
@@ -280,56 +279,63 @@ def refresh_stale(conn: Connection, agent: str) -> int:
 
 def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
     """Recompute the stored signals of candidates from their evidence. Candidates left with
-    no evidence (their lines were removed) and never promoted are deleted. Returns updated."""
+    no evidence (their lines were removed) and never promoted are deleted. Returns updated.
+
+    Set-based: one UPDATE ... FROM (an aggregate of the evidence) and one DELETE per chunk of
+    ids, so the signals never travel through Python (both SQLite and PostgreSQL run it)."""
     updated = 0
     ordered = sorted(set(ids))
+    as_int = LINES.c.line.type
     for chunk in _chunks(ordered):
-        stats = conn.execute(
+        stats = (
             select(
-                EVIDENCE.c.candidate_id,
-                func.count(func.distinct(EVIDENCE.c.session_id)),
-                func.count(func.distinct(EVIDENCE.c.day)),
-                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=LINES.c.line.type)),
-                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=LINES.c.line.type)),
-                func.count(),
-                func.min(LINES.c.ts),
-                func.max(LINES.c.ts),
+                EVIDENCE.c.candidate_id.label("cid"),
+                func.count(func.distinct(EVIDENCE.c.session_id)).label("sessions"),
+                func.count(func.distinct(EVIDENCE.c.day)).label("days"),
+                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=as_int)).label("own"),
+                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=as_int)).label("agt"),
+                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=as_int)).label("untr"),
+                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=as_int)).label("sysl"),
+                func.count().label("n"),
+                func.min(LINES.c.ts).label("first_ts"),
+                func.max(LINES.c.ts).label("last_ts"),
             )
-            .select_from(EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id))
+            .select_from(_joined_evidence())
             .where(EVIDENCE.c.candidate_id.in_(chunk))
             .group_by(EVIDENCE.c.candidate_id)
-        ).all()
-        seen = {row[0] for row in stats}
-        now = _now()
-        changes = [
-            {
-                "cid": cid,
-                "sessions": sessions,
-                "days": days,
-                "owner_lines": own or 0,
-                "agent_lines": agt or 0,
-                "untrusted_lines": untr or 0,
-                "system_lines": sysl or 0,
-                "evidence_count": count,
-                "first_seen": first,
-                "last_seen": last,
-                "updated_at": now,
-                "stale": False,
-            }
-            for cid, sessions, days, own, agt, untr, sysl, count, first, last in stats
-        ]
-        if changes:
-            conn.execute(_REFRESH, changes)
-        updated += len(changes)
-        empty = [cid for cid in chunk if cid not in seen]
-        if empty:
-            conn.execute(
-                delete(CANDIDATES).where(
-                    and_(CANDIDATES.c.id.in_(empty), CANDIDATES.c.status == "pending")
+            .subquery()
+        )
+        result = conn.execute(
+            update(CANDIDATES)
+            .where(CANDIDATES.c.id == stats.c.cid)
+            .values(
+                sessions=stats.c.sessions,
+                days=stats.c.days,
+                owner_lines=func.coalesce(stats.c.own, 0),
+                agent_lines=func.coalesce(stats.c.agt, 0),
+                untrusted_lines=func.coalesce(stats.c.untr, 0),
+                system_lines=func.coalesce(stats.c.sysl, 0),
+                evidence_count=stats.c.n,
+                first_seen=stats.c.first_ts,
+                last_seen=stats.c.last_ts,
+                updated_at=_now(),
+                stale=False,
+            )
+        )
+        updated += result.rowcount
+        # Left with no evidence: gone, unless a decision was taken on it.
+        conn.execute(
+            delete(CANDIDATES).where(
+                and_(
+                    CANDIDATES.c.id.in_(chunk),
+                    CANDIDATES.c.status == "pending",
+                    ~select(EVIDENCE.c.candidate_id)
+                    .select_from(_joined_evidence())
+                    .where(EVIDENCE.c.candidate_id == CANDIDATES.c.id)
+                    .exists(),
                 )
             )
+        )
     return updated
 
 
@@ -337,38 +343,70 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     """Score every candidate against the agent's clock. Returns the number pending."""
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
-    rows = conn.execute(select(CANDIDATES).where(CANDIDATES.c.agent == agent)).mappings().all()
+    c = CANDIDATES.c
+    rows = conn.execute(
+        select(
+            c.id,
+            c.sessions,
+            c.days,
+            c.owner_lines,
+            c.agent_lines,
+            c.untrusted_lines,
+            c.system_lines,
+            c.last_seen,
+            c.durable_cue,
+            c.rem_boost,
+            c.status,
+            c.score,
+        ).where(c.agent == agent)
+    )
     pending = 0
     changes = []
-    for r in rows:
+    for cid, sessions, days, own, agt, untr, sysl, last_seen, cue, boost, status, old in rows:
         value = score(
             Signals(
-                sessions=r["sessions"],
-                days=r["days"],
-                owner_lines=r["owner_lines"],
-                agent_lines=r["agent_lines"],
-                untrusted_lines=r["untrusted_lines"],
-                system_lines=r["system_lines"],
-                last_seen=r["last_seen"],
-                durable_cue=bool(r["durable_cue"]),
-                rem_boost=r["rem_boost"],
+                sessions=sessions,
+                days=days,
+                owner_lines=own,
+                agent_lines=agt,
+                untrusted_lines=untr,
+                system_lines=sysl,
+                last_seen=last_seen,
+                durable_cue=bool(cue),
+                rem_boost=boost,
             ),
             clock,
             half_life,
         )
-        if r["status"] == "pending":
+        if status == "pending":
             pending += 1
-        if value != r["score"]:
-            changes.append({"cid": r["id"], "score": value})
+        if value != old:
+            changes.append({"cid": cid, "score": value})
     if changes:
         conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
     return pending
 
 
+_READ_CLOCK = select(STATE.c.value).where(
+    and_(STATE.c.agent == bindparam("agent"), STATE.c.key == CLOCK_KEY)
+)
+_SET_STATE: dict[str, Any] = {}
+
+
+def _set_state(conn: Connection) -> Any:
+    """Upsert of one agent_state row, built once per backend."""
+    stmt = _SET_STATE.get(conn.dialect.name)
+    if stmt is None:
+        ins = upsert(conn, STATE)
+        stmt = ins.on_conflict_do_update(
+            index_elements=["agent", "key"], set_={"value": ins.excluded.value}
+        )
+        _SET_STATE[conn.dialect.name] = stmt
+    return stmt
+
+
 def read_clock(conn: Connection, agent: str) -> datetime | None:
-    value = conn.execute(
-        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == CLOCK_KEY))
-    ).scalar()
+    value = conn.execute(_READ_CLOCK, {"agent": agent}).scalar()
     return datetime.fromisoformat(value) if value else None
 
 
@@ -378,8 +416,4 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     current = read_clock(conn, agent)
     if current is not None and current >= newest:
         return
-    conn.execute(
-        upsert(conn, STATE)
-        .values(agent=agent, key=CLOCK_KEY, value=newest.isoformat())
-        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": newest.isoformat()})
-    )
+    conn.execute(_set_state(conn), {"agent": agent, "key": CLOCK_KEY, "value": newest.isoformat()})
