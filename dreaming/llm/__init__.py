@@ -3,6 +3,9 @@
     LLMProfile      which endpoint and model, timeouts, prices, retry bounds
     LLMClient       complete_json(): one validated JSON reply, retried, budgeted, recorded
     Budget          USD / token / call limits, checked before every attempt
+    Ledger          a fleet's daily budget in the shared database; Budget reserves there
+    Reservation     one attempt's worst case, held in the Ledger until it is settled
+    RateLimiter     a fleet-wide requests-per-minute limit per profile
     RetryPolicy     what is retried, how long to wait, when to stop
     CallRecord      one HTTP attempt, as the call log stores it
     Completion      the validated reply and what it took
@@ -22,11 +25,16 @@ from dreaming.llm.budget import Budget
 if TYPE_CHECKING:
     from dreaming.llm._client import LLMClient
     from dreaming.llm._retry import RetryPolicy, retry_after_s
+    from dreaming.llm.ledger import Ledger, RateLimiter, Reservation
 
 # The HTTP client stack (openai, httpx2) takes most of a second to import; every command
-# would pay it. It loads on first use of the names that need it.
+# would pay it. It loads on first use of the names that need it (so do the fleet limits,
+# which import the store).
 _LAZY = {
     "LLMClient": "dreaming.llm._client",
+    "Ledger": "dreaming.llm.ledger",
+    "RateLimiter": "dreaming.llm.ledger",
+    "Reservation": "dreaming.llm.ledger",
     "RetryPolicy": "dreaming.llm._retry",
     "retry_after_s": "dreaming.llm._retry",
 }
@@ -47,6 +55,9 @@ __all__ = [
     "Completion",
     "LLMClient",
     "LLMProfile",
+    "Ledger",
+    "RateLimiter",
+    "Reservation",
     "RetryPolicy",
     "StructuredMode",
     "StructuredOutput",

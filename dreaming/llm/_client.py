@@ -1,9 +1,12 @@
 """LLMClient: one structured-output call to an OpenAI-compatible server.
 
 A call is a tenacity loop of attempts (policy in `_retry.py`). Each attempt checks the
-budget, sends one request through the `openai` package (its own retries off), charges what
-the server reports, and leaves a CallRecord. A server that cannot do json_schema is
-answered by an immediate json_object re-send within the same attempt, and remembered.
+budget, waits for the fleet's rate limit if there is one, sends one request through the
+`openai` package (its own retries off), charges what the server reports, and leaves a
+CallRecord. An attempt that passed the budget check is charged exactly once whatever
+happens next (or, if nothing was sent, its reservation is released). A server that cannot
+do json_schema is answered by an immediate json_object re-send within the same attempt, and
+remembered.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 import httpx2
 import openai
@@ -32,6 +35,9 @@ from dreaming.llm._reply import invalid_reply, parse_reply
 from dreaming.llm._retry import RetryPolicy, classify
 from dreaming.llm._schema import schema_instructions, strict_schema
 from dreaming.llm.budget import Budget
+
+if TYPE_CHECKING:
+    from dreaming.llm.ledger import RateLimiter
 
 _log = logging.getLogger("dreaming.llm")
 
@@ -50,7 +56,8 @@ class LLMClient:
     """Structured-output calls to one OpenAI-compatible endpoint, as an LLMProfile describes.
 
     Raises LLMConfigError at construction when the profile names a key variable that `env`
-    does not set. `clock`/`sleep`/`wall_clock` are injectable so tests never wait.
+    does not set. `clock`/`sleep`/`wall_clock` are injectable so tests never wait. A
+    `rate_limiter` (fleet mode) is acquired right before every request.
     """
 
     def __init__(
@@ -63,8 +70,10 @@ class LLMClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall_clock: Callable[[], float] = time.time,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.profile = profile
+        self.rate_limiter = rate_limiter
         self.retry_policy = retry_policy or RetryPolicy.from_profile(profile)
         self._clock = clock
         self._sleep = sleep
@@ -173,6 +182,7 @@ class _Call(Generic[ReplyT]):
         self.budget = budget
         self.records: list[CallRecord] = []
         self.attempt = 0
+        self._owing = False  # a budget check passed and is not yet charged or released
         self.started = client._clock()
         self.label = f"llm {self.profile.name}/{self.profile.model}"
 
@@ -262,74 +272,96 @@ class _Call(Generic[ReplyT]):
                     mode, CallOutcome.OVER_BUDGET, request, started_at, 0.0, error=str(exc)
                 )
                 raise
-        remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
-        timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
-        limit = self.max_output_tokens
-        t0 = self.client._clock()
+        # The check passed: from here the attempt owes the budget exactly one charge (one
+        # release if nothing was sent). `_charge` pays it on every expected path; the
+        # handler below covers the unexpected ones, so a fleet reservation is never left
+        # dangling and no sent request goes uncounted.
+        self._owing = self.budget is not None
+        sent = False
         try:
-            completion = self.client._openai.chat.completions.create(
-                model=profile.model,
-                messages=messages,
-                temperature=profile.temperature,
-                response_format=self._response_format(mode),
-                max_tokens=limit if profile.max_tokens_param == "max_tokens" else openai.omit,
-                max_completion_tokens=(
-                    limit if profile.max_tokens_param == "max_completion_tokens" else openai.omit
-                ),
-                timeout=timeout,
-            )
-        except openai.OpenAIError as exc:
-            duration = self.client._clock() - t0
-            failure = classify(exc, profile, mode, timeout_s=timeout, now=self.client._wall_clock())
-            fall_back = failure.schema_unsupported and profile.structured_output == "auto"
-            self._charge(estimate, 0)
-            self._record(
-                mode,
-                CallOutcome.RETRIED if failure.transient or fall_back else CallOutcome.FAILED,
-                request,
-                started_at,
-                duration,
-                input_tokens=estimate,
-                usage_estimated=True,
-                response=failure.body,
-                http_status=failure.status,
-                error=(
-                    "json_schema is not supported here; re-sending as json_object"
-                    if fall_back
-                    else str(failure.error)
-                ),
-            )
-            if fall_back:
-                raise _SchemaUnsupportedError from exc
-            raise failure.error from exc
-        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
-            duration = self.client._clock() - t0
-            error = invalid_reply(f"the server's response is not JSON: {exc}", exc.doc)
-            self._charge(estimate, 0)
-            self._record(
-                mode,
-                CallOutcome.INVALID,
-                request,
-                started_at,
-                duration,
-                input_tokens=estimate,
-                usage_estimated=True,
-                response=exc.doc,
-                http_status=200,
-                error=str(error),
-            )
-            raise error from exc
+            self._wait_for_rate_limit()
+            remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
+            timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
+            limit = self.max_output_tokens
+            t0 = self.client._clock()
+            sent = True
+            try:
+                completion = self.client._openai.chat.completions.create(
+                    model=profile.model,
+                    messages=messages,
+                    temperature=profile.temperature,
+                    response_format=self._response_format(mode),
+                    max_tokens=limit if profile.max_tokens_param == "max_tokens" else openai.omit,
+                    max_completion_tokens=(
+                        limit
+                        if profile.max_tokens_param == "max_completion_tokens"
+                        else openai.omit
+                    ),
+                    timeout=timeout,
+                )
+            except openai.OpenAIError as exc:
+                duration = self.client._clock() - t0
+                failure = classify(
+                    exc, profile, mode, timeout_s=timeout, now=self.client._wall_clock()
+                )
+                fall_back = failure.schema_unsupported and profile.structured_output == "auto"
+                self._charge(estimate, 0)
+                self._record(
+                    mode,
+                    CallOutcome.RETRIED if failure.transient or fall_back else CallOutcome.FAILED,
+                    request,
+                    started_at,
+                    duration,
+                    input_tokens=estimate,
+                    usage_estimated=True,
+                    response=failure.body,
+                    http_status=failure.status,
+                    error=(
+                        "json_schema is not supported here; re-sending as json_object"
+                        if fall_back
+                        else str(failure.error)
+                    ),
+                )
+                if fall_back:
+                    raise _SchemaUnsupportedError from exc
+                raise failure.error from exc
+            except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
+                duration = self.client._clock() - t0
+                error = invalid_reply(f"the server's response is not JSON: {exc}", exc.doc)
+                self._charge(estimate, 0)
+                self._record(
+                    mode,
+                    CallOutcome.INVALID,
+                    request,
+                    started_at,
+                    duration,
+                    input_tokens=estimate,
+                    usage_estimated=True,
+                    response=exc.doc,
+                    http_status=200,
+                    error=str(error),
+                )
+                raise error from exc
 
-        duration = self.client._clock() - t0
-        choices = getattr(completion, "choices", None) or []
-        message = choices[0].message if choices else None
-        text = message.content if message is not None else None
-        usage = getattr(completion, "usage", None)
-        if usage is not None:
-            input_tokens, output_tokens = usage.prompt_tokens, usage.completion_tokens
-        else:
-            input_tokens, output_tokens = estimate, estimate_tokens(text or "")
-        self._charge(input_tokens, output_tokens)
+            duration = self.client._clock() - t0
+            # The `openai` package does not validate responses: read them defensively, so an
+            # odd server (null usage, no message) gives an invalid reply, not a crash.
+            reply = _reply_of(completion)
+            text = reply.text if reply is not None else None
+            reported_input, reported_output = _usage_of(completion)
+            usage_estimated = reported_input is None or reported_output is None
+            input_tokens = estimate if reported_input is None else reported_input
+            output_tokens = (
+                estimate_tokens(text or "") if reported_output is None else reported_output
+            )
+            self._charge(input_tokens, output_tokens)
+        except BaseException:
+            if self._owing:
+                if sent:
+                    self._charge(estimate, 0)
+                else:
+                    self._release()
+            raise
 
         def record(outcome: CallOutcome, error: str | None = None) -> None:
             self._record(
@@ -340,36 +372,57 @@ class _Call(Generic[ReplyT]):
                 duration,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
-                usage_estimated=usage is None,
+                usage_estimated=usage_estimated,
                 response=text,
                 http_status=200,
                 error=error,
             )
 
         try:
-            if message is None:
+            if reply is None:
                 raise invalid_reply(
                     "the server's response is not a chat completion (no choices)", None
                 )
-            if message.refusal:
-                raise invalid_reply(f"the model declined to answer: {message.refusal}", text)
+            if reply.refusal:
+                raise invalid_reply(f"the model declined to answer: {reply.refusal}", text)
             parsed = parse_reply(
                 text,
                 self.reply_model,
                 schema_name=self.schema_name,
-                finish_reason=choices[0].finish_reason,
+                finish_reason=reply.finish_reason,
                 max_output_tokens=limit,
             )
         except LLMError as exc:
             record(CallOutcome.INVALID, str(exc))
             raise
         record(CallOutcome.OK)
-        return parsed, text or "", mode, getattr(completion, "model", None) or profile.model
+        model = getattr(completion, "model", None)
+        return (
+            parsed,
+            text or "",
+            mode,
+            model if isinstance(model, str) and model else profile.model,
+        )
+
+    def _wait_for_rate_limit(self) -> None:
+        """Take a request slot of the fleet's rate limit, waiting no longer than the call's
+        deadline allows (TransientError otherwise: the retry policy decides what next)."""
+        limiter = self.client.rate_limiter
+        if limiter is None:
+            return
+        remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
+        limiter.acquire(max_wait_s=max(0.0, remaining - _MIN_TIMEOUT_S))
 
     def _charge(self, input_tokens: int, output_tokens: int) -> None:
+        self._owing = False
         if self.budget is not None:
             usd = cost_usd(self.profile, input_tokens, output_tokens)
             self.budget.charge(usd, input_tokens + output_tokens)
+
+    def _release(self) -> None:
+        self._owing = False
+        if self.budget is not None:
+            self.budget.release()
 
     def _record(
         self,
@@ -426,6 +479,47 @@ class _Call(Generic[ReplyT]):
         if not self.profile.has_price:
             return None
         return sum(r.cost_usd for r in self.records if r.cost_usd is not None)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str | None
+    refusal: str | None
+    finish_reason: str | None
+
+
+def _reply_of(completion: object) -> _Reply | None:
+    """The first choice's message, or None when the response is not a chat completion."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return None
+    message = getattr(choices[0], "message", None)
+    if message is None or not hasattr(message, "content"):
+        return None
+    return _Reply(
+        text=_str_or_none(message.content),
+        refusal=_str_or_none(getattr(message, "refusal", None)),
+        finish_reason=_str_or_none(getattr(choices[0], "finish_reason", None)),
+    )
+
+
+def _usage_of(completion: object) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens as the server reported them; None where it did not."""
+    usage = getattr(completion, "usage", None)
+    return (
+        _count_or_none(getattr(usage, "prompt_tokens", None)),
+        _count_or_none(getattr(usage, "completion_tokens", None)),
+    )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count_or_none(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def _attach_calls(exc: BaseException, records: list[CallRecord]) -> None:

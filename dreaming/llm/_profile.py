@@ -36,6 +36,9 @@ class LLMProfile(BaseModel):
     price_output_per_mtok: float | None = Field(default=None, ge=0)
     max_attempts: int = Field(default=4, ge=1)
     deadline_s: float = Field(default=120.0, gt=0)
+    # A ceiling on requests per minute to this profile across every worker of a fleet
+    # (enforced by a RateLimiter in the shared database); None = no limit of our own.
+    requests_per_minute: int | None = Field(default=None, ge=1)
     extra_headers: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

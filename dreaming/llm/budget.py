@@ -2,15 +2,22 @@
 
 A `Budget` is a plain in-memory object. Persisting what was spent (per run, per day) is the
 caller's job; `Budget.for_run` starts a run's budget from what the day has already spent.
+In fleet mode a budget also carries the fleet's shared `Ledger` (ledger.py): `check()`
+reserves the attempt's worst case there and `charge()` settles it with the actual, so every
+checked attempt must end in exactly one `charge()` (sent) or `release()` (not sent).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dreaming.errors import BudgetExceededError, LLMConfigError
 from dreaming.llm._pricing import cost_usd
 from dreaming.llm._profile import LLMProfile
+
+if TYPE_CHECKING:
+    from dreaming.llm.ledger import Ledger, Reservation
 
 # Float sums of prices drift in the last bits; a call that exactly fills the budget is allowed.
 _USD_EPSILON = 1e-12
@@ -36,6 +43,10 @@ class Budget:
     calls: int = 0
     # Which limit each cap came from ("run" or "daily"), for error messages.
     scopes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # The fleet's shared daily budget (fleet mode), checked after this budget's own limits.
+    ledger: Ledger | None = field(default=None, repr=False, compare=False)
+    # The ledger reservation of the attempt checked last and not yet charged or released.
+    _pending: Reservation | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("max_usd", "max_tokens", "max_calls"):
@@ -96,7 +107,8 @@ class Budget:
         """The most one call can cost: (USD or None when unpriced, tokens).
 
         Raises LLMConfigError when only a USD limit is set and the model has no price, since
-        nothing would then bound the spending.
+        nothing would then bound the spending; and when the fleet ledger caps USD, since the
+        fleet's spending in dollars could then not be counted.
         """
         tokens = prompt_tokens_estimate + max_output_tokens
         usd = cost_usd(profile, prompt_tokens_estimate, max_output_tokens)
@@ -107,10 +119,25 @@ class Budget:
                 "price: set price_input_per_mtok/price_output_per_mtok or give a token "
                 "or call budget"
             )
+        if usd is None and self.ledger is not None and self.ledger.max_usd is not None:
+            raise LLMConfigError(
+                f"model {profile.model!r} (profile {profile.name!r}) has no configured "
+                f"price but the {self.ledger.label} caps USD (max_usd={self.ledger.max_usd}): "
+                "set price_input_per_mtok/price_output_per_mtok for every model the fleet "
+                "uses, or cap the fleet by tokens or calls instead"
+            )
         return usd, tokens
 
     def check(self, worst_usd: float | None, worst_tokens: int) -> None:
-        """Raise BudgetExceededError if a call costing up to this could exceed what remains."""
+        """Raise BudgetExceededError if a call costing up to this could exceed what remains.
+
+        With a ledger, a call that passes is reserved there at this worst case: follow it
+        with `charge()` once the attempt was sent, or `release()` if it was not.
+        """
+        if self._pending is not None:
+            raise RuntimeError(
+                "Budget.check() again before the last checked attempt was charged or released"
+            )
         if self.max_calls is not None and self.calls + 1 > self.max_calls:
             raise BudgetExceededError(
                 f"{self._scope('calls')} call budget is used up ({self.calls} of "
@@ -132,13 +159,25 @@ class Budget:
                 f"${self.remaining_usd:.6f} of the {self._scope('usd')} budget "
                 f"(max_usd={self.max_usd}) remains; the call was not made"
             )
+        if self.ledger is not None:
+            self._pending = self.ledger.reserve(worst_usd, worst_tokens)
 
     def charge(self, usd: float | None, tokens: int) -> None:
-        """Record one attempt's real (or, without reported usage, estimated) spending."""
+        """Record one attempt's real (or, without reported usage, estimated) spending, and
+        settle its ledger reservation with it."""
         self.calls += 1
         self.spent_tokens += tokens
         if usd is not None:
             self.spent_usd += usd
+        pending, self._pending = self._pending, None
+        if pending is not None and self.ledger is not None:
+            self.ledger.settle(pending, usd, tokens)
+
+    def release(self) -> None:
+        """The last checked attempt was not sent after all: give its reservation back."""
+        pending, self._pending = self._pending, None
+        if pending is not None and self.ledger is not None:
+            self.ledger.release(pending)
 
     def _scope(self, dimension: str) -> str:
         return self.scopes.get(dimension, "run")

@@ -52,6 +52,7 @@ from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
     from dreaming.llm import LLMClient
+    from dreaming.llm.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -192,11 +193,14 @@ def record_calls(
     )
 
 
-def run_budget(engine: Engine, agent: str, settings: BudgetSettings) -> Budget:
-    """A run's budget: its own limits, capped by what is left of the agent's day."""
+def run_budget(
+    engine: Engine, agent: str, settings: BudgetSettings, *, ledger: Ledger | None = None
+) -> Budget:
+    """A run's budget: its own limits, capped by what is left of the agent's day, and (in
+    fleet mode) by the fleet's shared daily `ledger`, which every attempt reserves from."""
     with engine.connect() as conn:
         usd, tokens, calls = spent_today(conn, agent)
-    return Budget.for_run(
+    budget = Budget.for_run(
         max_usd=settings.max_usd,
         max_tokens=settings.max_tokens,
         max_calls=settings.max_calls,
@@ -206,6 +210,8 @@ def run_budget(engine: Engine, agent: str, settings: BudgetSettings) -> Budget:
         spent_today_tokens=tokens,
         calls_today=calls,
     )
+    budget.ledger = ledger
+    return budget
 
 
 class DeepPhase:
