@@ -37,7 +37,7 @@ from dreaming.store.models import RunRow, SessionRow
 from dreaming.tags import TagRegistry, build_registry
 
 if TYPE_CHECKING:
-    from dreaming.llm import LLMClient
+    from dreaming.llm import Ledger, LLMClient, RateLimiter
 
 log = logging.getLogger(__name__)
 PHASES = ("light", "rem", "deep")
@@ -51,6 +51,7 @@ class App:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _engines: dict[str, Engine] = field(default_factory=dict)
     _shared: Engine | None = None
+    _limits: Engine | None = None
 
     @classmethod
     def open(
@@ -130,9 +131,10 @@ class App:
         for engine in self._engines.values():
             engine.dispose()
         self._engines.clear()
-        if self._shared is not None:
-            self._shared.dispose()
-            self._shared = None
+        for shared in (self._shared, self._limits):
+            if shared is not None:
+                shared.dispose()
+        self._shared = self._limits = None
 
     def discover(self, agents: Sequence[str] | None = None) -> dict[str, list[SessionFile]]:
         """Transcripts per agent; only those of `agents` when given (a fleet's worker runs
@@ -182,7 +184,42 @@ class App:
         from dreaming.llm import LLMClient  # the HTTP stack loads only when a run needs it
 
         profile = self.settings.llm.profiles[profile_name]
-        return lambda: LLMClient(profile, env=self.env)
+        limiter = self.rate_limiter(profile_name)
+        return lambda: LLMClient(profile, env=self.env, rate_limiter=limiter)
+
+    def limits_engine(self) -> Engine:
+        """Where limits shared by every agent live: the fleet database, or on one machine
+        a small SQLite file beside the agents' (shared by `run --workers N` processes)."""
+        if self.fleet:
+            return self.shared_engine()
+        if self._limits is None:
+            self._limits = open_engine(self.paths.home / "limits.sqlite")
+        return self._limits
+
+    def ledger(self) -> Ledger | None:
+        """The fleet-wide daily budget ([fleet] daily_max_*), or None when none is set."""
+        fleet = self.settings.fleet
+        caps = (fleet.daily_max_usd, fleet.daily_max_tokens, fleet.daily_max_calls)
+        if all(c is None for c in caps):
+            return None
+        from dreaming.llm import Ledger
+
+        return Ledger(
+            self.limits_engine(),
+            max_usd=fleet.daily_max_usd,
+            max_tokens=fleet.daily_max_tokens,
+            max_calls=fleet.daily_max_calls,
+        )
+
+    def rate_limiter(self, profile_name: str) -> RateLimiter | None:
+        """The profile's requests_per_minute, counted across every process that shares
+        the limits database."""
+        profile = self.settings.llm.profiles[profile_name]
+        if profile.requests_per_minute is None:
+            return None
+        from dreaming.llm import RateLimiter
+
+        return RateLimiter(self.limits_engine(), profile_name, profile.requests_per_minute)
 
     def run(
         self,
@@ -301,7 +338,9 @@ class App:
             outcome = "ok"
             # One budget for the whole run: REM's diary and deep's decisions draw on it together.
             run_budget = (
-                make_run_budget(engine, agent, budget or self.settings.budget) if profile else None
+                make_run_budget(engine, agent, budget or self.settings.budget, ledger=self.ledger())
+                if profile
+                else None
             )
             llm_phase: dict[str, Any] = {  # what REM and deep share for this run
                 "client_factory": self.client_factory(profile),

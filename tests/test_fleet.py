@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 import time_machine
+from sqlalchemy import create_engine, text
 
 from dreaming._scheduler._service import ENQUEUE_JOB_FUNC
 from dreaming.app import App
 from dreaming.fleet import enqueue_job
 from dreaming.scheduler import JobScheduler, ScheduledCall, store_url
+from tests.deep_helpers import decide_all
+from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI
 from tests.fleet_helpers import (
     FAST_FLEET,
     JOBS,
@@ -168,3 +171,52 @@ def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
     finally:
         app.close()
     assert workspace_files(root) == workspace_files(reference)
+
+
+def test_a_fleet_budget_smaller_than_the_work_makes_exactly_the_affordable_calls(
+    tmp_path: Path, pg_database: PgDatabase, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.default = decide_all("add")
+    cap = 7
+    root = build_fleet(
+        tmp_path / "fleet",
+        6,
+        pg_database.dsn,
+        FAST_FLEET
+        + f"daily_max_calls = {cap}\n"
+        + "[rem]\nnarrative = false\n"
+        + '[deep]\nllm = "test"\nbatch_size = 1\n'
+        + f'[llm.profiles.test]\nbase_url = "{fake_openai.base_url}"\nmodel = "{DEFAULT_MODEL}"\n'
+        + "price_input_per_mtok = 1.0\nprice_output_per_mtok = 2.0\n",
+    )
+    workers = [start_worker(root, str(i), {"OPENAI_API_KEY": DEFAULT_KEY}) for i in range(3)]
+    try:
+        enqueue(root, "nightly")
+        wait_for_queue(pg_database.url, 6, workers)
+    finally:
+        for w in workers:
+            w.stop()
+    assert fake_openai.completions_served == cap
+    engine = create_engine(pg_database.url)
+    try:
+        with engine.connect() as conn:
+            sent = conn.execute(
+                text("SELECT count(*) FROM llm_calls WHERE outcome <> 'over_budget'")
+            ).scalar_one()
+            refused = conn.execute(
+                text("SELECT count(*) FROM llm_calls WHERE outcome = 'over_budget'")
+            ).scalar_one()
+            ledger = conn.execute(
+                text("SELECT calls, calls_reserved, usd_reserved FROM budget_ledger")
+            ).one()
+            spend = conn.execute(text("SELECT coalesce(sum(calls), 0) FROM spend")).scalar_one()
+    finally:
+        engine.dispose()
+    assert sent == cap and spend == cap
+    assert refused >= 1  # the work wanted more than the cap allowed
+    assert tuple(ledger) == (cap, 0, 0.0)
+    records = runs(pg_database.url)
+    assert {r["outcome"] for r in records} <= {"ok", "budget"}
+    assert "budget" in {r["outcome"] for r in records}
+    assert len({r["worker"] for r in records}) >= 2
+    dreaming(root, "verify")
