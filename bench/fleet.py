@@ -1,9 +1,13 @@
-"""Fleet load benchmark: the full night (light, rem, deep) over many agents, per worker count.
+"""Fleet load benchmark: the full night (light, rem, deep) over many agents, per worker count
+and executor (in-process, or Procrastinate workers on one PostgreSQL database).
 
     .venv/bin/python bench/fleet.py --quick                 # 50 agents x 20 sessions, < 60 s
     .venv/bin/python bench/fleet.py                         # 1,000 agents x 50 sessions
     .venv/bin/python bench/fleet.py --agents 1000 --sessions 50 --workers 1,2,4 \\
         --data-dir /tmp/fleet-1000x50 --pin HEAD --profile  # reuse the set; pin the library
+    .venv/bin/python bench/fleet.py --quick --executor both # fleet mode next to in-process
+    .venv/bin/python bench/fleet.py --executor procrastinate \\
+        --database-url postgresql://me@db:5432/postgres     # an existing PostgreSQL server
 
 What it does, in one run:
 
@@ -29,11 +33,40 @@ What it does, in one run:
    night produced (sessions read, corpus lines, candidates, entries added to MEMORY.md).
    Every agent's run outcome must be `ok`, and `dreaming verify` must exit 0 on a few
    agents (first, middle, last; `--verify` sets how many).
-3. Prints a table (workers, agents, wall s, agents/min, sessions/s, lines/s, peak RSS MB,
-   speed-up vs 1 worker), or with --json one JSON document on stdout (progress goes to
-   stderr). The speed-up compares throughput (agents/min), so it stays meaningful when the
-   1-worker run measured a sample. The machine's core count is printed: N cores cap the
-   speed-up at about N, whatever --workers says.
+3. With `--executor procrastinate` (or `both`: each worker count measured with the
+   in-process executor and then with this one, back to back, so the two share the
+   machine's state and the ratio is fair), fleet mode instead: all agents' state in one
+   PostgreSQL database, the work handed out by the Procrastinate queue. Per worker count
+   N: a fresh database (CREATE DATABASE) and a fresh state folder whose dreaming.toml has
+   the same source plus `database_url` and `jobs_dir` (a jobs folder holding `nightly`:
+   light, rem, deep, every agent); N `dreaming --state-dir S worker --poll 0.2` processes
+   are started and waited for until they have registered with the queue (start-up,
+   imports and migrations are not timed); then the clock starts and
+   `dreaming --state-dir S jobs run nightly --executor procrastinate --json` enqueues one
+   task per agent (with `--agent ...` for each agent of a sample), and the bench polls
+   procrastinate_jobs every 100 ms until every task has succeeded or failed: that is the
+   wall time. Then the workers get SIGTERM. Measured besides: peak RSS of the worker
+   processes' trees plus the enqueueing CLI (same sampler), their CPU over the wall time,
+   the PostgreSQL server's peak PSS and CPU (when the bench runs the server), how long the
+   enqueue command took, when the first run started and the last one ended, and from the
+   `runs` table how many distinct workers (runs.worker, host:pid) ran runs and how many
+   each. What the night produced is summed from the run records' summaries as from
+   `run --json`. Every task must end `succeeded`, every run `ok`, one run per agent, and
+   `dreaming verify` must exit 0 on the same few agents. The server is a throwaway one
+   started by this process from the installed binaries (tests/pg.py's PostgresServer;
+   the repo root is put on sys.path for it), or the server of `--database-url` (a role
+   that may CREATE DATABASE; each run's database is dropped afterwards unless --keep).
+   With neither available the bench stops with a message saying so. Sampling (pilot,
+   `--max-minutes`, `--sample W:K`) is decided per worker count as above and applies to
+   both executors alike; the pilot runs the in-process executor only.
+   On a 2-core machine, 4 worker processes cannot beat 2: the runs are CPU-bound Python,
+   and the PostgreSQL server needs a share of the same two cores.
+4. Prints a table (workers, executor, agents, wall s, agents/min, sessions/s, lines/s,
+   peak RSS MB, speed-up), or with --json one JSON document on stdout (progress goes to
+   stderr). The speed-up compares throughput (agents/min) against the 1-worker row of
+   the first executor measured (the in-process one, with `both`: a same-run baseline), so
+   it stays meaningful when the 1-worker run measured a sample. The machine's core count
+   is printed: N cores cap the speed-up at about N, whatever --workers says.
 
 Long runs: unless `--max-minutes 0`, a fleet of more than 100 agents first gets a short
 pilot (1 worker on spread-out samples of 4 and of 16 agents, not reported as measurements:
@@ -56,9 +89,10 @@ Note on memory: RSS summed over processes counts shared pages (the interpreter, 
 libraries) once per process, so the tree peak overstates what the tree costs the machine
 by roughly (processes - 1) x the shared part; the largest single process is reported too.
 
-The children run this venv's `dreaming` (or `python -c 'from dreaming.cli import main'`)
-with this process's environment minus DREAMING_* variables, so the library measured is
-whatever `import dreaming` finds (or the --pin snapshot).
+The children (workers and enqueue command included) run this venv's `dreaming` (or
+`python -c 'from dreaming.cli import main'`) with this process's environment minus
+DREAMING_* variables, so the library measured is whatever `import dreaming` finds (or the
+--pin snapshot). The procrastinate mode needs the `fleet` extra (psycopg, procrastinate).
 Exit status 0 when every run and every verify succeeded, 1 otherwise.
 """
 
@@ -71,6 +105,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,6 +148,12 @@ DEFAULT_SESSIONS = 50
 QUICK_AGENTS = 50
 QUICK_SESSIONS = 20
 DEFAULT_WORKERS = "1,2,4"
+# Measured per worker count, in this order; the first one's 1-worker row is the baseline.
+EXECUTORS = {
+    "in-process": ("in-process",),
+    "procrastinate": ("procrastinate",),
+    "both": ("in-process", "procrastinate"),
+}
 PILOT_AGENTS = 16
 PILOT_MIN_FLEET = 100  # smaller fleets are measured whole, without a pilot
 POLL_S = 0.1
@@ -479,12 +520,13 @@ def pin_library(rev: str, work: Path) -> dict[str, Any]:
     return {"rev": rev, "commit": commit, "path": str(dest)}
 
 
-def fresh_state(work: Path, name: str, data: Path) -> Path:
-    """A state folder holding only a dreaming.toml that reads the shared fleet folder."""
+def fresh_state(work: Path, name: str, data: Path, head: str = "") -> Path:
+    """A state folder holding only a dreaming.toml that reads the shared fleet folder
+    (`head`: more top-level settings, such as database_url)."""
     state = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
     # A JSON string is a valid TOML basic string (same escapes for what a path can hold).
     (state / "dreaming.toml").write_text(
-        "read_state_dir = false\n\n"
+        head + "read_state_dir = false\n\n"
         "[[sources]]\n"
         'kind = "openclaw"\n'
         f"path = {json.dumps(str(data.resolve()))}\n",
@@ -664,7 +706,7 @@ def measure(
     chosen = all_agents[::every]
     state = fresh_state(work, f"state-w{workers}", fleet.root)
     label = f"{len(chosen)} agents" + (f" (every {every}th: a sample)" if every > 1 else "")
-    _log(f"measuring: {workers} worker(s), {label} ...")
+    _log(f"measuring: in-process, {workers} worker(s), {label} ...")
     try:
         r = run_night(state, workers, chosen if every > 1 else None)
         r["verify"] = verify_agents(state, _spread(chosen, verify_k))
@@ -674,6 +716,7 @@ def measure(
     wall = r["wall_s"]
     r.update(
         {
+            "executor": "in-process",
             "workers": workers,
             "sample_every": every,
             "agents": len(chosen),
@@ -697,6 +740,478 @@ def measure(
     _log(
         f"  {wall:.1f} s, {r['agents_per_min']:.0f} agents/min, "
         f"peak RSS {r['peak_rss_bytes'] / MB:.0f} MB, {'ok' if r['ok'] else 'NOT OK'}"
+    )
+    return r
+
+
+# --------------------------------------------------------------------------- fleet mode
+
+RUN_TASK = "dreaming.run_agent_job"
+JOB_NAME = "nightly"
+WORKER_POLL_S = 0.2  # `dreaming worker --poll`
+WORKER_READY_S = 90.0  # workers must have registered with the queue within this
+STALL_S = 300.0  # no task finished for this long: the measurement is given up
+DB_POLL_S = 1.0  # the PostgreSQL server's memory (PSS, slower to read than RSS)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _libpq(url: str) -> str:
+    """A SQLAlchemy-style or libpq PostgreSQL URL as a libpq connection string."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise SystemExit(f"--database-url: not a database URL: {url!r}") from None
+    if parsed.get_backend_name() != "postgresql":
+        raise SystemExit(f"--database-url must be postgresql://..., not {url!r}")
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class Postgres:
+    """Where the procrastinate runs' databases live: a throwaway server (tests/pg.py's
+    PostgresServer, run by this process) or the server of --database-url. Every
+    measurement gets a fresh database (CREATE DATABASE), dropped afterwards."""
+
+    def __init__(self, database_url: str | None) -> None:
+        try:
+            import procrastinate  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            raise SystemExit(
+                f"--executor procrastinate needs the fleet extra (pip install -e '.[fleet]'): {e}"
+            ) from None
+        self.server: Any = None
+        if database_url:
+            self.admin = _libpq(database_url)
+            self.kind = "--database-url"
+            return
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))
+        from tests.pg import PostgresServer, PostgresUnavailable
+
+        server = PostgresServer()
+        _log("starting a throwaway PostgreSQL server (tests/pg.py) ...")
+        try:
+            server.start()
+        except PostgresUnavailable as e:
+            raise SystemExit(
+                "--executor procrastinate needs PostgreSQL: no --database-url was given and no "
+                f"local server could be started ({e.reason.splitlines()[0]}). Install the "
+                "server binaries (Debian: apt-get install postgresql; or set DREAMING_PG_BIN), "
+                "or pass --database-url postgresql://USER@HOST:PORT/postgres (a role that may "
+                "CREATE DATABASE)."
+            ) from None
+        self.server = server
+        self.admin = server.dsn("postgres")
+        self.kind = "throwaway server"
+
+    def describe(self) -> dict[str, Any]:
+        import psycopg
+
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        return {
+            "kind": self.kind,
+            "server_version": row[0] if row else None,
+            "dsn": self.admin if self.server else _hide_password(self.admin),
+        }
+
+    def dsn(self, name: str) -> str:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.admin).set(database=name)
+        return url.render_as_string(hide_password=False)
+
+    def create(self, name: str) -> str:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return self.dsn(name)
+
+    def drop(self, name: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        try:
+            with psycopg.connect(self.admin, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+        except psycopg.Error as e:
+            _log(f"  could not drop database {name}: {e}")
+
+    def process(self) -> psutil.Process | None:
+        """The postmaster, when this process runs the server (its RSS and CPU are measured)."""
+        pid = self.server.pid if self.server is not None else None
+        return psutil.Process(pid) if pid else None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def _hide_password(dsn: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(dsn).render_as_string(hide_password=True)
+
+
+def _tree_cpu_s(proc: psutil.Process | None) -> float:
+    """CPU seconds (user+sys) of `proc`, its reaped children and its live descendants."""
+    if proc is None:
+        return 0.0
+    try:
+        t = proc.cpu_times()
+        total = float(t.user + t.system + t.children_user + t.children_system)
+        children = proc.children(recursive=True)
+    except psutil.Error:
+        return 0.0
+    for child in children:
+        try:
+            c = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += c.user + c.system
+    return total
+
+
+def _tree_pss(proc: psutil.Process) -> int:
+    """Summed PSS of `proc` and its descendants: a PostgreSQL server's shared buffers are
+    mapped by every backend, so their RSS would count them once per backend."""
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        procs = [proc]
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.Error, AttributeError):
+            continue
+    return total
+
+
+def _queue_states(conn: Any) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT status, count(*) FROM procrastinate_jobs WHERE task_name = %s GROUP BY status",
+        (RUN_TASK,),
+    ).fetchall()
+    return {str(status): int(n) for status, n in rows}
+
+
+def _tail(path: Path, limit: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+def start_workers(state: Path, n: int) -> list[subprocess.Popen[bytes]]:
+    """`dreaming --state-dir S worker --poll 0.2`, n times; output to S/worker-<i>.log."""
+    cmd = [*_cli(), "--state-dir", str(state), "worker", "--poll", str(WORKER_POLL_S)]
+    procs = []
+    for i in range(n):
+        with open(state / f"worker-{i}.log", "wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    cmd, stdout=log, stderr=subprocess.STDOUT, env=_child_env(), cwd=state
+                )
+            )
+    return procs
+
+
+def wait_workers_ready(dsn: str, procs: list[subprocess.Popen[bytes]], state: Path) -> float:
+    """Until every worker has registered with the queue (procrastinate_workers): they have
+    created the schemas and are listening. Seconds it took."""
+    import psycopg
+
+    started = time.perf_counter()
+    deadline = started + WORKER_READY_S
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
+            if dead:
+                raise RuntimeError(
+                    f"worker {dead[0]} exited with {procs[dead[0]].returncode} at start:\n"
+                    + _tail(state / f"worker-{dead[0]}.log")
+                )
+            row = conn.execute("SELECT to_regclass('procrastinate_workers')").fetchone()
+            if row is not None and row[0] is not None:
+                count = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+                if count is not None and count[0] >= len(procs):
+                    return time.perf_counter() - started
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"workers not registered after {WORKER_READY_S:.0f} s")
+            time.sleep(POLL_S)
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> list[int | None]:
+    """SIGTERM (finish the running task, then exit), SIGKILL after 30 s; exit statuses."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes: list[int | None] = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=30))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            codes.append(None)  # had to be killed
+    return codes
+
+
+def run_queue(
+    state: Path,
+    dsn: str,
+    workers: list[subprocess.Popen[bytes]],
+    agents: list[str] | None,
+    pg: Postgres,
+) -> dict[str, Any]:
+    """Enqueue the nightly job (`jobs run nightly --executor procrastinate --json`) while
+    the workers wait, and watch every 100 ms until every task succeeded or failed: the
+    RSS of the workers' trees (and of the enqueueing CLI while it runs) and the queue."""
+    import psycopg
+
+    base = [*_cli(), "--state-dir", str(state), "jobs", "run", JOB_NAME]
+    base += ["--executor", "procrastinate", "--json"]
+    cmd = list(base)
+    for agent in agents or ():
+        cmd += ["--agent", agent]
+    out_path, err_path = state / "enqueue.json", state / "enqueue.stderr"
+    watched = [psutil.Process(p.pid) for p in workers]
+    db_proc = pg.process()
+    peak = peak_procs = peak_single = db_peak = 0
+    timeline: list[tuple[float, int]] = []
+    failures: list[str] = []
+    enqueue: dict[str, Any] = {}
+    states: dict[str, int] = {}
+    total: int | None = None
+    usage = None
+    conn = psycopg.connect(dsn, autocommit=True)
+    try:
+        cpu0 = sum(_tree_cpu_s(w) for w in watched)
+        db_cpu0 = _tree_cpu_s(db_proc)
+        busy0 = _busy_cpu_s()
+        wall0 = time.time()
+        started = time.perf_counter()
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=_child_env(), cwd=state)
+        enqueuer = psutil.Process(proc.pid)
+        last_finished, last_progress = -1, started
+        db_next = started
+        while True:
+            now = time.perf_counter()
+            total_rss = count = 0
+            for p in [*watched, *([enqueuer] if usage is None else [])]:
+                t, c, largest = _tree_rss(p)
+                total_rss, count = total_rss + t, count + c
+                peak_single = max(peak_single, largest)
+            timeline.append((now - started, total_rss))
+            peak, peak_procs = max(peak, total_rss), max(peak_procs, count)
+            if db_proc is not None and now >= db_next:
+                db_next = now + DB_POLL_S
+                db_peak = max(db_peak, _tree_pss(db_proc))
+            if usage is None:
+                pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    usage = ru
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    enqueue = {"exit_status": proc.returncode, "s": now - started}
+                    try:
+                        queued = json.loads(out_path.read_bytes())["queued"]
+                    except (ValueError, KeyError):
+                        failures.append("enqueue printed no JSON: " + _tail(err_path))
+                        break
+                    kinds: dict[str, int] = {}
+                    for q in queued:
+                        kinds[q["outcome"]] = kinds.get(q["outcome"], 0) + 1
+                    enqueue["outcomes"] = kinds
+                    total = kinds.get("queued", 0)
+                    if proc.returncode != 0 or total != len(queued):
+                        failures.append(f"enqueue: exit {proc.returncode}, outcomes {kinds}")
+            states = _queue_states(conn)
+            finished = states.get("succeeded", 0) + states.get("failed", 0)
+            if total is not None and finished >= total:
+                break
+            if finished != last_finished:
+                last_finished, last_progress = finished, now
+            elif now - last_progress > STALL_S:
+                failures.append(f"no task finished for {STALL_S:.0f} s; queue {states}")
+                break
+            if all(w.poll() is not None for w in workers):
+                failures.append(f"every worker exited; queue {states}")
+                break
+            time.sleep(POLL_S)
+        wall = time.perf_counter() - started
+        cpu = sum(_tree_cpu_s(w) for w in watched) - cpu0
+        db_cpu = _tree_cpu_s(db_proc) - db_cpu0 if db_proc is not None else None
+        busy = _busy_cpu_s() - busy0
+    finally:
+        conn.close()
+    if usage is None:  # gave up before the enqueue finished
+        proc.kill()
+        _, _, usage = os.wait4(proc.pid, 0)
+    enqueue_cpu = usage.ru_utime + usage.ru_stime
+    tree_cpu = cpu + enqueue_cpu
+    return {
+        "command": " ".join(base) + (f" --agent ... ({len(agents)} agents)" if agents else ""),
+        "worker_command": " ".join([*_cli(), "--state-dir", "S", "worker", "--poll"])
+        + f" {WORKER_POLL_S}",
+        "wall_s": wall,
+        "wall_started_at": wall0,
+        "enqueue": enqueue,
+        "queue_total": total,
+        "queue_states_at_end": states,
+        "peak_rss_bytes": peak,
+        "peak_processes": peak_procs,
+        "peak_single_rss_bytes": peak_single,
+        "rss_samples": len(timeline),
+        "rss_by_quarter_bytes": [
+            max((b for t, b in timeline if q * wall / 4 <= t <= (q + 1) * wall / 4), default=0)
+            for q in range(4)
+        ],
+        "cpu_s": tree_cpu,
+        "worker_cpu_s": cpu,
+        "enqueue_cpu_s": enqueue_cpu,
+        "db_cpu_s": db_cpu,
+        "db_peak_pss_bytes": db_peak if db_proc is not None else None,
+        # PostgreSQL's CPU is the system under test here, not another job competing.
+        "others_cores": max(0.0, busy - tree_cpu - (db_cpu or 0.0)) / wall if wall else 0.0,
+        "watch_failures": failures,
+    }
+
+
+def _utc_seconds(value: Any) -> float | None:
+    if not isinstance(value, datetime):
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+def read_runs(dsn: str, wall0: float) -> dict[str, Any]:
+    """The run records the workers wrote (table `runs`): what the night did, summed as for
+    `run --json`, which workers ran it, and when the first run started and the last ended."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT agent, worker, started_at, ended_at, outcome, summary FROM runs "
+            "WHERE job = %s ORDER BY started_at",
+            (JOB_NAME,),
+        ).fetchall()
+        states = _queue_states(conn)
+    runs: list[dict[str, Any]] = []
+    agents: dict[str, Any] = {}
+    by_worker: dict[str, int] = {}
+    for agent, worker, _, _, outcome, summary in rows:
+        try:
+            doc = json.loads(summary or "{}")
+        except ValueError:
+            doc = {}
+        runs.append({"agent": agent, "outcome": outcome, "error": doc.get("error")})
+        agents[agent] = doc.get("phases") or {}
+        by_worker[str(worker)] = by_worker.get(str(worker), 0) + 1
+    starts = [s for s in (_utc_seconds(r[2]) for r in rows) if s is not None]
+    ends = [e for e in (_utc_seconds(r[3]) for r in rows) if e is not None]
+    return {
+        **summarize({"runs": runs, "agents": agents}),
+        "runs_by_worker": dict(sorted(by_worker.items())),
+        "distinct_workers": len(by_worker),
+        "duplicate_runs": len(runs) - len(agents),
+        "first_run_started_s": min(starts) - wall0 if starts else None,
+        "last_run_ended_s": max(ends) - wall0 if ends else None,
+        "queue_states": states,
+    }
+
+
+def measure_procrastinate(
+    fleet: Fleet, work: Path, workers: int, every: int, verify_k: int, keep: bool, pg: Postgres
+) -> dict[str, Any]:
+    """One night of the fleet (or every `every`-th agent) through the Procrastinate queue:
+    a fresh database and state folder, `workers` worker processes started and registered
+    first, then enqueue and wait until every task has succeeded or failed."""
+    all_agents = fleet.spec.agent_ids()
+    chosen = all_agents[::every]
+    db = f"fleet_bench_{os.getpid()}_w{workers}"
+    dsn = pg.create(db)
+    jobs = work / f"jobs-{db}"
+    jobs.mkdir(parents=True, exist_ok=True)
+    (jobs / f"{JOB_NAME}.toml").write_text(
+        f'name = "{JOB_NAME}"\nphases = ["light", "rem", "deep"]\nagents = "*"\n',
+        encoding="utf-8",
+    )
+    head = f"database_url = {json.dumps(dsn)}\njobs_dir = {json.dumps(str(jobs))}\n"
+    state = fresh_state(work, f"state-pq-w{workers}", fleet.root, head)
+    label = f"{len(chosen)} agents" + (f" (every {every}th: a sample)" if every > 1 else "")
+    _log(f"measuring: procrastinate, {workers} worker process(es), {label} ...")
+    procs: list[subprocess.Popen[bytes]] = []
+    r: dict[str, Any] = {"watch_failures": []}
+    try:
+        procs = start_workers(state, workers)
+        try:
+            ready_s = wait_workers_ready(dsn, procs, state)
+        except RuntimeError as e:
+            raise SystemExit(f"procrastinate, {workers} worker(s): {e}") from None
+        r = run_queue(state, dsn, procs, chosen if every > 1 else None, pg)
+        r["workers_ready_s"] = ready_s
+        r["worker_exit_statuses"] = stop_workers(procs)
+        r.update(read_runs(dsn, r.pop("wall_started_at")))
+        r["verify"] = verify_agents(state, _spread(chosen, verify_k))
+        logs = [_tail(state / f"worker-{i}.log", 4000) for i in range(workers)]
+        r["worker_log_warnings"] = [
+            line
+            for log in logs
+            for line in log.splitlines()
+            if any(w in line for w in ("ERROR", "Traceback", "outcome=failed", "event=stalled"))
+        ][:10]
+        if r["watch_failures"]:
+            r["stderr_tail"] = "\n".join(log[-1000:] for log in logs)
+    finally:
+        stop_workers(procs)
+        if not keep:
+            shutil.rmtree(state, ignore_errors=True)
+            shutil.rmtree(jobs, ignore_errors=True)
+            pg.drop(db)
+    wall = r["wall_s"]
+    r["failures"] = [*({"watch": f} for f in r["watch_failures"]), *r["failures"]]
+    r.update(
+        {
+            "executor": "procrastinate",
+            "workers": workers,
+            "sample_every": every,
+            "agents": len(chosen),
+            "sessions": len(chosen) * fleet.spec.sessions,
+            "input_bytes": sum(fleet.agent_bytes[a] for a in chosen),
+            "input_lines": sum(fleet.agent_lines[a] for a in chosen),
+            "agents_per_min": len(chosen) / wall * 60,
+            "sessions_per_s": r["sessions_read"] / wall,
+            "corpus_lines_per_s": r["corpus_lines"] / wall,
+            "input_lines_per_s": sum(fleet.agent_lines[a] for a in chosen) / wall,
+            "mb_per_s": r["bytes_read"] / MB / wall,
+            "cpu_utilization": r["cpu_s"] / wall,
+            "state_dir": str(state) if keep else None,
+            "database": db if keep else None,
+            "ok": not r["watch_failures"]
+            and r["all_ok"]
+            and r["queue_states"] == {"succeeded": len(chosen)}
+            and r["agents_run"] == len(chosen)
+            and r["duplicate_runs"] == 0
+            and r["sessions_read"] == len(chosen) * fleet.spec.sessions
+            and r["verify"]["ok"],
+        }
+    )
+    _log(
+        f"  {wall:.1f} s, {r['agents_per_min']:.0f} agents/min, "
+        f"peak RSS {r['peak_rss_bytes'] / MB:.0f} MB, runs on {r['distinct_workers']} "
+        f"worker(s), {'ok' if r['ok'] else 'NOT OK'}"
     )
     return r
 
@@ -931,13 +1446,20 @@ def render(report: dict[str, Any]) -> str:
             f"fixed per run (1 worker on {p['agents'][0]} and on {p['agents'][1]} agents); "
             f"limit {report['max_minutes']:g} min per run"
         )
-    head = ["workers", "agents", "wall s", "agents/min", "sessions/s", "lines/s", "MB/s"]
-    head += ["peak RSS MB", "procs", "CPU s", "others' cores", "speed-up", "ok"]
+    if report.get("postgres"):
+        pq = report["postgres"]
+        lines.append(
+            f"postgres: {pq['kind']} (PostgreSQL {pq['server_version']}) at {pq['dsn']}; "
+            "one fresh database per procrastinate run"
+        )
+    head = ["workers", "executor", "agents", "wall s", "agents/min", "sessions/s", "lines/s"]
+    head += ["MB/s", "peak RSS MB", "procs", "CPU s", "others' cores", "speed-up", "ok"]
     rows = []
     for r in report["runs"]:
         rows.append(
             [
                 str(r["workers"]),
+                r.get("executor", "in-process"),
                 f"{r['agents']:,}" + ("*" if r["sample_every"] > 1 else ""),
                 f"{r['wall_s']:.1f}",
                 f"{r['agents_per_min']:.1f}",
@@ -956,25 +1478,36 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", _fmt_row(head, widths), _fmt_row(["-" * w for w in widths], widths)]
     lines += [_fmt_row(row, widths) for row in rows]
     lines.append("")
+    baseline = report.get("speedup_baseline") or "the 1-worker row"
     lines.append(
         "lines/s: corpus lines written per second; MB/s: transcript bytes read per second; "
         "peak RSS: the process tree's summed RSS (shared pages counted once per process); "
         "procs: most processes seen at once; CPU s: user+sys of the whole tree; others' "
         "cores: CPU the rest of the machine used meanwhile (other jobs competing for the "
-        f"{m['cores']} cores); speed-up: agents/min against the 1-worker row."
+        f"{m['cores']} cores); speed-up: agents/min against the {baseline} row."
     )
+    if any(r.get("executor") == "procrastinate" for r in report["runs"]):
+        lines.append(
+            "procrastinate rows: wall s from the enqueue command's start until every task "
+            "succeeded or failed (the workers were started and registered before, not timed); "
+            "peak RSS, procs and CPU s cover the worker processes plus the enqueueing CLI, "
+            "not the PostgreSQL server (its own figures are in the notes below, and its CPU "
+            "is not counted in others' cores)."
+        )
     for r in report["runs"]:
         if r["sample_every"] > 1:
             est = r.get("estimated_full_wall_s")
             lines.append(
-                f"* {r['workers']} worker(s): measured on every {r['sample_every']}th agent "
+                f"* {r.get('executor', 'in-process')}, {r['workers']} worker(s): measured on "
+                f"every {r['sample_every']}th agent "
                 f"({r['agents']} of {f['agents']:,})"
                 + (f"; the pilot estimated the full run at {est / 60:.1f} min" if est else "")
                 + "; its rates stand in for the full fleet."
             )
     for r in report["runs"]:
         lines.append(
-            f"{r['workers']} worker(s): {r['sessions_read']:,} sessions read, "
+            f"{r.get('executor', 'in-process')}, {r['workers']} worker(s): "
+            f"{r['sessions_read']:,} sessions read, "
             f"{r['corpus_lines']:,} corpus lines, {r['candidates_new']:,} candidates, "
             f"{r['entries_added']:,} entries added (deep actions {r['deep_actions']}), "
             f"outcomes {r['outcomes']}, verify {'ok' if r['verify']['ok'] else 'FAILED'} on "
@@ -983,13 +1516,41 @@ def render(report: dict[str, Any]) -> str:
             f"{'/'.join(f'{b / MB:.0f}' for b in r['rss_by_quarter_bytes'])} MB; phase "
             f"seconds summed over agents {r['phase_s_sum']}"
         )
+        if r.get("executor") == "procrastinate":
+            lines.append("  " + _queue_notes(r))
         for fail in r["failures"]:
             lines.append(f"  failure: {fail}")
+        for warning in r.get("worker_log_warnings") or ():
+            lines.append(f"  worker log: {warning[-200:]}")
         if r.get("stderr_tail"):
             lines.append("  stderr: " + r["stderr_tail"].strip().replace("\n", "\n  "))
     if report.get("profile"):
         lines += ["", *render_profile(report["profile"])]
     return "\n".join(lines)
+
+
+def _queue_notes(r: dict[str, Any]) -> str:
+    """One procrastinate row's queue figures, for the notes under the table."""
+
+    def secs(key: str) -> str:
+        return f"{r[key]:.1f} s" if r.get(key) is not None else "-"
+
+    enqueue = r.get("enqueue") or {}
+    db = (
+        f"PostgreSQL server peak PSS {r['db_peak_pss_bytes'] / MB:.0f} MB, CPU "
+        f"{r['db_cpu_s']:.1f} s"
+        if r.get("db_peak_pss_bytes") is not None
+        else "PostgreSQL server not measured (--database-url)"
+    )
+    return (
+        f"queue: workers registered after {secs('workers_ready_s')} (not timed); enqueue "
+        f"command {enqueue.get('s', 0):.1f} s ({enqueue.get('outcomes')}); first run started "
+        f"at {secs('first_run_started_s')}, last run ended at {secs('last_run_ended_s')}; "
+        f"runs by {r['distinct_workers']} distinct worker(s) "
+        f"{sorted(r['runs_by_worker'].values(), reverse=True)}; tasks at the end "
+        f"{r['queue_states']}; worker CPU {r['worker_cpu_s']:.0f} s, enqueue CPU "
+        f"{r['enqueue_cpu_s']:.1f} s; {db}; worker exit statuses {r['worker_exit_statuses']}"
+    )
 
 
 def render_profile(p: dict[str, Any], top: int = 15) -> list[str]:
@@ -1042,13 +1603,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=(
             "Fleet load benchmark: the full night (light, rem, deep) over many agents on the "
             "embedded default (one SQLite file per agent), run by `dreaming run --workers N "
-            "--json` for each worker count; reports wall time, peak RSS of the process "
-            "tree, agents/minute, sessions/s and corpus lines/s."
+            "--json` for each worker count, and/or (--executor) in fleet mode: one PostgreSQL "
+            "database, the nightly job enqueued for N `dreaming worker` processes; reports "
+            "wall time, peak RSS of the process tree, agents/minute, sessions/s and corpus "
+            "lines/s."
         ),
         epilog=(
             "Examples: .venv/bin/python bench/fleet.py --quick | .venv/bin/python "
-            "bench/fleet.py --agents 1000 --sessions 50 --workers 1,2,4 --data-dir "
-            "/tmp/fleet-1000x50 --json"
+            "bench/fleet.py --quick --executor both | .venv/bin/python bench/fleet.py "
+            "--agents 1000 --sessions 50 --workers 1,2,4 --data-dir /tmp/fleet-1000x50 --json"
         ),
     )
     ap.add_argument("--agents", type=int, default=None, help=f"default {DEFAULT_AGENTS}")
@@ -1106,13 +1669,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="measure the library as committed at this git revision (say HEAD), extracted "
         "to the work dir, instead of whatever the working tree holds while the runs go on",
     )
-    ap.add_argument("--keep", action="store_true", help="keep the state folders")
+    ap.add_argument(
+        "--executor",
+        choices=("in-process", "procrastinate", "both"),
+        default="in-process",
+        help="in-process: `dreaming run --workers N` (per-agent SQLite files); procrastinate: "
+        "one PostgreSQL database, `jobs run nightly --executor procrastinate` and N `dreaming "
+        "worker` processes; both: each worker count with both, in the same run (default "
+        "in-process)",
+    )
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL server for the procrastinate runs, as postgresql://USER@HOST:PORT/DB "
+        "of a role that may CREATE DATABASE (each run gets a fresh database, dropped after); "
+        "default: a throwaway server started from the installed binaries (tests/pg.py)",
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the state folders (and, with --database-url, the databases)",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     args = ap.parse_args(argv)
     args.agents = args.agents or (QUICK_AGENTS if args.quick else DEFAULT_AGENTS)
     args.sessions = args.sessions or (QUICK_SESSIONS if args.quick else DEFAULT_SESSIONS)
     if args.agents < 1 or args.sessions < 1:
         ap.error("--agents and --sessions must be at least 1")
+    if args.database_url and args.executor == "in-process":
+        ap.error("--database-url is for --executor procrastinate or both")
     return args
 
 
@@ -1124,7 +1709,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     data_root = args.data_dir or work / "data"
     started = time.perf_counter()
+    pg: Postgres | None = None
+    postgres: dict[str, Any] | None = None
+    executors = EXECUTORS[args.executor]
     try:
+        if "procrastinate" in executors:  # first, so a missing server costs no generating
+            pg = Postgres(args.database_url)
+            postgres = pg.describe()
         _log(f"fleet: {spec.agents} agents x {spec.sessions} sessions under {data_root} ...")
         fleet = ensure_fleet(spec, data_root)
         _log(
@@ -1150,12 +1741,19 @@ def main(argv: list[str] | None = None) -> int:
             library.update(commit=pinned["commit"], uncommitted_changes=False, pinned=True)
         load_start = [round(x, 2) for x in os.getloadavg()]
         runs = []
+        # Worker count by worker count, both executors back to back, so a drift in the
+        # machine's load touches both alike.
         for w in args.workers:
             every, est = schedule[w]
-            r = measure(fleet, work, w, every, args.verify, args.keep)
-            r["estimated_full_wall_s"] = est
-            runs.append(r)
-        base = next((r for r in runs if r["workers"] == 1), None)
+            for executor in executors:
+                if executor == "in-process":
+                    r = measure(fleet, work, w, every, args.verify, args.keep)
+                else:
+                    assert pg is not None
+                    r = measure_procrastinate(fleet, work, w, every, args.verify, args.keep, pg)
+                r["estimated_full_wall_s"] = est
+                runs.append(r)
+        base = next((r for r in runs if r["workers"] == 1 and r["executor"] == executors[0]), None)
         for r in runs:
             r["speedup"] = r["agents_per_min"] / base["agents_per_min"] if base else None
         report: dict[str, Any] = {
@@ -1178,6 +1776,9 @@ def main(argv: list[str] | None = None) -> int:
                 "python": sys.version.split()[0],
             },
             "library": library,
+            "executor": args.executor,
+            "postgres": postgres,
+            "speedup_baseline": f"{executors[0]}, 1 worker" if base else None,
             "max_minutes": args.max_minutes,
             "pilot": pilot_result,
             "runs": runs,
@@ -1185,6 +1786,8 @@ def main(argv: list[str] | None = None) -> int:
             "total_s": time.perf_counter() - started,
         }
     finally:
+        if pg is not None:
+            pg.stop()
         if not args.keep:
             if args.data_dir is None:
                 shutil.rmtree(data_root, ignore_errors=True)
