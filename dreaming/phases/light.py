@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
+    bindparam,
     delete,
     func,
     insert,
@@ -144,13 +145,18 @@ def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict
     }
 
 
+_UPDATE_SESSION = update(SESSIONS).where(
+    and_(SESSIONS.c.agent == bindparam("b_agent"), SESSIONS.c.session_id == bindparam("b_sid"))
+)
+
+
 def _upsert_session(
     conn: Connection, values: dict[str, Any], existing: dict[str, Any] | None, read: bool
 ) -> None:
     now = _now()
     if existing is None:
         conn.execute(
-            insert(SESSIONS).values(**values, first_seen=now, last_read=now if read else None)
+            insert(SESSIONS), {**values, "first_seen": now, "last_read": now if read else None}
         )
         return
     changed = {k: v for k, v in values.items() if existing.get(k) != v}
@@ -158,14 +164,8 @@ def _upsert_session(
         changed["last_read"] = now
     if changed:
         conn.execute(
-            update(SESSIONS)
-            .where(
-                and_(
-                    SESSIONS.c.agent == values["agent"],
-                    SESSIONS.c.session_id == values["session_id"],
-                )
-            )
-            .values(**changed)
+            _UPDATE_SESSION,
+            {"b_agent": values["agent"], "b_sid": values["session_id"], **changed},
         )
 
 
@@ -194,27 +194,80 @@ def _remove_session_lines(
     return touched, days
 
 
+_BUILT: dict[tuple[str, str], Any] = {}
+
+
+def _built(conn: Connection, name: str, build: Callable[[Connection], Any]) -> Any:
+    """A statement that depends on the backend (an upsert), built once per backend."""
+    key = (conn.dialect.name, name)
+    stmt = _BUILT.get(key)
+    if stmt is None:
+        stmt = _BUILT[key] = build(conn)
+    return stmt
+
+
+def _do_nothing_on_conflict(table: Any) -> Callable[[Connection], Any]:
+    return lambda conn: upsert(conn, table).on_conflict_do_nothing()
+
+
+_CURSOR_COLUMNS = (
+    "agent",
+    "path",
+    "session_id",
+    "offset",
+    "line",
+    "head",
+    "size",
+    "mtime_ns",
+    "updated_at",
+)
+
+
+def _upsert_cursor(conn: Connection) -> Any:
+    ins = upsert(conn, CURSORS)
+    return ins.on_conflict_do_update(
+        index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _CURSOR_COLUMNS}
+    )
+
+
+# The new lines of one session file: what is stored already, and their ids.
+_SPAN = and_(
+    LINES.c.agent == bindparam("agent"),
+    LINES.c.session_id == bindparam("session_id"),
+    LINES.c.line >= bindparam("first"),
+    LINES.c.line <= bindparam("last"),
+)
+_LINES_IN_SPAN = select(LINES.c.line).where(_SPAN)
+_IDS_IN_SPAN = select(LINES.c.line, LINES.c.id).where(_SPAN)
+
+
 def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
     rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
     if rows:
-        conn.execute(upsert(conn, DIRTY).on_conflict_do_nothing(), rows)
+        conn.execute(_built(conn, "dirty", _do_nothing_on_conflict(DIRTY)), rows)
 
 
 def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
-    """Rewrite every dirty day's corpus file from the table, then clear its mark."""
+    """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
+    cleared only after its file is written (a crash in between rewrites it next run)."""
     with engine.connect() as conn:
-        days = [d for (d,) in conn.execute(select(DIRTY.c.day).where(DIRTY.c.agent == agent))]
-    for day in sorted(days):
-        with engine.connect() as conn:
+        days = sorted(d for (d,) in conn.execute(select(DIRTY.c.day).where(DIRTY.c.agent == agent)))
+        if not days:
+            return 0
+        for day in days:
             rows = conn.execute(
                 select(LINES.c.session_id, LINES.c.line, LINES.c.text)
                 .where(and_(LINES.c.agent == agent, LINES.c.day == day))
                 .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
-            ).all()
-        rendered = corpus.render_day(agent, ((r[0], r[1], r[2]) for r in rows))
-        corpus.write_day(folder, day, rendered)
-        with engine.begin() as conn:
-            conn.execute(delete(DIRTY).where(and_(DIRTY.c.agent == agent, DIRTY.c.day == day)))
+            )
+            corpus.write_day(folder, day, corpus.render_day(agent, rows.tuples()))
+    with engine.begin() as conn:
+        for chunk in range(0, len(days), 500):
+            conn.execute(
+                delete(DIRTY).where(
+                    and_(DIRTY.c.agent == agent, DIRTY.c.day.in_(days[chunk : chunk + 500]))
+                )
+            )
     return len(days)
 
 
@@ -396,29 +449,28 @@ class LightPhase:
                 mark_stale(conn, gone)
                 touched |= gone
                 days |= old_days
+            span = {}
             if rows:
-                span = and_(
-                    LINES.c.agent == agent,
-                    LINES.c.session_id == sf.session_id,
-                    LINES.c.line >= rows[0]["line"],
-                    LINES.c.line <= rows[-1]["line"],
-                )
+                span = {
+                    "agent": agent,
+                    "session_id": sf.session_id,
+                    "first": rows[0]["line"],
+                    "last": rows[-1]["line"],
+                }
                 # Lines already stored (a forced re-ingestion) are neither new nor re-folded.
-                have = {n for (n,) in conn.execute(select(LINES.c.line).where(span))}
-                rows = [r for r in rows if r["line"] not in have]
+                have = {n for (n,) in conn.execute(_LINES_IN_SPAN, span)}
+                if have:
+                    rows = [r for r in rows if r["line"] not in have]
             if rows:
                 conn.execute(insert(LINES), rows)
-                ids: dict[int, int] = dict(
-                    conn.execute(select(LINES.c.line, LINES.c.id).where(span)).all()
-                )
+                ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
                 new_lines = [(ids[r["line"]], r) for r in rows]
                 touched |= folder.fold(conn, new_lines, summary)
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             conn.execute(
-                upsert(conn, STATE)
-                .values(agent=agent, key=RESCORE_KEY, value="1")
-                .on_conflict_do_nothing()
+                _built(conn, "state", _do_nothing_on_conflict(STATE)),
+                {"agent": agent, "key": RESCORE_KEY, "value": "1"},
             )
             _mark_dirty(conn, agent, days)
             advance_clock(conn, agent, newest)
@@ -433,11 +485,7 @@ class LightPhase:
                 "mtime_ns": st.st_mtime_ns,
                 "updated_at": _now(),
             }
-            conn.execute(
-                upsert(conn, CURSORS)
-                .values(**cursor_values)
-                .on_conflict_do_update(index_elements=["agent", "path"], set_=cursor_values)
-            )
+            conn.execute(_built(conn, "cursor", _upsert_cursor), cursor_values)
             _upsert_session(conn, values, existing, read=True)
             faults.checkpoint("light.before_commit")
         faults.checkpoint("light.after_commit")
