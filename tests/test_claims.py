@@ -80,3 +80,16 @@ def test_similarity_ties_go_to_the_lowest_id() -> None:
     idx.rename(5, -1)
     assert idx.best(tokens) == -1
     assert SimilarityIndex(0.5).best(tokens) is None
+
+
+def test_durable_cues_any_case_and_only_whole_words() -> None:
+    def cue(text: str) -> bool:
+        found = extract(text, min_words=3, max_words=60)
+        assert len(found) == 1, found
+        return found[0].durable_cue
+
+    assert cue("I LIVE in Lisbon near the river.")
+    assert cue("My Dog is called Rex and he is old.")
+    assert cue("From now on use tabs in the Makefile.")
+    assert not cue("The preferred staging host is bluebird.")
+    assert not cue("The dogma of tabs lives on in Makefiles.")
