@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -254,13 +254,17 @@ def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
         days = sorted(d for (d,) in conn.execute(select(DIRTY.c.day).where(DIRTY.c.agent == agent)))
         if not days:
             return 0
-        for day in days:
-            rows = conn.execute(
-                select(LINES.c.session_id, LINES.c.line, LINES.c.text)
-                .where(and_(LINES.c.agent == agent, LINES.c.day == day))
-                .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
-            )
-            corpus.write_day(folder, day, corpus.render_day(agent, rows.tuples()))
+
+        def rendered() -> Iterator[tuple[str, str]]:
+            for day in days:
+                rows = conn.execute(
+                    select(LINES.c.session_id, LINES.c.line, LINES.c.text)
+                    .where(and_(LINES.c.agent == agent, LINES.c.day == day))
+                    .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
+                )
+                yield day, corpus.render_day(agent, rows.tuples())
+
+        corpus.write_days(folder, rendered())
     with engine.begin() as conn:
         for chunk in range(0, len(days), 500):
             conn.execute(
