@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import create_engine, inspect, text
 
 from dreaming import demo
 from dreaming.app import App
@@ -161,3 +161,30 @@ def _key(agent: str) -> int:
     from dreaming.store.engine import advisory_key
 
     return advisory_key(agent)
+
+
+def test_runs_survive_the_server_dropping_idle_pooled_connections(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dreaming.store import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "_IDLE_PING_S", 0.0)  # any idle connection is checked
+    root = _fleet_folder(tmp_path / "fleet", pg_url)
+    app = App.open(root, root / "dreaming.toml", env={})
+    admin = create_engine(pg_url)
+    try:
+        assert {r["outcome"] for r in app.run(["light"])} == {"ok"}
+        # As a server restart would: every connection of this app's pool is cut.
+        with admin.connect() as conn:
+            killed = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        assert killed >= 1
+        assert {r["outcome"] for r in app.run(["light", "rem", "deep"])} == {"ok"}
+        assert all(verify(app.engine(a), app.paths, a).ok for a in app.known_agents())
+    finally:
+        admin.dispose()
+        app.close()

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
 from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, StateError
@@ -91,15 +91,39 @@ def open_shared_engine(url: str) -> Engine:
     (row locks, advisory locks, conditional updates)."""
     # Timestamps are stored as naive UTC (as in SQLite): the session time zone must be UTC or
     # the server would shift aware datetimes into its own zone on the way in.
-    engine = create_engine(
-        _driver_url(url), pool_pre_ping=True, connect_args={"options": "-c timezone=UTC"}
-    )
+    engine = create_engine(_driver_url(url), connect_args={"options": "-c timezone=UTC"})
+    _ping_idle_connections(engine)
     with engine.begin() as conn:
         # DDL is transactional in PostgreSQL; the advisory lock makes a second process that
         # starts at the same moment wait for the first one's migrations instead of racing.
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         migrate(conn, redact(url))
     return engine
+
+
+_IDLE_PING_S = 1.0
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    """Check a pooled connection before use only if it sat idle, instead of SQLAlchemy's
+    pool_pre_ping on every checkout: a run checks out hundreds of times within moments (a
+    ping each was ~13% of a run), while a connection that idled between tasks may have been
+    dropped by a server restart or a firewall. A dead one raises DisconnectionError, which
+    makes the pool discard it and hand out a fresh one."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < _IDLE_PING_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi)
+        except Exception as err:
+            raise DisconnectionError(f"pooled connection is dead: {err}") from err
 
 
 _MIGRATION_LOCK = 0x647265616D696E67  # "dreaming"
@@ -146,23 +170,35 @@ def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[None]:
     its connection closes and the server releases the lock, so a killed worker never
     leaves an agent locked. The holder is written as the connection's application_name,
     which is how a refused run can say who has the agent."""
+    key = advisory_key(agent)
     conn = engine.connect()
     try:
         conn.execute(
             text("SELECT set_config('application_name', :n, false)"),
             {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
         )
-        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(agent)})
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
         conn.commit()
-        if not got.scalar_one():
+        if not got:
             raise LockedError(agent, _advisory_holder(conn, agent))
         try:
             yield
         finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(agent)})
-            conn.commit()
+            _unlock(conn, key)
     finally:
         conn.close()
+
+
+def _unlock(conn: Connection, key: int) -> None:
+    try:
+        released = conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}).scalar_one()
+        conn.commit()
+    except DBAPIError:
+        released = False
+    if not released:
+        # Never hand a connection that may still hold the lock back to the pool: closing
+        # the server session releases every lock it holds.
+        conn.invalidate()
 
 
 def _advisory_holder(conn: Any, agent: str) -> str:
