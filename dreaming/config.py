@@ -117,6 +117,9 @@ class FleetSettings(_Strict):
     stalled_after_s: float = Field(default=60.0, gt=0)  # silent this long: presumed dead
     # When workers look for the jobs of dead workers (cron; a 6th field is seconds).
     stalled_check_cron: str = "* * * * *"
+    # Finished tasks (the queue's audit trail, and how a late duplicate fire is recognised)
+    # are deleted this many hours after they end, by a daily task.
+    keep_finished_jobs_h: int = Field(default=72, ge=1)
     # Caps on what the whole fleet spends in a UTC day, over every agent and worker.
     daily_max_usd: float | None = Field(default=None, ge=0)
     daily_max_tokens: int | None = Field(default=None, ge=0)

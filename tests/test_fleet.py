@@ -221,3 +221,39 @@ def test_a_fleet_budget_smaller_than_the_work_makes_exactly_the_affordable_calls
     assert "budget" in {r["outcome"] for r in records}
     assert len({r["worker"] for r in records}) >= 2
     dreaming(root, "verify")
+
+
+def test_finished_tasks_are_pruned_after_the_keep_time(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    import asyncio
+    from unittest import mock
+
+    from procrastinate import JobContext
+
+    from dreaming.fleet import build_queue
+    from dreaming.fleet._tasks import WorkerState, bind, prune_finished_jobs
+
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
+    enqueue(root, "ingest")
+    dreaming(root, "worker", "--drain", "--poll", "0.1")
+    enqueue(root, "dream")  # still waiting: never pruned
+    engine = create_engine(pg_database.url)
+    with engine.begin() as conn:  # the ingest tasks finished 73 hours ago
+        conn.execute(text("UPDATE procrastinate_events SET at = at - interval '73 hours'"))
+    engine.dispose()
+    app = App.open(root, root / "dreaming.toml", env={})
+    queue = build_queue(app.settings)
+    bind(WorkerState(app, root / "jobs", app.settings.fleet))
+
+    async def prune() -> None:
+        async with queue.open_async():
+            # The task only reads context.app: the rest of a JobContext is the worker's.
+            await prune_finished_jobs(mock.Mock(spec=JobContext, app=queue), 0)
+
+    try:
+        asyncio.run(prune())
+    finally:
+        bind(None)
+        app.close()
+    assert queue_states(pg_database.url) == {"todo": 2}

@@ -17,6 +17,7 @@ log = logging.getLogger("dreaming.fleet")
 
 RUN_TASK = "dreaming.run_agent_job"
 STALLED_TASK = "dreaming.retry_stalled_jobs"
+PRUNE_TASK = "dreaming.prune_finished_jobs"
 # Serialises schema creation between processes that start at once (two workers, a
 # scheduler): the same advisory-lock idea as our own migrations, another key.
 _SCHEMA_LOCK = 0x647265616D717565  # "dreamque"
@@ -81,6 +82,9 @@ def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
     periodic = app.periodic(cron=fleet.stalled_check_cron, periodic_id="stalled")
     stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
     periodic(stalled(_tasks.retry_stalled_jobs))
+    daily = app.periodic(cron="17 4 * * *", periodic_id="prune")
+    prune = app.task(name=PRUNE_TASK, queue=fleet.queue, pass_context=True)
+    daily(prune(_tasks.prune_finished_jobs))
 
 
 def job_args(job: str, agent: str, dry_run: bool, fire: str | None) -> dict[str, Any]:

@@ -87,3 +87,12 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
         if job.id is not None:
             retried.append(job.id)
     return retried
+
+
+async def prune_finished_jobs(context: JobContext, timestamp: int) -> None:
+    """Delete finished tasks older than [fleet] keep_finished_jobs_h (the stalled checks
+    alone add one a minute). Failed ones too: runs keep the record of what happened."""
+    fleet = _current().fleet
+    await context.app.job_manager.delete_old_jobs(
+        nb_hours=fleet.keep_finished_jobs_h, queue=fleet.queue, include_failed=True
+    )
