@@ -13,7 +13,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    column,
+    delete,
+    func,
+    insert,
+    select,
+    table,
+    update,
+)
 
 from dreaming import claims as claims_mod
 from dreaming import diary, memory_file
@@ -185,7 +196,7 @@ class Folder:
                 evidence.append((cid, line_id, row))
         real: dict[int, int] = {}
         if pending:
-            conn.execute(insert(CANDIDATES), pending)
+            conn.execute(_INSERT_NEW, pending)
             keys = [p["key"] for p in pending]
             ids: dict[str, int] = {}
             for chunk in _chunks(keys):
@@ -219,6 +230,13 @@ class Folder:
         return touched
 
 
+# A new candidate names only these columns; the others take the defaults of the table's DDL
+# (the models' defaults: a test checks they agree), so SQLAlchemy does not fill a dozen
+# defaults per row in Python. Same SQLAlchemy types, so values bind as before.
+_NEW_COLUMNS = ("agent", "key", "text", "tokens", "durable_cue", "updated_at", "stale")
+_INSERT_NEW = insert(
+    table(CANDIDATES.name, *(column(c, CANDIDATES.c[c].type) for c in _NEW_COLUMNS))
+)
 # Statements built once (building one costs more than SQLite spends running it).
 _IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
     and_(

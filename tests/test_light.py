@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import text
+from sqlalchemy import insert, select, text
 
+from dreaming.candidates import _INSERT_NEW, _NEW_COLUMNS, CANDIDATES
 from dreaming.cli._main import cli
-from dreaming.store import open_engine
+from dreaming.store import open_engine, open_shared_engine
+from dreaming.store.models import CandidateRow
+from tests.backends import Backend
 from tests.openclaw_builder import FakeOpenClaw, append
 
 SENDER = (
@@ -255,3 +258,36 @@ def test_unknown_agent_is_a_clean_error(state: Path) -> None:
     )
     assert result.exit_code == 1
     assert "unknown agent" in result.output
+
+
+def test_a_new_candidate_row_equals_one_built_from_the_model(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """fold inserts new candidates naming a few columns and leaves the rest to the table's DDL
+    defaults: those must be the model's defaults, on both backends."""
+    if backend.url is None:
+        engine = open_engine(tmp_path / "a.sqlite")
+    else:
+        engine = open_shared_engine(backend.url)
+    named = {
+        "agent": "a",
+        "text": "t",
+        "tokens": "x y",
+        "durable_cue": True,
+        "updated_at": DAY,
+        "stale": True,
+    }
+    assert set(_NEW_COLUMNS) == set(named) | {"key"}
+    model = CandidateRow(key="c:model", **named)
+    from_model = {c.name: getattr(model, c.name) for c in CANDIDATES.columns if c.name != "id"}
+    try:
+        with engine.begin() as conn:
+            conn.execute(_INSERT_NEW, [{**named, "key": "c:fold"}])
+            conn.execute(insert(CANDIDATES), [from_model])
+            rows = {
+                r["key"]: {k: v for k, v in r.items() if k not in ("id", "key")}
+                for r in conn.execute(select(CANDIDATES)).mappings()
+            }
+    finally:
+        engine.dispose()
+    assert rows["c:fold"] == rows["c:model"]
