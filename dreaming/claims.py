@@ -162,6 +162,14 @@ def _clauses(sentence: str, min_words: int) -> list[str]:
 def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
     """Claims in a corpus line. Questions, code-ish fragments and fragments too short or
     too long to be one fact are not claims."""
+    return list(_extract(text, min_words, max_words))
+
+
+# Agents and people repeat whole lines ("Run the whole test suite and tell me what fails."):
+# a line seen recently is not taken apart again. Claims are immutable, so sharing is safe;
+# the cache is bounded, so memory stays flat in input size.
+@lru_cache(maxsize=4096)
+def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
     sentences = _SENTENCE_END.split(clean(text))
@@ -182,7 +190,7 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
             continue
         seen.add(key)
         claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence))))
-    return claims
+    return tuple(claims)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

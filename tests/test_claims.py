@@ -93,3 +93,15 @@ def test_durable_cues_any_case_and_only_whole_words() -> None:
     assert cue("From now on use tabs in the Makefile.")
     assert not cue("The preferred staging host is bluebird.")
     assert not cue("The dogma of tabs lives on in Makefiles.")
+
+
+def test_a_repeated_line_gives_the_same_claims_and_a_list_of_its_own() -> None:
+    line = "We deploy on Fridays after QA sign-off. The staging database is called bluebird."
+    first = extract(line, min_words=4, max_words=60)
+    first.clear()  # the caller's list: changing it changes nothing for the next caller
+    again = extract(line, min_words=4, max_words=60)
+    assert [c.text for c in again] == [
+        "We deploy on Fridays after QA sign-off.",
+        "The staging database is called bluebird.",
+    ]
+    assert extract(line, min_words=7, max_words=60) == again[:1]
