@@ -19,13 +19,14 @@ from typing import IO
 
 from dreaming.memory_file import atomic_write
 
-_WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def normalize(text: str, max_chars: int) -> str:
     """Collapse whitespace (a corpus line is one line), drop control characters, cap length."""
-    text = _WS.sub(" ", _CONTROL.sub("", text)).strip()
+    # str.split() splits on runs of exactly what the regex \s matches (str.isspace): the
+    # same as re.sub(r"\s+", " ", ...).strip(), about twice as fast.
+    text = " ".join(_CONTROL.sub("", text).split())
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
     return text

@@ -291,3 +291,22 @@ def test_a_new_candidate_row_equals_one_built_from_the_model(
     finally:
         engine.dispose()
     assert rows["c:fold"] == rows["c:model"]
+
+
+def test_normalize_collapses_every_unicode_space_and_drops_controls() -> None:
+    import re
+
+    from dreaming.corpus import normalize
+
+    def plain(raw: str, max_chars: int) -> str:
+        out = re.sub(r"\s+", " ", re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", "", raw)).strip()
+        return out if len(out) <= max_chars else out[: max_chars - 1].rstrip() + "…"
+
+    for raw in (
+        "  a\tb\r\n c\x0b d\x0c e\x1c f\x85 g\xa0 h\u2028 i\u3000 j \x00k\x07l\x7f ",
+        "\n\n",
+        "one line",
+        "x " * 50,
+    ):
+        for max_chars in (5, 80, 2000):
+            assert normalize(raw, max_chars) == plain(raw, max_chars)
