@@ -98,7 +98,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 14)
 def _token(word: str) -> str:
     """A word's content token, or "" for a stopword or a number. Cached: the vocabulary of a
     run is small next to its word count (bounded, so memory stays flat in input size)."""
@@ -130,7 +130,9 @@ def claim_key(tokens: Iterable[str]) -> str:
 
 
 # A claim said again has the same token set: its key is looked up, not hashed again.
-_cached_claim_key = lru_cache(maxsize=1 << 16)(claim_key)
+# Cache sizes are kept small enough that full caches stay a few MB (a key entry holds its
+# token set, ~1 KB): they fill on a big input, and memory must not grow with it.
+_cached_claim_key = lru_cache(maxsize=1 << 12)(claim_key)
 
 
 def clean(text: str) -> str:
@@ -168,7 +170,7 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 # Agents and people repeat whole lines ("Run the whole test suite and tell me what fails."):
 # a line seen recently is not taken apart again. Claims are immutable, so sharing is safe;
 # the cache is bounded, so memory stays flat in input size.
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=2048)
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
