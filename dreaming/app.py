@@ -33,6 +33,7 @@ from dreaming.phases.light import LightPhase, Progress
 from dreaming.phases.rem import RemPhase
 from dreaming.runs import close_abandoned, finish_run, start_run
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
+from dreaming.store.engine import HeldLock
 from dreaming.store.models import RunRow, SessionRow
 from dreaming.tags import TagRegistry, build_registry
 
@@ -111,16 +112,16 @@ class App:
             return sorted(r[0] for r in conn.execute(query))
 
     @contextlib.contextmanager
-    def lock(self, agent: str, holder: str) -> Iterator[None]:
+    def lock(self, agent: str, holder: str) -> Iterator[HeldLock]:
         """The agent's exclusive lock for a run or a purge. Both kinds die with their
         process: flock on this machine, a PostgreSQL advisory lock in a fleet, which holds
         across every machine that shares the database."""
         if self.fleet:
-            with advisory_lock(self.shared_engine(), agent, holder):
-                yield
+            with advisory_lock(self.shared_engine(), agent, holder) as held:
+                yield held
         else:
-            with agent_lock(self.paths.lock(agent), agent, holder):
-                yield
+            with agent_lock(self.paths.lock(agent), agent, holder) as held:
+                yield held
 
     def release(self, agent: str) -> None:
         engine = self._engines.pop(agent, None)
@@ -328,7 +329,7 @@ class App:
         job is writing the corpus."""
         engine = self.engine(agent)
         result: dict[str, Any] = {"agent": agent, "job": job, "phases": {}, "dry_run": dry_run}
-        with self.lock(agent, job or "+".join(phases)):
+        with self.lock(agent, job or "+".join(phases)) as held:
             if not dry_run:
                 complete_pending(engine, self.paths, agent)  # an interrupted purge first
                 if abandoned := close_abandoned(engine, agent):
@@ -351,6 +352,7 @@ class App:
             }
             try:
                 for phase in phases:
+                    held.check()  # a fleet run whose lock died stops before the next phase
                     if phase == "light" and not dry_run:
                         light = LightPhase(
                             engine, self.paths, self.registry, progress=progress, reingest=reingest
@@ -365,6 +367,7 @@ class App:
                         if summary.ended_on_budget:
                             outcome = "budget"
                         result["phases"]["deep"] = summary.to_dict()
+                held.check()  # ...and is not recorded as a clean run
             except BaseException as err:
                 if run_id is not None:
                     kind = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"

@@ -120,6 +120,9 @@ class FleetSettings(_Strict):
     # Finished tasks (the queue's audit trail, and how a late duplicate fire is recognised)
     # are deleted this many hours after they end, by a daily task.
     keep_finished_jobs_h: int = Field(default=72, ge=1)
+    # A task whose agent is held outside the queue waits this long and tries again.
+    busy_retry_s: int = Field(default=60, ge=1)
+    busy_retries: int = Field(default=15, ge=0)
     # Caps on what the whole fleet spends in a UTC day, over every agent and worker.
     daily_max_usd: float | None = Field(default=None, ge=0)
     daily_max_tokens: int | None = Field(default=None, ge=0)

@@ -49,6 +49,14 @@ class LockedError(StateError):
         self.holder = holder
 
 
+class LockLostError(StateError):
+    """The agent's lock went away during a run (its database session died): the run stops."""
+
+    def __init__(self, agent: str, why: str) -> None:
+        super().__init__(f"agent {agent!r}: the run lost its lock ({why}); stopping")
+        self.agent = agent
+
+
 class InputError(DreamingError):
     """An input file cannot be read at all (not a per-line problem: those are counted skips)."""
 

@@ -7,6 +7,7 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 import time_machine
@@ -125,7 +126,9 @@ def test_two_schedulers_firing_together_enqueue_each_agent_once(
         assert sorted(outcomes) == ["queued=4", "skipped=4"]
         # Even after the tasks ran, that fire is not enqueued again.
         dreaming(root, "worker", "--drain", "--poll", "0.1")
-        late = enqueue_job(app, root / "jobs", "nightly", fire=fire)
+        # ...not even by a host that sees the instant in another time zone.
+        tokyo = fire.astimezone(ZoneInfo("Asia/Tokyo"))
+        late = enqueue_job(app, root / "jobs", "nightly", fire=tokyo)
         assert {r["outcome"] for r in late} == {"skipped"}
         assert all("already enqueued" in r["reason"] for r in late)
     finally:
@@ -257,3 +260,70 @@ def test_finished_tasks_are_pruned_after_the_keep_time(
         bind(None)
         app.close()
     assert queue_states(pg_database.url) == {"todo": 2}
+
+
+def test_an_agent_held_outside_the_queue_is_retried_not_lost(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET + "busy_retry_s = 1\n")
+    holder = App.open(root, root / "dreaming.toml", env={})
+    worker = start_worker(root, "w")
+    try:
+        with holder.lock("a1", "operator forget"):  # e.g. a purge run by hand
+            enqueue(root, "nightly")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                skipped = [r for r in runs(pg_database.url) if r["outcome"] == "skipped"]
+                if len(skipped) >= 2:  # refused, retried, refused again
+                    break
+                time.sleep(0.2)
+            assert len(skipped) >= 2, worker.output()[-3000:]
+        wait_for_queue(pg_database.url, 2, [worker])
+    finally:
+        worker.stop()
+        holder.close()
+    assert queue_states(pg_database.url) == {"succeeded": 2}
+    a1 = [r["outcome"] for r in runs(pg_database.url) if r["agent"] == "a1"]
+    assert a1[-1] == "ok" and set(a1[:-1]) == {"skipped"}
+
+
+def test_a_dry_run_in_the_queue_does_not_displace_the_real_one(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
+    dry = dreaming(root, "jobs", "run", "nightly", "--executor", "procrastinate", "--dry-run")
+    assert dry.count("queued as task") == 2
+    assert {q["outcome"] for q in enqueue(root, "nightly")} == {"queued"}
+    dreaming(root, "worker", "--drain", "--poll", "0.1")
+    assert queue_states(pg_database.url) == {"succeeded": 4}
+
+
+def test_concurrent_enqueues_of_one_fire_claim_each_agent_once(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    import threading
+
+    root = build_fleet(tmp_path / "fleet", 4, pg_database.dsn, FAST_FLEET)
+    fire = datetime(2026, 3, 10, 11, 0, tzinfo=UTC)
+    outcomes: list[str] = []
+    start = threading.Barrier(4)
+
+    def scheduler() -> None:
+        app = App.open(root, root / "dreaming.toml", env={})
+        try:
+            start.wait()
+            # The same instant as another host in another time zone would see it.
+            local = fire.astimezone(ZoneInfo("Asia/Tokyo"))
+            outcomes.extend(
+                r["outcome"] for r in enqueue_job(app, root / "jobs", "nightly", fire=local)
+            )
+        finally:
+            app.close()
+
+    threads = [threading.Thread(target=scheduler) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes).count("queued") == 4 and len(outcomes) == 16
+    assert queue_states(pg_database.url) == {"todo": 4}

@@ -188,3 +188,53 @@ def test_runs_survive_the_server_dropping_idle_pooled_connections(
     finally:
         admin.dispose()
         app.close()
+
+
+def _cut_lock_sessions(url: str, agent: str) -> int:
+    admin = create_engine(url)
+    try:
+        with admin.connect() as conn:
+            return int(
+                conn.execute(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE application_name LIKE :n"
+                    ),
+                    {"n": f"dreaming {agent} %"},
+                ).scalar_one()
+            )
+    finally:
+        admin.dispose()
+
+
+def test_a_run_whose_lock_session_dies_stops_at_the_next_phase(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dreaming.errors import LockLostError
+    from dreaming.phases.light import LightPhase
+
+    root = _fleet_folder(tmp_path / "fleet", pg_url)
+    app = App.open(root, root / "dreaming.toml", env={})
+    other = App.open(root, root / "dreaming.toml", env={})
+    real_run = LightPhase.run
+
+    def light_then_lose_the_lock(self: LightPhase, agent: str, files: object) -> object:
+        summary = real_run(self, agent, files)  # type: ignore[arg-type]
+        assert _cut_lock_sessions(pg_url, agent) == 1  # as a failover or idle timeout would
+        return summary
+
+    monkeypatch.setattr(LightPhase, "run", light_then_lose_the_lock)
+    try:
+        with pytest.raises(LockLostError, match="lost its lock"):
+            app.run_agent("main", ["light", "rem", "deep"])
+        with app.engine("main").connect() as conn:
+            outcome, phases_done = conn.execute(
+                text("SELECT outcome, summary FROM runs WHERE agent = 'main'")
+            ).one()
+        assert outcome == "failed" and '"rem"' not in phases_done  # REM never ran
+        monkeypatch.setattr(LightPhase, "run", real_run)
+        with other.lock("main", "next"):  # the agent is free for the next run
+            pass
+    finally:
+        app.close()
+        other.close()

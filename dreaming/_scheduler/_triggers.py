@@ -56,6 +56,9 @@ def crontab_weekdays(spec: str) -> str:
     return ",".join(_DAYS[d] for d in sorted(days))
 
 
+_INTERVAL_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def trigger_zone(trigger: Trigger) -> tzinfo:
     return ZoneInfo(trigger.timezone) if trigger.timezone else get_localzone()
 
@@ -65,7 +68,12 @@ def build_trigger(trigger: Trigger, origin: Path | str = "job") -> Any:
     naming `origin` and the key."""
     zone = trigger_zone(trigger)
     if trigger.interval_minutes is not None:
-        return IntervalTrigger(minutes=trigger.interval_minutes, timezone=zone)
+        # On a fixed grid (from 2000-01-01 UTC), not from whenever this scheduler started:
+        # two schedulers kept for availability then fire at the same instants, which is
+        # what lets the fleet queue recognise the second fire as the same one.
+        return IntervalTrigger(
+            minutes=trigger.interval_minutes, timezone=zone, start_date=_INTERVAL_ORIGIN
+        )
     assert trigger.cron is not None
     minute, hour, dom, month, dow = trigger.cron.split()
     try:

@@ -16,7 +16,7 @@ local install never needs them. See docs/fleet.md for operators.
 
 from __future__ import annotations
 
-from dreaming.fleet._enqueue import Enqueued, enqueue_job, enqueue_scheduled_job
+from dreaming.fleet._enqueue import enqueue_job, enqueue_scheduled_job
 from dreaming.fleet._queue import (
     RUN_TASK,
     STALLED_TASK,
@@ -29,7 +29,6 @@ from dreaming.fleet._worker import run_worker
 __all__ = [
     "RUN_TASK",
     "STALLED_TASK",
-    "Enqueued",
     "build_queue",
     "enqueue_job",
     "enqueue_scheduled_job",

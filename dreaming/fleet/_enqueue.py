@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import delete, update
 
 from dreaming._scheduler._runner import SCHEDULED_FIRE, AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
 from dreaming.fleet._queue import RUN_TASK, build_queue, ensure_queue_schema, job_args, libpq_dsn
+from dreaming.store.dialect import upsert
+from dreaming.store.models import FleetFireRow
 
 log = logging.getLogger("dreaming.fleet")
-
-
-@dataclass(frozen=True)
-class Enqueued:
-    agent: str
-    queue_job_id: int | None  # None: refused as a duplicate
-
-    @property
-    def duplicate(self) -> bool:
-        return self.queue_job_id is None
+FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
 
 
 def enqueue_job(
@@ -37,12 +29,13 @@ def enqueue_job(
     fire: datetime | None = None,
 ) -> list[AgentResult]:
     """Queue `job_name` for each of its agents; report one result per agent, outcome
-    `queued` or `skipped` (a duplicate: already queued, or this fire already enqueued).
+    `queued` or `skipped` (a duplicate: already waiting, or this fire already claimed).
 
     Two guards, because a fleet may run two schedulers for availability and both fire:
-    the queueing lock "<job>:<agent>" makes Procrastinate refuse a second task while one
-    waits in the queue, and a scheduled fire's time travels in the task's arguments, so
-    the same fire is never enqueued twice even after the first task has started."""
+    a scheduled fire is claimed per agent by inserting (job, agent, fire) under a primary
+    key before it is enqueued, so only one scheduler's insert wins whatever the timing;
+    and the queueing lock "<job>:<agent>" makes Procrastinate refuse a second task while
+    one waits (on-demand runs, which have no fire)."""
     from procrastinate.exceptions import AlreadyEnqueued
 
     settings = app.settings
@@ -50,8 +43,10 @@ def enqueue_job(
     runner = InProcessRunner(app, jobs_dir)
     job = runner.job(job_name)
     names = runner.agents_for(job, agents)
+    dry = dry_run or job.dry_run
     ensure_queue_schema(libpq_dsn(settings.database_url))
-    fire_key = fire.isoformat() if fire is not None else None
+    # The same instant from two hosts in two time zones must give the same key.
+    fire_key = fire.astimezone(UTC).isoformat() if fire is not None else None
     queue = build_queue(settings)
     results: list[AgentResult] = []
     with queue.open():
@@ -61,32 +56,58 @@ def enqueue_job(
                 "agent": agent,
                 "job": job.name,
                 "phases": {},
-                "dry_run": dry_run or job.dry_run,
+                "dry_run": dry,
                 "run_id": None,
             }
-            if fire_key is not None and _fired(app, job.name, agent, fire_key):
+            if fire_key is not None and not _claim(app, job.name, agent, fire_key):
                 results.append(_duplicate(base, f"fire {fire_key} is already enqueued"))
                 continue
+            # A dry run never takes a real run's place in the queue, nor the reverse.
+            queueing_lock = f"{job.name}:{agent}" + (":dry" if dry else "")
             try:
-                queue_id = task.configure(
-                    lock=f"agent:{agent}", queueing_lock=f"{job.name}:{agent}"
-                ).defer(**job_args(job.name, agent, dry_run or job.dry_run, fire_key))
+                queue_id = task.configure(lock=f"agent:{agent}", queueing_lock=queueing_lock).defer(
+                    **job_args(job.name, agent, dry, fire_key)
+                )
             except AlreadyEnqueued:
                 results.append(_duplicate(base, "already waiting in the queue"))
                 continue
+            except BaseException:
+                if fire_key is not None:  # not enqueued: let the other scheduler have it
+                    _release(app, job.name, agent, fire_key)
+                raise
+            if fire_key is not None:
+                _claimed(app, job.name, agent, fire_key, queue_id)
             log.info("job=%s agent=%s task=%s event=queued", job.name, agent, queue_id)
             results.append(base | {"outcome": AgentOutcome.QUEUED.value, "queue_job_id": queue_id})
     return results
 
 
-def _fired(app: App, job: str, agent: str, fire: str) -> bool:
-    query = text(
-        "SELECT 1 FROM procrastinate_jobs WHERE task_name = :t AND args->>'job' = :j "
-        "AND args->>'agent' = :a AND args->>'fire' = :f LIMIT 1"
-    )
-    with app.shared_engine().connect() as conn:
-        params = {"t": RUN_TASK, "j": job, "a": agent, "f": fire}
-        return conn.execute(query, params).first() is not None
+def _claim(app: App, job: str, agent: str, fire: str) -> bool:
+    """True for the one process whose insert of (job, agent, fire) went in."""
+    values = {"job": job, "agent": agent, "fire": fire, "created_at": datetime.now(UTC)}
+    with app.shared_engine().begin() as conn:
+        inserted = conn.execute(
+            upsert(conn, FIRES).values(**values).on_conflict_do_nothing().returning(FIRES.c.job)
+        ).first()
+    return inserted is not None
+
+
+def _claimed(app: App, job: str, agent: str, fire: str, queue_id: int) -> None:
+    with app.shared_engine().begin() as conn:
+        conn.execute(
+            update(FIRES)
+            .where((FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire))
+            .values(queue_job_id=queue_id)
+        )
+
+
+def _release(app: App, job: str, agent: str, fire: str) -> None:
+    with app.shared_engine().begin() as conn:
+        conn.execute(
+            delete(FIRES).where(
+                (FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire)
+            )
+        )
 
 
 def _duplicate(base: AgentResult, reason: str) -> AgentResult:

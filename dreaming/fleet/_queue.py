@@ -74,17 +74,40 @@ def build_queue(settings: Settings) -> procrastinate.App:
 
 
 def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
+    import procrastinate
+
     from dreaming.fleet import _tasks
 
-    # No automatic retry: a run that fails is recorded as failed and the next fire runs
-    # the agent again. Jobs of a dead worker are retried by the stalled-job task instead.
-    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True)(_tasks.run_agent_job)
-    periodic = app.periodic(cron=fleet.stalled_check_cron, periodic_id="stalled")
+    # A run that fails is recorded as failed and the next fire runs the agent again: no
+    # automatic retry for that. One that found its agent held by a process outside the
+    # queue (a CLI run, a dead machine whose session the server has not dropped yet) is
+    # retried later instead of losing the agent its night. Jobs of a dead worker are
+    # retried by the stalled-job task.
+    busy = procrastinate.RetryStrategy(
+        max_attempts=fleet.busy_retries,
+        wait=fleet.busy_retry_s,
+        retry_exceptions={_tasks.AgentBusyError},
+    )
+    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True, retry=busy)(_tasks.run_agent_job)
+    # Housekeeping goes first (priority) and never piles up (queueing lock): a nightly
+    # backlog must not keep a dead worker's task stranded until the backlog drains.
     stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
-    periodic(stalled(_tasks.retry_stalled_jobs))
-    daily = app.periodic(cron="17 4 * * *", periodic_id="prune")
+    app.periodic(
+        cron=fleet.stalled_check_cron,
+        periodic_id="stalled",
+        priority=_HOUSEKEEPING_PRIORITY,
+        queueing_lock=f"{fleet.queue}:stalled",
+    )(stalled(_tasks.retry_stalled_jobs))
     prune = app.task(name=PRUNE_TASK, queue=fleet.queue, pass_context=True)
-    daily(prune(_tasks.prune_finished_jobs))
+    app.periodic(
+        cron="17 4 * * *",
+        periodic_id="prune",
+        priority=_HOUSEKEEPING_PRIORITY,
+        queueing_lock=f"{fleet.queue}:prune",
+    )(prune(_tasks.prune_finished_jobs))
+
+
+_HOUSEKEEPING_PRIORITY = 100
 
 
 def job_args(job: str, agent: str, dry_run: bool, fire: str | None) -> dict[str, Any]:

@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dreaming._scheduler._runner import AgentResult, InProcessRunner
+from sqlalchemy import delete
+
+from dreaming._scheduler._runner import AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
 from dreaming.config import FleetSettings
 from dreaming.errors import StateError
+from dreaming.store.models import FleetFireRow
 
 if TYPE_CHECKING:
     from procrastinate import JobContext
 
 log = logging.getLogger("dreaming.fleet")
+FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
+
+
+class AgentBusyError(StateError):
+    """The agent was held by a process outside the queue: the task is retried later."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,11 @@ def run_agent_job(
     log.info("task=%s job=%s agent=%s fire=%s event=start", queue_id, job, agent, fire)
     [result] = InProcessRunner(state.app, state.jobs_dir).run(job, agents=[agent], dry_run=dry_run)
     result["queue_job_id"] = queue_id
+    if result["outcome"] == AgentOutcome.SKIPPED:
+        # Procrastinate's per-agent lock keeps queued runs apart, so whoever holds the agent
+        # is outside the queue. Retry later (the task's retry strategy) rather than lose
+        # the agent its night.
+        raise AgentBusyError(f"agent {agent!r}: {result.get('reason')}; will retry")
     log.info(
         "task=%s job=%s agent=%s run=%s outcome=%s",
         queue_id,
@@ -73,7 +87,9 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
     state = _current()
     manager = context.app.job_manager
     stalled = await manager.get_stalled_jobs(
-        task_name=RUN_TASK, seconds_since_heartbeat=state.fleet.stalled_after_s
+        queue=state.fleet.queue,
+        task_name=RUN_TASK,
+        seconds_since_heartbeat=state.fleet.stalled_after_s,
     )
     retried: list[int] = []
     for job in stalled:
@@ -92,7 +108,12 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
 async def prune_finished_jobs(context: JobContext, timestamp: int) -> None:
     """Delete finished tasks older than [fleet] keep_finished_jobs_h (the stalled checks
     alone add one a minute). Failed ones too: runs keep the record of what happened."""
-    fleet = _current().fleet
+    state = _current()
+    fleet = state.fleet
     await context.app.job_manager.delete_old_jobs(
         nb_hours=fleet.keep_finished_jobs_h, queue=fleet.queue, include_failed=True
     )
+    # Fire claims only need to outlive the moment two schedulers fire together.
+    cutoff = datetime.now(UTC) - timedelta(hours=fleet.keep_finished_jobs_h)
+    with state.app.shared_engine().begin() as conn:
+        conn.execute(delete(FIRES).where(FIRES.c.created_at < cutoff))

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.pool import NullPool
 from sqlmodel import Session, create_engine
 
-from dreaming.errors import LockedError, StateError
+from dreaming.errors import LockedError, LockLostError, StateError
 from dreaming.store.migrations import migrate
 
 
@@ -91,7 +92,7 @@ def open_shared_engine(url: str) -> Engine:
     (row locks, advisory locks, conditional updates)."""
     # Timestamps are stored as naive UTC (as in SQLite): the session time zone must be UTC or
     # the server would shift aware datetimes into its own zone on the way in.
-    engine = create_engine(_driver_url(url), connect_args={"options": "-c timezone=UTC"})
+    engine = create_engine(_driver_url(url), connect_args=_CONNECT_ARGS)
     _ping_idle_connections(engine)
     with engine.begin() as conn:
         # DDL is transactional in PostgreSQL; the advisory lock makes a second process that
@@ -102,6 +103,19 @@ def open_shared_engine(url: str) -> Engine:
 
 
 _IDLE_PING_S = 1.0
+# Every fleet connection: UTC sessions (above), and TCP keepalives on both ends, so that a
+# machine that vanishes (no FIN, no RST) is noticed in about a minute rather than the
+# kernel's two hours: the server then ends the session and releases its locks.
+_KEEPALIVE_S = (30, 10, 3)  # idle, interval, count
+_CONNECT_ARGS: dict[str, Any] = {
+    "options": "-c timezone=UTC "
+    f"-c tcp_keepalives_idle={_KEEPALIVE_S[0]} -c tcp_keepalives_interval={_KEEPALIVE_S[1]} "
+    f"-c tcp_keepalives_count={_KEEPALIVE_S[2]}",
+    "keepalives": 1,
+    "keepalives_idle": _KEEPALIVE_S[0],
+    "keepalives_interval": _KEEPALIVE_S[1],
+    "keepalives_count": _KEEPALIVE_S[2],
+}
 
 
 def _ping_idle_connections(engine: Engine) -> None:
@@ -162,43 +176,53 @@ def advisory_key(agent: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+class HeldLock:
+    """An agent's lock while a run holds it. `check()` raises LockLostError when the lock
+    is gone (an advisory lock whose server session died), so a run stops at the next phase
+    instead of going on beside the run that took the agent over."""
+
+    def __init__(self, agent: str, conn: Connection | None = None) -> None:
+        self.agent = agent
+        self._conn = conn
+
+    def check(self) -> None:
+        if self._conn is None:  # flock: held by this process until it exits
+            return
+        try:
+            self._conn.execute(text("SELECT 1")).scalar_one()
+            self._conn.rollback()
+        except DBAPIError as err:
+            raise LockLostError(self.agent, str(err).splitlines()[0]) from err
+
+
 @contextlib.contextmanager
-def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[None]:
+def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[HeldLock]:
     """Hold the agent's exclusive lock in PostgreSQL for a run, on a connection of its own.
 
     A session-level advisory lock belongs to the server connection: if the process dies,
     its connection closes and the server releases the lock, so a killed worker never
-    leaves an agent locked. The holder is written as the connection's application_name,
-    which is how a refused run can say who has the agent."""
+    leaves an agent locked; if its machine dies, the server's TCP keepalives (set on every
+    connection, about a minute) end the session. The connection is not from the pool: it
+    is closed, not returned, when the run ends, so a lock can never outlive its run in an
+    idle pooled session, and runs never compete with their own work for pool slots. The
+    holder is written as the connection's application_name, which is how a refused run
+    can say who has the agent."""
     key = advisory_key(agent)
-    conn = engine.connect()
+    lock_engine = create_engine(engine.url, poolclass=NullPool, connect_args=_CONNECT_ARGS)
     try:
-        conn.execute(
-            text("SELECT set_config('application_name', :n, false)"),
-            {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
-        )
-        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
-        conn.commit()
-        if not got:
-            raise LockedError(agent, _advisory_holder(conn, agent))
-        try:
-            yield
-        finally:
-            _unlock(conn, key)
+        with lock_engine.connect() as conn:
+            conn.execute(
+                text("SELECT set_config('application_name', :n, false)"),
+                {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
+            )
+            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
+            conn.commit()
+            if not got:
+                raise LockedError(agent, _advisory_holder(conn, agent))
+            # No explicit unlock: closing this session (leaving the block) releases it.
+            yield HeldLock(agent, conn)
     finally:
-        conn.close()
-
-
-def _unlock(conn: Connection, key: int) -> None:
-    try:
-        released = conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key}).scalar_one()
-        conn.commit()
-    except DBAPIError:
-        released = False
-    if not released:
-        # Never hand a connection that may still hold the lock back to the pool: closing
-        # the server session releases every lock it holds.
-        conn.invalidate()
+        lock_engine.dispose()
 
 
 def _advisory_holder(conn: Any, agent: str) -> str:
@@ -208,7 +232,7 @@ def _advisory_holder(conn: Any, agent: str) -> str:
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
             "WHERE l.locktype = 'advisory' AND l.granted "
             "AND l.classid::bigint = ((:k >> 32) & 4294967295) "
-            "AND l.objid::bigint = (:k & 4294967295) LIMIT 1"
+            "AND l.objid::bigint = (:k & 4294967295) AND l.objsubid = 1 LIMIT 1"
         ),
         {"k": key},
     ).scalar()
@@ -221,7 +245,7 @@ def session(engine: Engine) -> Session:
 
 
 @contextlib.contextmanager
-def agent_lock(path: Path, agent: str, holder: str) -> Iterator[None]:
+def agent_lock(path: Path, agent: str, holder: str) -> Iterator[HeldLock]:
     """Hold the agent's exclusive lock for a run. flock is released by the kernel when the
     process dies, so a killed run never leaves a stale lock behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,6 +258,6 @@ def agent_lock(path: Path, agent: str, holder: str) -> Iterator[None]:
             raise LockedError(agent, current) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} {holder}".encode(), 0)
-        yield
+        yield HeldLock(agent)
     finally:
         os.close(fd)

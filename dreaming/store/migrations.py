@@ -246,6 +246,21 @@ def _fleet(conn: Connection) -> None:
         )
 
 
+@migration("0007_fleet_fires")
+def _fleet_fires(conn: Connection) -> None:
+    # One row per (job, agent, scheduled fire) ever enqueued: the primary key is what makes
+    # two schedulers' enqueues of one fire exclusive, whatever the timing.
+    _run(
+        conn,
+        """
+        CREATE TABLE fleet_fires (
+            job VARCHAR NOT NULL, agent VARCHAR NOT NULL, fire VARCHAR NOT NULL,
+            queue_job_id BIGINT, created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (job, agent, fire))
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

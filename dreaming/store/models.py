@@ -299,3 +299,15 @@ class RateWindowRow(SQLModel, table=True):
     profile: str = Field(primary_key=True)
     window_start: int = Field(primary_key=True)  # unix seconds
     requests: int = 0
+
+
+class FleetFireRow(SQLModel, table=True):
+    """A scheduled fire claimed for one agent: the first scheduler to insert it enqueues."""
+
+    __tablename__ = "fleet_fires"
+
+    job: str = Field(primary_key=True)
+    agent: str = Field(primary_key=True)
+    fire: str = Field(primary_key=True)  # the scheduled instant, ISO 8601 in UTC
+    queue_job_id: int | None = None
+    created_at: datetime
