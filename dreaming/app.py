@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, select, union
+from sqlalchemy import Engine, exists, select, union
 
 from dreaming import sources
 from dreaming.config import (
@@ -100,7 +100,21 @@ class App:
         """Whether `agent` has been run before (has a database, or rows in the fleet's)."""
         if not self.fleet:
             return self.paths.database(agent).exists()
-        return agent in self.known_agents()
+        sessions = SessionRow.__table__  # type: ignore[attr-defined]
+        runs = RunRow.__table__  # type: ignore[attr-defined]
+        # Two index probes, not a scan: a fleet database holds every agent's rows.
+        query = select(
+            exists().where(sessions.c.agent == agent) | exists().where(runs.c.agent == agent)
+        )
+        with self.shared_engine().connect() as conn:
+            return bool(conn.execute(query).scalar())
+
+    def agents_with_state(self, only: Sequence[str] | None = None) -> list[str]:
+        """Agents that have been run (for status, runs, entries, verify): `only` checked
+        one by one, else every agent with state, found in one query."""
+        if only:
+            return [a for a in self.agents(only) if self.has_state(a)]
+        return self.known_agents()
 
     def known_agents(self) -> list[str]:
         if not self.fleet:
@@ -151,11 +165,11 @@ class App:
         Pass `discovered` when the caller has just scanned the transcripts: a fleet's
         discovery opens every file."""
         found = self.discover(only) if discovered is None else discovered
-        known = sorted(set(found) | set(self.known_agents()))
         if not only:
-            return known
-        missing = [a for a in only if a not in known]
+            return sorted(set(found) | set(self.known_agents()))
+        missing = [a for a in only if a not in found and not self.has_state(a)]
         if missing:
+            known = sorted(set(found) | set(self.known_agents()))
             raise StateError(
                 f"unknown agent(s): {', '.join(missing)} (known: {', '.join(known) or 'none'})"
             )

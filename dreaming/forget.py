@@ -407,7 +407,7 @@ class Purge:
                     CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id)
                 )
                 .where(CAND_EVIDENCE.c.candidate_id == cid)
-                .order_by(LINES.c.ts)
+                .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.id)  # as SQLite sorts
             ):
                 for claim in claims_mod.extract(
                     line_text, min_words=cs.min_claim_words, max_words=cs.max_claim_words

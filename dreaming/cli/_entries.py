@@ -64,7 +64,7 @@ def _entry(conn: Any, agent: str, key: str, text: str, *, detail: bool) -> dict[
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
     app = ctx.app
-    return [a for a in app.agents(list(agents) or None) if app.has_state(a)]
+    return app.agents_with_state(list(agents) or None)
 
 
 @cli.group(invoke_without_command=True)

@@ -16,7 +16,7 @@ from dreaming.runs import RunRecord, get_run, list_runs
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
     app = ctx.app
-    return [a for a in app.agents(list(agents) or None) if app.has_state(a)]
+    return app.agents_with_state(list(agents) or None)
 
 
 def _num(value: Any) -> str:

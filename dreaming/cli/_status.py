@@ -44,7 +44,7 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     """Show each agent's state: sessions, corpus, candidates, entries, today's LLM spend
     against the daily cap, last runs."""
     app = ctx.app
-    names = [a for a in app.agents(list(agents) or None) if app.has_state(a)]
+    names = app.agents_with_state(list(agents) or None)
     cap = app.settings.budget.daily_max_usd
     report = [agent_status(app.engine(a, create=False), a, daily_cap_usd=cap) for a in names]
     if as_json:

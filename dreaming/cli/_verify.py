@@ -18,7 +18,7 @@ from dreaming.verify import verify
 def verify_cmd(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     """Check MEMORY.md, lineage, tombstones, corpus files, index and schema agree."""
     app = ctx.app
-    names = [a for a in app.agents(list(agents) or None) if app.has_state(a)]
+    names = app.agents_with_state(list(agents) or None)
     verdicts = [verify(app.engine(a, create=False), app.paths, a) for a in names]
     ok = all(v.ok for v in verdicts)
     if as_json:

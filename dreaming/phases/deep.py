@@ -424,7 +424,7 @@ class DeepPhase:
             select(LINES.c.text)
             .select_from(CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id))
             .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
-            .order_by(LINES.c.ts.desc())
+            .order_by(LINES.c.ts.desc().nulls_last(), LINES.c.id.desc())  # as SQLite sorts
             .limit(3)
         ).all()
         return [r[0][:300] for r in rows]
