@@ -262,7 +262,7 @@ def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
                     .where(and_(LINES.c.agent == agent, LINES.c.day == day))
                     .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
                 )
-                yield day, corpus.render_day(agent, rows.tuples())
+                yield day, corpus.render_day(agent, rows)
 
         corpus.write_days(folder, rendered())
     with engine.begin() as conn:
