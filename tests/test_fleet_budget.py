@@ -39,6 +39,7 @@ from dreaming.llm import (
     estimate_prompt_tokens,
     strict_schema,
 )
+from dreaming.llm._pricing import prompt_token_bound
 from dreaming.llm.ledger import WINDOWS
 from dreaming.phases.deep import record_calls, run_budget, spent_today
 from dreaming.store import open_engine, open_shared_engine
@@ -419,16 +420,23 @@ def request_estimate() -> int:
     return estimate_prompt_tokens(messages, strict_schema(SCHEMA))
 
 
+def request_bound() -> int:
+    """What the ledger reserves for the prompt: a hard bound (UTF-8 bytes), not the estimate."""
+    messages = [{"role": "system", "content": "system"}, {"role": "user", "content": "user"}]
+    return prompt_token_bound(messages, strict_schema(SCHEMA))
+
+
 def worst_reply() -> Reply:
-    """A reply whose reported usage is exactly the client's worst case."""
-    return Reply({"ok": True}, prompt_tokens=request_estimate(), completion_tokens=MAX_OUTPUT)
+    """A reply whose reported usage is exactly what the ledger reserved."""
+    return Reply({"ok": True}, prompt_tokens=request_bound(), completion_tokens=MAX_OUTPUT)
 
 
 def test_budgets_sharing_a_ledger_make_exactly_the_affordable_calls(
     engine: Engine, fake_openai: FakeOpenAI
 ) -> None:
-    worst_usd = cost_usd(profile(**PRICED), request_estimate(), MAX_OUTPUT)
+    worst_usd = cost_usd(profile(**PRICED), request_bound(), MAX_OUTPUT)
     assert worst_usd is not None
+    assert request_bound() > request_estimate()  # the bound is the safe side of the estimate
     led = ledger(engine, max_usd=3 * worst_usd)
     fake_openai.default = lambda _request: worst_reply()
     client = client_for(fake_openai, **PRICED)
@@ -446,7 +454,7 @@ def test_budgets_sharing_a_ledger_make_exactly_the_affordable_calls(
     s = led.spent()
     assert s["calls"] == 3 and s["calls_reserved"] == 0
     assert s["usd_spent"] == pytest.approx(3 * worst_usd)
-    assert s["tokens_spent"] == 3 * (request_estimate() + MAX_OUTPUT)
+    assert s["tokens_spent"] == 3 * (request_bound() + MAX_OUTPUT)
     # The per-agent log and spend agree with the ledger (the refusal is logged, not spent).
     with engine.begin() as conn:
         record_calls(conn, "main", None, [c for r in made for c in r.calls] + [refused])

@@ -28,7 +28,12 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from dreaming.errors import BudgetExceededError, LLMConfigError, LLMError, TransientError
-from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
+from dreaming.llm._pricing import (
+    cost_usd,
+    estimate_prompt_tokens,
+    estimate_tokens,
+    prompt_token_bound,
+)
 from dreaming.llm._profile import LLMProfile, StructuredMode
 from dreaming.llm._records import CallOutcome, CallRecord, Completion, ReplyT
 from dreaming.llm._reply import invalid_reply, parse_reply
@@ -261,12 +266,22 @@ class _Call(Generic[ReplyT]):
         request = json.dumps(plain, ensure_ascii=False)
         estimate = estimate_prompt_tokens(plain, self.schema if mode == "json_schema" else None)
         started_at = datetime.fromtimestamp(self.client._wall_clock(), UTC)
+        # The request slot first: a call waiting for the rate limit must not hold a fleet
+        # budget reservation meanwhile (others would be refused for money nobody spends).
+        self._wait_for_rate_limit()
         if self.budget is not None:
             worst_usd, worst_tokens = self.budget.worst_case(
                 estimate, self.max_output_tokens, profile
             )
+            # A shared ledger reserves a hard bound rather than the estimate: what one
+            # worker settles above its reservation, another may already have spent.
+            prompt_bound = prompt_token_bound(plain, self.schema if mode == "json_schema" else None)
+            bound = (
+                cost_usd(profile, prompt_bound, self.max_output_tokens),
+                prompt_bound + self.max_output_tokens,
+            )
             try:
-                self.budget.check(worst_usd, worst_tokens)
+                self.budget.check(worst_usd, worst_tokens, bound=bound)
             except BudgetExceededError as exc:
                 self._record(
                     mode, CallOutcome.OVER_BUDGET, request, started_at, 0.0, error=str(exc)
@@ -279,7 +294,6 @@ class _Call(Generic[ReplyT]):
         self._owing = self.budget is not None
         sent = False
         try:
-            self._wait_for_rate_limit()
             remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
             timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
             limit = self.max_output_tokens

@@ -32,6 +32,20 @@ def estimate_prompt_tokens(
     return total
 
 
+def prompt_token_bound(
+    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any] | None = None
+) -> int:
+    """An upper bound on the prompt tokens, not an estimate: byte-level BPE and
+    SentencePiece with byte fallback never make more tokens than UTF-8 bytes. What the fleet
+    ledger reserves, so that settling the real usage can never overshoot its cap."""
+    total = TOKENS_PER_REPLY
+    for message in messages:
+        total += TOKENS_PER_MESSAGE + len(message.get("content", "").encode("utf-8"))
+    if schema is not None:
+        total += len(json.dumps(schema, separators=(",", ":")).encode("utf-8"))
+    return total
+
+
 def cost_usd(profile: LLMProfile, input_tokens: int, output_tokens: int) -> float | None:
     """The price of a call in USD, or None when the profile has no price."""
     if profile.price_input_per_mtok is None or profile.price_output_per_mtok is None:

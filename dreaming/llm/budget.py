@@ -128,11 +128,17 @@ class Budget:
             )
         return usd, tokens
 
-    def check(self, worst_usd: float | None, worst_tokens: int) -> None:
+    def check(
+        self,
+        worst_usd: float | None,
+        worst_tokens: int,
+        bound: tuple[float | None, int] | None = None,
+    ) -> None:
         """Raise BudgetExceededError if a call costing up to this could exceed what remains.
 
-        With a ledger, a call that passes is reserved there at this worst case: follow it
-        with `charge()` once the attempt was sent, or `release()` if it was not.
+        With a ledger, a call that passes is reserved there at `bound` (a hard upper bound
+        on its cost, when the caller has one) or else at this worst case: follow it with
+        `charge()` once the attempt was sent, or `release()` if it was not.
         """
         if self._pending is not None:
             raise RuntimeError(
@@ -160,7 +166,8 @@ class Budget:
                 f"(max_usd={self.max_usd}) remains; the call was not made"
             )
         if self.ledger is not None:
-            self._pending = self.ledger.reserve(worst_usd, worst_tokens)
+            usd, tokens = bound if bound is not None else (worst_usd, worst_tokens)
+            self._pending = self.ledger.reserve(usd, tokens)
 
     def charge(self, usd: float | None, tokens: int) -> None:
         """Record one attempt's real (or, without reported usage, estimated) spending, and
