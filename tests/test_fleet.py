@@ -224,6 +224,10 @@ def test_a_fleet_budget_smaller_than_the_work_makes_exactly_the_affordable_calls
     assert "budget" in {r["outcome"] for r in records}
     assert len({r["worker"] for r in records}) >= 2
     dreaming(root, "verify")
+    status = json.loads(dreaming(root, "status", "--json"))
+    assert status["fleet_budget"]["calls"] == status["fleet_budget"]["max_calls"] == cap
+    assert status["queue"] == {"succeeded": 6}
+    assert f"{cap} of {cap} calls" in dreaming(root, "status")
 
 
 def test_finished_tasks_are_pruned_after_the_keep_time(

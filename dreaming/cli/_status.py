@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.status import agent_status
@@ -36,6 +37,43 @@ def _format(s: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _shared_limits(app: App) -> dict[str, Any]:
+    """What every agent shares: the fleet's daily budget and, in fleet mode, the queue."""
+    out: dict[str, Any] = {}
+    ledger = app.ledger()
+    if ledger is not None:
+        out["fleet_budget"] = ledger.spent()
+    if app.fleet and app.settings.database_url is not None:
+        try:
+            from dreaming.fleet._queue import libpq_dsn, queue_counts
+        except ImportError:  # pragma: no cover - the fleet extra is missing
+            return out
+        out["queue"] = queue_counts(libpq_dsn(app.settings.database_url), app.settings.fleet.queue)
+    return out
+
+
+def _format_shared(shared: dict[str, Any]) -> list[str]:
+    lines = []
+    if (b := shared.get("fleet_budget")) is not None:
+        caps = [
+            (b["max_usd"], f"${b['usd_spent']:.4f} of ${b['max_usd'] or 0:.2f}"),
+            (b["max_calls"], f"{b['calls']} of {b['max_calls']} calls"),
+            (b["max_tokens"], f"{b['tokens_spent']} of {b['max_tokens']} tokens"),
+        ]
+        spent = ", ".join(text for cap, text in caps if cap is not None)
+        held = f"${b['usd_reserved']:.4f}, {b['calls_reserved']} calls"
+        lines.append(f"fleet budget {b['day']} (UTC): {spent}; reserved in flight: {held}")
+    if "queue" in shared:
+        counts = shared["queue"]
+        text = (
+            "not created yet"
+            if counts is None
+            else " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "empty"
+        )
+        lines.append(f"fleet queue: {text}")
+    return lines
+
+
 @cli.command()
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
@@ -47,9 +85,12 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     names = app.agents_with_state(list(agents) or None)
     cap = app.settings.budget.daily_max_usd
     report = [agent_status(app.engine(a, create=False), a, daily_cap_usd=cap) for a in names]
+    shared = _shared_limits(app)
     if as_json:
-        emit_json({"state_dir": str(app.paths.state_dir), "agents": report})
+        emit_json({"state_dir": str(app.paths.state_dir), "agents": report} | shared)
         return
+    for line in _format_shared(shared):
+        click.echo(line)
     if not report:
         click.echo(f"no agent state under {app.paths.home} yet: run `dreaming run` first")
     for s in report:

@@ -114,3 +114,19 @@ def job_args(job: str, agent: str, dry_run: bool, fire: str | None) -> dict[str,
     """A run task's arguments: names only, no paths. Each worker resolves them against its
     own settings, so machines may mount the shared root wherever they like."""
     return {"job": job, "agent": agent, "dry_run": dry_run, "fire": fire}
+
+
+def queue_counts(dsn: str, queue: str) -> dict[str, int] | None:
+    """Tasks of our queue by status (None before the queue's schema exists), for status."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+        if row is None or row[0] is None:
+            return None
+        rows = conn.execute(
+            "SELECT status::text, count(*) FROM procrastinate_jobs WHERE queue_name = %s "
+            "AND task_name = %s GROUP BY status",
+            (queue, RUN_TASK),
+        ).fetchall()
+    return {str(status): int(n) for status, n in rows}
