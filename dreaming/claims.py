@@ -9,8 +9,9 @@ words. Everything here is deterministic and offline.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -203,6 +204,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 MAX_PROBE = 400  # candidate sets scored per lookup at most
+EXTRA_PROBE = 2  # words counted past the probe to rule sets out before scoring them
 
 
 class SimilarityIndex:
@@ -239,8 +241,9 @@ class SimilarityIndex:
         threshold = self.threshold
         need = max(n - int(threshold * n + 0.999999) + 1, 1)
         postings = self._postings
-        # The `need` rarest words (fewest postings, ties by the word itself).
-        probe = sorted([(len(postings.get(t, ())), t) for t in tokens])[:need]
+        # Words from rarest (fewest postings; ties by the word itself): the first `need` probe.
+        by_rarity = sorted([(len(postings.get(t, ())), t) for t in tokens])
+        probe = by_rarity[:need]
         seen: set[int] = set()
         for size, t in probe:
             if size:
@@ -249,13 +252,30 @@ class SimilarityIndex:
                     break  # a fold is best-effort past this: bounded cost, still deterministic
         if not seen:
             return None
+        if len(seen) < MAX_PROBE:
+            # Nothing was cut: score only the sets that can still match. A match shares at
+            # least t*|A| words with A (Jaccard <= |A & B| / |A|), so it lacks at most
+            # |A| - ceil(t*|A|) of them and holds at least `hits` of the `need` + EXTRA_PROBE
+            # rarest. Counted from the postings, which list every set holding a word.
+            extra = by_rarity[need : need + EXTRA_PROBE]
+            hits = need + len(extra) - (n - math.ceil(threshold * n - 1e-9))
+            shared: Counter[int] = Counter()
+            for size, t in probe:
+                if size:
+                    shared.update(postings[t])
+            for size, t in extra:
+                if size:
+                    shared.update(postings[t] & seen)
+            ranked = sorted(i for i, c in shared.items() if c >= hits)
+        else:
+            ranked = sorted(seen)[:MAX_PROBE]
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = threshold * n, n / threshold
         sets = self._sets
         best_id: int | None = None
         best_score = threshold
         # In id order, so of equal scores the lowest id wins.
-        for ident in sorted(seen)[:MAX_PROBE] if len(seen) > 1 else seen:
+        for ident in ranked:
             other = sets[ident]
             m = len(other)
             if m < low or m > high:

@@ -105,3 +105,25 @@ def test_a_repeated_line_gives_the_same_claims_and_a_list_of_its_own() -> None:
         "The staging database is called bluebird.",
     ]
     assert extract(line, min_words=7, max_words=60) == again[:1]
+
+
+def test_similarity_index_equals_a_full_scan() -> None:
+    """Below the probe cap, best() is exact: the best Jaccard >= threshold over every set
+    (ties to the lowest id), however much the probe and its filters rule out unscored."""
+    import random
+
+    from dreaming.claims import jaccard
+
+    rnd = random.Random(7)
+    for threshold in (0.5, 0.75, 0.8, 1.0):
+        vocab = [f"w{i}" for i in range(40)]
+        idx = SimilarityIndex(threshold)
+        sets: dict[int, frozenset[str]] = {}
+        for step in range(300):
+            tokens = frozenset(rnd.sample(vocab, rnd.randint(1, 9)))
+            scored = [(jaccard(tokens, s), -i) for i, s in sets.items()]
+            good = [x for x in scored if x[0] >= threshold]
+            assert idx.best(tokens) == (-max(good)[1] if good else None)
+            if step % 3:
+                idx.add(step, tokens)
+                sets[step] = tokens
