@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
@@ -15,6 +16,9 @@ from dreaming.cli._main import cli
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.openclaw_builder import append
+
+# Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def night(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:

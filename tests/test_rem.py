@@ -7,12 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from dreaming import diary
 from tests.deep_helpers import build_state, open_app
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 from tests.openclaw_builder import append
+
+# Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def run(root: Path, phases: list[str], **kw: Any) -> dict[str, Any]:

@@ -13,6 +13,9 @@ from dreaming import memory_file as mf
 from dreaming.cli._main import cli
 from tests.deep_helpers import build_state, open_app
 
+# Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def verify(root: Path) -> tuple[int, str]:
     from dreaming.cli import _verify  # noqa: F401
