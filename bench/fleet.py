@@ -688,6 +688,34 @@ def verify_agents(state: Path, agents: list[str]) -> dict[str, Any]:
     }
 
 
+def _rates(
+    r: dict[str, Any],
+    fleet: Fleet,
+    chosen: list[str],
+    wall: float,
+    executor: str,
+    workers: int,
+    every: int,
+) -> dict[str, Any]:
+    """What one measurement reports per second and per minute, either executor."""
+    lines = sum(fleet.agent_lines[a] for a in chosen)
+    return {
+        "executor": executor,
+        "workers": workers,
+        "sample_every": every,
+        "agents": len(chosen),
+        "sessions": len(chosen) * fleet.spec.sessions,
+        "input_bytes": sum(fleet.agent_bytes[a] for a in chosen),
+        "input_lines": lines,
+        "agents_per_min": len(chosen) / wall * 60,
+        "sessions_per_s": r["sessions_read"] / wall,
+        "corpus_lines_per_s": r["corpus_lines"] / wall,
+        "input_lines_per_s": lines / wall,
+        "mb_per_s": r["bytes_read"] / MB / wall,
+        "cpu_utilization": r["cpu_s"] / wall,
+    }
+
+
 def _spread(items: list[str], k: int) -> list[str]:
     """k items spread evenly over `items`, first and last included."""
     if k >= len(items):
@@ -714,21 +742,9 @@ def measure(
         if not keep:
             shutil.rmtree(state, ignore_errors=True)
     wall = r["wall_s"]
+    r.update(_rates(r, fleet, chosen, wall, "in-process", workers, every))
     r.update(
         {
-            "executor": "in-process",
-            "workers": workers,
-            "sample_every": every,
-            "agents": len(chosen),
-            "sessions": len(chosen) * fleet.spec.sessions,
-            "input_bytes": sum(fleet.agent_bytes[a] for a in chosen),
-            "input_lines": sum(fleet.agent_lines[a] for a in chosen),
-            "agents_per_min": len(chosen) / wall * 60,
-            "sessions_per_s": r["sessions_read"] / wall,
-            "corpus_lines_per_s": r["corpus_lines"] / wall,
-            "input_lines_per_s": sum(fleet.agent_lines[a] for a in chosen) / wall,
-            "mb_per_s": r["bytes_read"] / MB / wall,
-            "cpu_utilization": r["cpu_s"] / wall,
             "state_dir": str(state) if keep else None,
             "ok": r["exit_status"] == 0
             and r["all_ok"]
@@ -1182,21 +1198,9 @@ def measure_procrastinate(
             pg.drop(db)
     wall = r["wall_s"]
     r["failures"] = [*({"watch": f} for f in r["watch_failures"]), *r["failures"]]
+    r.update(_rates(r, fleet, chosen, wall, "procrastinate", workers, every))
     r.update(
         {
-            "executor": "procrastinate",
-            "workers": workers,
-            "sample_every": every,
-            "agents": len(chosen),
-            "sessions": len(chosen) * fleet.spec.sessions,
-            "input_bytes": sum(fleet.agent_bytes[a] for a in chosen),
-            "input_lines": sum(fleet.agent_lines[a] for a in chosen),
-            "agents_per_min": len(chosen) / wall * 60,
-            "sessions_per_s": r["sessions_read"] / wall,
-            "corpus_lines_per_s": r["corpus_lines"] / wall,
-            "input_lines_per_s": sum(fleet.agent_lines[a] for a in chosen) / wall,
-            "mb_per_s": r["bytes_read"] / MB / wall,
-            "cpu_utilization": r["cpu_s"] / wall,
             "state_dir": str(state) if keep else None,
             "database": db if keep else None,
             "ok": not r["watch_failures"]
