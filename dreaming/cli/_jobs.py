@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from dreaming.app import App
+from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_result
-from dreaming.errors import StateError
 from dreaming.jobs import load_jobs
 from dreaming.scheduler import AgentOutcome, InProcessRunner, describe_job, jobs_dir
 
@@ -76,14 +76,7 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show what deep would do; write nothing.")
-@click.option(
-    "--executor",
-    type=click.Choice(["in-process", "procrastinate"]),
-    default="in-process",
-    show_default=True,
-    help="in-process: run it here now. procrastinate: enqueue one task per agent for fleet "
-    "workers (`dreaming worker`; needs database_url).",
-)
+@executor_option("run it here now")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def run_job(
@@ -127,8 +120,7 @@ def run_job(
 
 
 def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:
-    if not app.fleet:
-        raise StateError("--executor procrastinate needs database_url in the settings")
+    require_fleet(app, "--executor procrastinate")
     from dreaming.fleet import enqueue_job
 
     results = enqueue_job(app, jobs_dir(app.paths), name, agents=list(agents) or None, dry_run=dry)

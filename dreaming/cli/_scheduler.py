@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from dreaming._scheduler._service import Executor
+from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.errors import StateError
 from dreaming.scheduler import JobScheduler, jobs_dir
 
 
@@ -32,14 +32,7 @@ def _service_logging() -> None:
     help="Jobs folder (default: jobs_dir from the settings, else <state-dir>/dreaming/jobs "
     "if it exists, else the bundled examples).",
 )
-@click.option(
-    "--executor",
-    type=click.Choice(["in-process", "procrastinate"]),
-    default="in-process",
-    show_default=True,
-    help="in-process: run each due job here. procrastinate: enqueue one task per agent for "
-    "fleet workers (`dreaming worker`; needs database_url and the fleet extra).",
-)
+@executor_option("run each due job here")
 @pass_ctx
 def scheduler(ctx: Context, folder: Path | None, executor: Executor) -> None:
     """Run the jobs on their triggers, in the foreground, until stopped.
@@ -55,12 +48,10 @@ def scheduler(ctx: Context, folder: Path | None, executor: Executor) -> None:
     """
     app = ctx.app
     if executor == "procrastinate":
-        if not app.fleet:
-            raise StateError("--executor procrastinate needs database_url in the settings")
+        url = require_fleet(app, "--executor procrastinate")
         from dreaming.fleet import ensure_queue_schema, libpq_dsn
 
-        assert app.settings.database_url is not None
-        ensure_queue_schema(libpq_dsn(app.settings.database_url))  # fail now, not at a fire
+        ensure_queue_schema(libpq_dsn(url))  # fail now, not at a fire
     _service_logging()
     service = JobScheduler.for_app(app, (folder or jobs_dir(app.paths)).resolve(), executor)
     code = service.serve()

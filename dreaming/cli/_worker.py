@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from dreaming.cli._fleet import require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._scheduler import _service_logging
-from dreaming.errors import StateError
 from dreaming.scheduler import jobs_dir
 
 
@@ -50,8 +50,7 @@ def worker(ctx: Context, concurrency: int, drain: bool, folder: Path | None, pol
     SIGINT finish the running tasks, then stop.
     """
     app = ctx.app
-    if not app.fleet:
-        raise StateError("`dreaming worker` needs database_url in the settings (docs/fleet.md)")
+    require_fleet(app, "`dreaming worker`")
     from dreaming.fleet import run_worker
 
     _service_logging()
