@@ -252,23 +252,21 @@ class SimilarityIndex:
                     break  # a fold is best-effort past this: bounded cost, still deterministic
         if not seen:
             return None
-        if len(seen) < MAX_PROBE:
-            # Nothing was cut: score only the sets that can still match. A match shares at
-            # least t*|A| words with A (Jaccard <= |A & B| / |A|), so it lacks at most
-            # |A| - ceil(t*|A|) of them and holds at least `hits` of the `need` + EXTRA_PROBE
-            # rarest. Counted from the postings, which list every set holding a word.
-            extra = by_rarity[need : need + EXTRA_PROBE]
-            hits = need + len(extra) - (n - math.ceil(threshold * n - 1e-9))
-            shared: Counter[int] = Counter()
-            for size, t in probe:
-                if size:
-                    shared.update(postings[t])
-            for size, t in extra:
-                if size:
-                    shared.update(postings[t] & seen)
-            ranked = sorted(i for i, c in shared.items() if c >= hits)
-        else:
-            ranked = sorted(seen)[:MAX_PROBE]
+        # The sets in play: all found, or past the cap the lowest ids of them, as always.
+        capped = len(seen) >= MAX_PROBE
+        pool = set(sorted(seen)[:MAX_PROBE]) if capped else seen
+        # Score only those that can still match. A match shares at least t*|A| words with A
+        # (Jaccard <= |A & B| / |A|), so it lacks at most |A| - ceil(t*|A|) of them and holds
+        # at least `hits` of A's `need` + EXTRA_PROBE rarest words. Counted from the postings,
+        # which list every set holding a word (so a count never falls short).
+        counted = by_rarity[: need + EXTRA_PROBE]
+        hits = len(counted) - (n - math.ceil(threshold * n - 1e-9))
+        shared: Counter[int] = Counter()
+        for k, (size, t) in enumerate(counted):
+            if size:
+                # A probed word's sets are all in the pool unless the cap cut it.
+                shared.update(postings[t] if k < need and not capped else postings[t] & pool)
+        ranked = sorted(i for i, c in shared.items() if c >= hits)
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = threshold * n, n / threshold
         sets = self._sets

@@ -127,3 +127,37 @@ def test_similarity_index_equals_a_full_scan() -> None:
             if step % 3:
                 idx.add(step, tokens)
                 sets[step] = tokens
+
+
+def test_similarity_index_past_the_probe_cap_scores_the_lowest_ids_found() -> None:
+    """With more than MAX_PROBE sets found, best() scores the MAX_PROBE lowest ids of them
+    (bounded, deterministic): the filters that skip sets unscored must not change the pick."""
+    import random
+
+    from dreaming.claims import MAX_PROBE, jaccard
+
+    def reference(idx: SimilarityIndex, tokens: frozenset[str]) -> int | None:
+        postings, n, t = idx._postings, len(tokens), idx.threshold
+        need = max(n - int(t * n + 0.999999) + 1, 1)
+        seen: set[int] = set()
+        for w in sorted(tokens, key=lambda w: (len(postings.get(w, ())), w))[:need]:
+            seen.update(postings.get(w, ()))
+            if len(seen) >= MAX_PROBE:
+                break
+        best, best_score = None, t
+        for i in sorted(seen)[:MAX_PROBE]:
+            score = jaccard(tokens, idx._sets[i])
+            if t * n <= len(idx._sets[i]) <= n / t and score >= best_score:
+                if best is None or score > best_score:
+                    best, best_score = i, score
+        return best
+
+    rnd = random.Random(3)
+    vocab = [f"w{i}" for i in range(14)]
+    for threshold in (0.5, 0.8):
+        idx = SimilarityIndex(threshold)
+        for i in rnd.sample(range(10**6), 1500):
+            idx.add(i, frozenset(rnd.sample(vocab, rnd.randint(2, 8))))
+        for _ in range(300):
+            tokens = frozenset(rnd.sample(vocab, rnd.randint(2, 9)))
+            assert idx.best(tokens) == reference(idx, tokens)
