@@ -7,6 +7,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -233,8 +234,11 @@ class App:
         if profile.requests_per_minute is None:
             return None
         from dreaming.llm import RateLimiter
+        from dreaming.llm.ledger import server_clock
 
-        return RateLimiter(self.limits_engine(), profile_name, profile.requests_per_minute)
+        engine = self.limits_engine()
+        clock = server_clock(engine) if self.fleet else time.time  # one minute for all hosts
+        return RateLimiter(engine, profile_name, profile.requests_per_minute, clock=clock)
 
     def run(
         self,

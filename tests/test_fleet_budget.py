@@ -545,3 +545,14 @@ def test_a_rate_limit_wait_past_the_deadline_gives_up_and_releases(
     assert totals(led)[2:] == (1, 0.0, 0, 0)  # the unsent attempt's reservation came back
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         profile(requests_per_minute=0)
+
+
+def test_the_server_clock_is_the_databases_and_agrees_with_ours(engine: Engine) -> None:
+    from dreaming.llm.ledger import server_clock
+
+    clock = server_clock(engine)
+    before = time.time()
+    first, second = clock(), clock()
+    after = time.time()
+    # Same machine here, so within a second of ours; and it moves forward.
+    assert before - 1 <= first <= second <= after + 1

@@ -327,3 +327,18 @@ class RateLimiter:
                 .returning(c.requests)
             ).first()
         return None if row is None else int(row[0])
+
+
+def server_clock(engine: Engine) -> Callable[[], float]:
+    """The database server's clock (Unix seconds), for a RateLimiter shared by machines:
+    windows must be the same minute for every worker, whatever their own clocks say."""
+
+    def now() -> float:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                query = "SELECT extract(epoch FROM clock_timestamp())"
+            else:
+                query = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+            return float(conn.exec_driver_sql(query).scalar_one())
+
+    return now
