@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,19 +245,24 @@ def _spend_worker(target: str, barrier: Any, results: Any) -> None:
     results.put((made, refused))
 
 
-def test_concurrent_workers_make_exactly_the_affordable_calls(engine: Engine, target: str) -> None:
+def _race(worker: Callable[..., None], *args: Any) -> list[tuple[int, int]]:
+    """PROCESSES spawned processes run `worker(*args, barrier, results)`, released together
+    by the barrier; returns what each put on `results`."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(PROCESSES)
     results = ctx.Queue()
-    workers = [
-        ctx.Process(target=_spend_worker, args=(target, barrier, results)) for _ in range(PROCESSES)
-    ]
+    workers = [ctx.Process(target=worker, args=(*args, barrier, results)) for _ in range(PROCESSES)]
     for w in workers:
         w.start()
     outcomes = [results.get(timeout=90) for _ in workers]
     for w in workers:
         w.join(30)
         assert w.exitcode == 0
+    return outcomes
+
+
+def test_concurrent_workers_make_exactly_the_affordable_calls(engine: Engine, target: str) -> None:
+    outcomes = _race(_spend_worker, target)
 
     assert sum(made for made, _ in outcomes) == AFFORDABLE
     assert sum(refused for _, refused in outcomes) == PROCESSES * PER_PROCESS - AFFORDABLE
@@ -367,19 +372,7 @@ def _acquire_worker(target: str, now: float, barrier: Any, results: Any) -> None
 
 
 def test_concurrent_acquirers_never_exceed_the_rate(engine: Engine, target: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(PROCESSES)
-    results = ctx.Queue()
-    workers = [
-        ctx.Process(target=_acquire_worker, args=(target, T0 + 30.0, barrier, results))
-        for _ in range(PROCESSES)
-    ]
-    for w in workers:
-        w.start()
-    outcomes = [results.get(timeout=90) for _ in workers]
-    for w in workers:
-        w.join(30)
-        assert w.exitcode == 0
+    outcomes = _race(_acquire_worker, target, T0 + 30.0)
 
     assert sum(got for got, _ in outcomes) == RPM
     assert sum(refused for _, refused in outcomes) == PROCESSES * 10 - RPM
