@@ -11,7 +11,7 @@ from sqlalchemy import delete, update
 
 from dreaming._scheduler._runner import SCHEDULED_FIRE, AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
-from dreaming.fleet._queue import RUN_TASK, build_queue, ensure_queue_schema, job_args, libpq_dsn
+from dreaming.fleet._queue import build_queue, defer_run, ensure_queue_schema, libpq_dsn
 from dreaming.store.dialect import upsert
 from dreaming.store.models import FleetFireRow
 
@@ -50,7 +50,6 @@ def enqueue_job(
     queue = build_queue(settings)
     results: list[AgentResult] = []
     with queue.open():
-        task = queue.tasks[RUN_TASK]
         for agent in names:
             base: AgentResult = {
                 "agent": agent,
@@ -62,12 +61,8 @@ def enqueue_job(
             if fire_key is not None and not _claim(app, job.name, agent, fire_key):
                 results.append(_duplicate(base, f"fire {fire_key} is already enqueued"))
                 continue
-            # A dry run never takes a real run's place in the queue, nor the reverse.
-            queueing_lock = f"{job.name}:{agent}" + (":dry" if dry else "")
             try:
-                queue_id = task.configure(lock=f"agent:{agent}", queueing_lock=queueing_lock).defer(
-                    **job_args(job.name, agent, dry, fire_key)
-                )
+                queue_id = defer_run(queue, job.name, agent, dry_run=dry, fire=fire_key)
             except AlreadyEnqueued:
                 results.append(_duplicate(base, "already waiting in the queue"))
                 continue

@@ -74,21 +74,13 @@ def build_queue(settings: Settings) -> procrastinate.App:
 
 
 def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
-    import procrastinate
-
     from dreaming.fleet import _tasks
 
     # A run that fails is recorded as failed and the next fire runs the agent again: no
-    # automatic retry for that. One that found its agent held by a process outside the
-    # queue (a CLI run, a dead machine whose session the server has not dropped yet) is
-    # retried later instead of losing the agent its night. Jobs of a dead worker are
-    # retried by the stalled-job task.
-    busy = procrastinate.RetryStrategy(
-        max_attempts=fleet.busy_retries,
-        wait=fleet.busy_retry_s,
-        retry_exceptions={_tasks.AgentBusyError},
-    )
-    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True, retry=busy)(_tasks.run_agent_job)
+    # automatic retry. A run that found its agent held outside the queue defers a fresh
+    # task for later (_tasks.run_agent_job); jobs of a dead worker are handed back by the
+    # stalled-job task.
+    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True)(_tasks.run_agent_job)
     # Housekeeping goes first (priority) and never piles up (queueing lock): a nightly
     # backlog must not keep a dead worker's task stranded until the backlog drains.
     stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
@@ -110,10 +102,34 @@ def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
 _HOUSEKEEPING_PRIORITY = 100
 
 
-def job_args(job: str, agent: str, dry_run: bool, fire: str | None) -> dict[str, Any]:
-    """A run task's arguments: names only, no paths. Each worker resolves them against its
+def defer_run(
+    queue: procrastinate.App,
+    job: str,
+    agent: str,
+    *,
+    dry_run: bool,
+    fire: str | None,
+    busy_attempt: int = 0,
+    delay_s: float | None = None,
+) -> int:
+    """Queue "run `job` for `agent`". Raises AlreadyEnqueued when that task is already
+    waiting (its queueing lock), which callers treat as "someone else has it".
+
+    The task's arguments are names only, no paths: each worker resolves them against its
     own settings, so machines may mount the shared root wherever they like."""
-    return {"job": job, "agent": agent, "dry_run": dry_run, "fire": fire}
+    # One task per (job, agent) in the queue at a time; a dry run never takes a real run's
+    # place nor the reverse. The lock per agent keeps any two of its tasks from running
+    # at once.
+    options: dict[str, Any] = {
+        "lock": f"agent:{agent}",
+        "queueing_lock": f"{job}:{agent}" + (":dry" if dry_run else ""),
+    }
+    if delay_s is not None:
+        options["schedule_in"] = {"seconds": delay_s}
+    args: dict[str, Any] = {"job": job, "agent": agent, "dry_run": dry_run, "fire": fire}
+    if busy_attempt:
+        args["busy_attempt"] = busy_attempt
+    return int(queue.tasks[RUN_TASK].configure(**options).defer(**args))
 
 
 def queue_counts(dsn: str, queue: str) -> dict[str, int] | None:

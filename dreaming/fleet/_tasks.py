@@ -15,6 +15,7 @@ from dreaming._scheduler._runner import AgentOutcome, AgentResult, InProcessRunn
 from dreaming.app import App
 from dreaming.config import FleetSettings
 from dreaming.errors import StateError
+from dreaming.fleet._queue import RUN_TASK, build_queue, defer_run
 from dreaming.store.models import FleetFireRow
 
 if TYPE_CHECKING:
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dreaming.fleet")
 FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
-
-
-class AgentBusyError(StateError):
-    """The agent was held by a process outside the queue: the task is retried later."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,12 @@ def _current() -> WorkerState:
 
 
 def run_agent_job(
-    context: JobContext, job: str, agent: str, dry_run: bool = False, fire: str | None = None
+    context: JobContext,
+    job: str,
+    agent: str,
+    dry_run: bool = False,
+    fire: str | None = None,
+    busy_attempt: int = 0,
 ) -> AgentResult:
     """Run `job` for `agent` now, exactly as a local run would (App.run: the agent's lock,
     one run record). A crash half way is safe to run again: every phase resumes from what
@@ -62,9 +64,8 @@ def run_agent_job(
     result["queue_job_id"] = queue_id
     if result["outcome"] == AgentOutcome.SKIPPED:
         # Procrastinate's per-agent lock keeps queued runs apart, so whoever holds the agent
-        # is outside the queue. Retry later (the task's retry strategy) rather than lose
-        # the agent its night.
-        raise AgentBusyError(f"agent {agent!r}: {result.get('reason')}; will retry")
+        # is outside the queue (a CLI run, a dead machine's session not yet dropped).
+        result["busy_retry"] = _retry_busy_later(state, job, agent, dry_run, fire, busy_attempt)
     log.info(
         "task=%s job=%s agent=%s run=%s outcome=%s",
         queue_id,
@@ -76,13 +77,46 @@ def run_agent_job(
     return result
 
 
+def _retry_busy_later(
+    state: WorkerState, job: str, agent: str, dry_run: bool, fire: str | None, attempt: int
+) -> int | None:
+    """Queue a fresh task for a busy agent, `busy_retry_s` from now, so it keeps its night.
+
+    A fresh task rather than Procrastinate's retry of this one: putting this row back in
+    the queue collides with any identical task queued meanwhile (the queueing lock), which
+    would strand it. If an identical task already waits, that one will do."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    fleet = state.fleet
+    if attempt >= fleet.busy_retries:
+        log.warning("job=%s agent=%s still busy after %d retries; giving up", job, agent, attempt)
+        return None
+    queue = build_queue(state.app.settings)
+    with queue.open():
+        try:
+            retry = defer_run(
+                queue,
+                job,
+                agent,
+                dry_run=dry_run,
+                fire=fire,
+                busy_attempt=attempt + 1,
+                delay_s=fleet.busy_retry_s,
+            )
+        except AlreadyEnqueued:
+            return None
+    log.info("job=%s agent=%s busy; retry %d as task %s", job, agent, attempt + 1, retry)
+    return retry
+
+
 async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
     """Hand the run tasks of workers that stopped sending heartbeats back to the queue.
 
     A worker killed mid-run leaves its task `doing` for ever, and the task's lock keeps
     every later task of that agent waiting; its advisory lock died with its connection,
     so once the task is back in the queue another worker can take it and finish it."""
-    from dreaming.fleet._queue import RUN_TASK
+    from procrastinate.exceptions import UniqueViolation
+    from procrastinate.jobs import Status
 
     state = _current()
     manager = context.app.job_manager
@@ -93,13 +127,21 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
     )
     retried: list[int] = []
     for job in stalled:
+        agent = job.task_kwargs.get("agent")
+        try:
+            await manager.retry_job(job)
+        except UniqueViolation:
+            # An identical task was queued while this one ran (the queueing lock only
+            # covers waiting tasks): that one will run the agent. Close this one.
+            log.warning("task=%s agent=%s event=stalled action=close (a twin waits)", job.id, agent)
+            await manager.finish_job(job, status=Status.FAILED, delete_job=False)
+            continue
+        except Exception:  # one bad row must not strand the others
+            log.exception("task=%s agent=%s event=stalled action=retry failed", job.id, agent)
+            continue
         log.warning(
-            "task=%s agent=%s worker=%s event=stalled action=retry",
-            job.id,
-            job.task_kwargs.get("agent"),
-            job.worker_id,
+            "task=%s agent=%s worker=%s event=stalled action=retry", job.id, agent, job.worker_id
         )
-        await manager.retry_job(job)
         if job.id is not None:
             retried.append(job.id)
     return retried
