@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -219,12 +220,20 @@ class App:
         if all(c is None for c in caps):
             return None
         from dreaming.llm import Ledger
+        from dreaming.llm.ledger import server_clock, utc_today
+
+        engine = self.limits_engine()
+        clock = server_clock(engine)
+
+        def server_today() -> str:  # the day turns at one instant for every host
+            return datetime.fromtimestamp(clock(), UTC).date().isoformat()
 
         return Ledger(
-            self.limits_engine(),
+            engine,
             max_usd=fleet.daily_max_usd,
             max_tokens=fleet.daily_max_tokens,
             max_calls=fleet.daily_max_calls,
+            today=server_today if self.fleet else utc_today,
         )
 
     def rate_limiter(self, profile_name: str) -> RateLimiter | None:

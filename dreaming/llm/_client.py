@@ -268,6 +268,7 @@ class _Call(Generic[ReplyT]):
         started_at = datetime.fromtimestamp(self.client._wall_clock(), UTC)
         # The request slot first: a call waiting for the rate limit must not hold a fleet
         # budget reservation meanwhile (others would be refused for money nobody spends).
+        # The price: a call the budget then refuses has used a slot it did not send.
         self._wait_for_rate_limit()
         if self.budget is not None:
             worst_usd, worst_tokens = self.budget.worst_case(

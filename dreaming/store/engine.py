@@ -195,6 +195,20 @@ class HeldLock:
             raise LockLostError(self.agent, str(err).splitlines()[0]) from err
 
 
+_LOCK_ENGINES: dict[str, Engine] = {}
+
+
+def _lock_engine(engine: Engine) -> Engine:
+    """An engine without a pool for lock sessions (one per URL and process, so its dialect
+    is set up once): every connect is a new server session, every close ends it."""
+    url = engine.url.render_as_string(hide_password=False)
+    if url not in _LOCK_ENGINES:
+        _LOCK_ENGINES[url] = create_engine(
+            engine.url, poolclass=NullPool, connect_args=_CONNECT_ARGS
+        )
+    return _LOCK_ENGINES[url]
+
+
 @contextlib.contextmanager
 def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[HeldLock]:
     """Hold the agent's exclusive lock in PostgreSQL for a run, on a connection of its own.
@@ -208,21 +222,17 @@ def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[HeldLock]
     holder is written as the connection's application_name, which is how a refused run
     can say who has the agent."""
     key = advisory_key(agent)
-    lock_engine = create_engine(engine.url, poolclass=NullPool, connect_args=_CONNECT_ARGS)
-    try:
-        with lock_engine.connect() as conn:
-            conn.execute(
-                text("SELECT set_config('application_name', :n, false)"),
-                {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
-            )
-            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
-            conn.commit()
-            if not got:
-                raise LockedError(agent, _advisory_holder(conn, agent))
-            # No explicit unlock: closing this session (leaving the block) releases it.
-            yield HeldLock(agent, conn)
-    finally:
-        lock_engine.dispose()
+    with _lock_engine(engine).connect() as conn:
+        conn.execute(
+            text("SELECT set_config('application_name', :n, false)"),
+            {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
+        )
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
+        conn.commit()
+        if not got:
+            raise LockedError(agent, _advisory_holder(conn, agent))
+        # No explicit unlock: closing this session (leaving the block) releases it.
+        yield HeldLock(agent, conn)
 
 
 def _advisory_holder(conn: Any, agent: str) -> str:
