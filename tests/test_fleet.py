@@ -367,3 +367,30 @@ def test_a_stalled_task_with_a_twin_waiting_is_closed_and_the_twin_runs(
     assert "a twin waits" in rescuer.output()
     assert [r["outcome"] for r in runs(pg_database.url)] == ["abandoned", "ok"]
     dreaming(root, "verify")
+
+
+def test_a_fire_claim_abandoned_before_its_task_was_queued_is_taken_over(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
+    fire = datetime(2026, 3, 10, 11, 0, tzinfo=UTC)
+    app = App.open(root, root / "dreaming.toml", env={})
+    try:
+        app.shared_engine()  # the tables
+        with app.shared_engine().begin() as conn:
+            # Two schedulers died between claiming and enqueueing: one 20 minutes ago (a1),
+            # one a moment ago (b1, whose scheduler may still be about to enqueue).
+            conn.execute(
+                text(
+                    "INSERT INTO fleet_fires (job, agent, fire, created_at) VALUES "
+                    "('nightly', 'a1', :f, now() - interval '20 minutes'), "
+                    "('nightly', 'b1', :f, now())"
+                ),
+                {"f": fire.isoformat()},
+            )
+        results = {
+            r["agent"]: r["outcome"] for r in enqueue_job(app, root / "jobs", "nightly", fire=fire)
+        }
+    finally:
+        app.close()
+    assert results == {"a1": "queued", "b1": "skipped"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import delete, update
@@ -77,14 +77,33 @@ def enqueue_job(
     return results
 
 
+# A claim whose scheduler died before enqueueing (no task id) is given up after this.
+_ABANDONED_CLAIM = timedelta(minutes=10)
+
+
 def _claim(app: App, job: str, agent: str, fire: str) -> bool:
-    """True for the one process whose insert of (job, agent, fire) went in."""
-    values = {"job": job, "agent": agent, "fire": fire, "created_at": datetime.now(UTC)}
+    """True for the one process whose insert of (job, agent, fire) went in, or that took
+    over a claim abandoned before its task was queued."""
+    now = datetime.now(UTC)
+    values = {"job": job, "agent": agent, "fire": fire, "created_at": now}
+    mine = (FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire)
     with app.shared_engine().begin() as conn:
         inserted = conn.execute(
             upsert(conn, FIRES).values(**values).on_conflict_do_nothing().returning(FIRES.c.job)
         ).first()
-    return inserted is not None
+        if inserted is not None:
+            return True
+        taken_over = conn.execute(
+            update(FIRES)
+            .where(
+                mine
+                & FIRES.c.queue_job_id.is_(None)
+                & (FIRES.c.created_at < now - _ABANDONED_CLAIM)
+            )
+            .values(created_at=now)
+            .returning(FIRES.c.job)
+        ).first()
+    return taken_over is not None
 
 
 def _claimed(app: App, job: str, agent: str, fire: str, queue_id: int) -> None:
