@@ -1,4 +1,5 @@
-"""The Procrastinate app: its connection, its schema, and the two tasks a fleet runs."""
+"""The Procrastinate app: its connection, its schema, and the tasks a fleet runs (the run
+of a job for an agent, and two housekeeping tasks)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ PRUNE_TASK = "dreaming.prune_finished_jobs"
 # Serialises schema creation between processes that start at once (two workers, a
 # scheduler): the same advisory-lock idea as our own migrations, another key.
 _SCHEMA_LOCK = 0x647265616D717565  # "dreamque"
+_HOUSEKEEPING_PRIORITY = 100  # runs use the default, 0; higher is fetched first
 
 
 def libpq_dsn(database_url: str) -> str:
@@ -97,9 +99,6 @@ def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
         priority=_HOUSEKEEPING_PRIORITY,
         queueing_lock=f"{fleet.queue}:prune",
     )(prune(_tasks.prune_finished_jobs))
-
-
-_HOUSEKEEPING_PRIORITY = 100
 
 
 def defer_run(

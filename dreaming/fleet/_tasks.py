@@ -129,13 +129,16 @@ async def retry_stalled_jobs(context: JobContext, timestamp: int) -> list[int]:
     for job in stalled:
         agent = job.task_kwargs.get("agent")
         try:
-            await manager.retry_job(job)
-        except UniqueViolation:
-            # An identical task was queued while this one ran (the queueing lock only
-            # covers waiting tasks): that one will run the agent. Close this one.
-            log.warning("task=%s agent=%s event=stalled action=close (a twin waits)", job.id, agent)
-            await manager.finish_job(job, status=Status.FAILED, delete_job=False)
-            continue
+            try:
+                await manager.retry_job(job)
+            except UniqueViolation:
+                # An identical task was queued while this one ran (the queueing lock only
+                # covers waiting tasks): that one will run the agent. Close this one.
+                log.warning(
+                    "task=%s agent=%s event=stalled action=close (a twin waits)", job.id, agent
+                )
+                await manager.finish_job(job, status=Status.FAILED, delete_job=False)
+                continue
         except Exception:  # one bad row must not strand the others
             log.exception("task=%s agent=%s event=stalled action=retry failed", job.id, agent)
             continue
