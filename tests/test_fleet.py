@@ -136,13 +136,17 @@ def test_two_schedulers_firing_together_enqueue_each_agent_once(
     assert queue_states(pg_database.url) == {"succeeded": 4}
 
 
+@pytest.mark.parametrize(
+    "crash_at",
+    ["light.before_commit", "light.after_commit", "deep.before_commit", "memory.before_write"],
+)
 def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
-    tmp_path: Path, pg_database: PgDatabase
+    tmp_path: Path, pg_database: PgDatabase, crash_at: str
 ) -> None:
     root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
     reference = build_fleet(tmp_path / "reference", 2, None)
-    # The doomed worker dies (as by SIGKILL) inside deep, before its transaction commits.
-    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": "deep.before_commit"})
+    # The doomed worker dies (as by SIGKILL, no cleanup at all) at `crash_at`.
+    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": crash_at})
     try:
         enqueue(root, "nightly")
         deadline = time.monotonic() + 60
