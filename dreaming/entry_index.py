@@ -14,17 +14,19 @@ from dreaming.store.dialect import is_postgres
 
 
 def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
+    """(Re)index `key` with `body`, replacing any row it has."""
     remove_entry(conn, agent, key)
-    if is_postgres(conn):
-        conn.execute(
-            text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
-            {"a": agent, "k": key, "t": body},
-        )
-        return
+    add_entry(conn, agent, key, body)
+
+
+def add_entry(conn: Connection, agent: str, key: str, body: str) -> None:
+    """Index an entry that has no row yet (a new entry)."""
     conn.execute(
         text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
         {"a": agent, "k": key, "t": body},
     )
+    if is_postgres(conn):  # the key is the row's primary key there: nothing more to keep
+        return
     # Not RETURNING: SQLite answers -1 for a virtual table's rowid there.
     rowid = conn.execute(text("SELECT last_insert_rowid()")).scalar_one()
     conn.execute(

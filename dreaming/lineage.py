@@ -236,12 +236,17 @@ def apply(
                     )
                     .on_conflict_do_nothing()
                 )
-        body = conn.execute(
-            select(ENTRIES.c.text).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
-            )
-        ).scalar_one()
-        entry_index.index_entry(conn, agent, result_key, body)
+        if exists is None:
+            # A new entry has no index row yet: insert it (no lookup, no delete: each is a
+            # round trip, which a fleet's PostgreSQL pays per promoted entry).
+            entry_index.add_entry(conn, agent, result_key, decision.text)
+        else:
+            body = conn.execute(
+                select(ENTRIES.c.text).where(
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
+                )
+            ).scalar_one()
+            entry_index.index_entry(conn, agent, result_key, body)
         status = "promoted" if decision.action is Action.ADD else "merged"
     conn.execute(
         update(CANDIDATES)
