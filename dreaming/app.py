@@ -54,6 +54,7 @@ class App:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _engines: dict[str, Engine] = field(default_factory=dict)
     _shared: Engine | None = None
+    pool_size: int = 5  # the fleet engine's; a worker with --concurrency N asks for more
     _limits: Engine | None = None
 
     @classmethod
@@ -88,7 +89,7 @@ class App:
         if url is None:
             raise StateError("no database_url in the settings: this is not a fleet install")
         if self._shared is None:
-            self._shared = open_shared_engine(url)
+            self._shared = open_shared_engine(url, pool_size=self.pool_size)
         return self._shared
 
     def engine(self, agent: str, *, create: bool = True) -> Engine:

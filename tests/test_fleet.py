@@ -398,3 +398,19 @@ def test_a_fire_claim_abandoned_before_its_task_was_queued_is_taken_over(
     finally:
         app.close()
     assert results == {"a1": "queued", "b1": "skipped"}
+
+
+def test_one_worker_with_concurrency_runs_many_agents_at_once(
+    tmp_path: Path, pg_database: PgDatabase
+) -> None:
+    root = build_fleet(tmp_path / "fleet", AGENTS, pg_database.dsn, FAST_FLEET)
+    enqueue(root, "nightly")
+    dreaming(root, "worker", "--drain", "--concurrency", str(AGENTS), "--poll", "0.1")
+    assert queue_states(pg_database.url) == {"succeeded": AGENTS}
+    records = runs(pg_database.url)
+    assert {r["outcome"] for r in records} == {"ok"} and len(records) == AGENTS
+    # Threads of one process: runs of different agents did overlap in time.
+    starts = sorted(r["started_at"] for r in records)
+    ends = sorted(r["ended_at"] for r in records)
+    assert starts[-1] < ends[-1] and any(s < e for s, e in zip(starts[1:], ends, strict=False))
+    dreaming(root, "verify")

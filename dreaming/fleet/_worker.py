@@ -30,6 +30,7 @@ def run_worker(
     settings = app.settings
     assert settings.database_url is not None  # the CLI checks; App.fleet is True
     ensure_queue_schema(libpq_dsn(settings.database_url))
+    app.pool_size = max(app.pool_size, 2 * concurrency + 1)  # a run uses one or two at once
     app.shared_engine()  # migrations before the first task, not inside it
     queue = build_queue(settings)
     fleet = settings.fleet

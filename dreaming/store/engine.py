@@ -86,13 +86,16 @@ def _migrate(engine: Engine, where: str) -> None:
             dbapi.isolation_level = previous
 
 
-def open_shared_engine(url: str) -> Engine:
+def open_shared_engine(url: str, *, pool_size: int = 5) -> Engine:
     """Open (and migrate) the one database a fleet shares: every agent's rows, keyed by
     agent. Only PostgreSQL is accepted: it is what gives many machines one consistent state
-    (row locks, advisory locks, conditional updates)."""
+    (row locks, advisory locks, conditional updates). `pool_size`: connections kept for
+    concurrent runs in this process (a run works on one or two at a time)."""
     # Timestamps are stored as naive UTC (as in SQLite): the session time zone must be UTC or
     # the server would shift aware datetimes into its own zone on the way in.
-    engine = create_engine(_driver_url(url), connect_args=_CONNECT_ARGS)
+    engine = create_engine(
+        _driver_url(url), connect_args=_CONNECT_ARGS, pool_size=pool_size, max_overflow=10
+    )
     _ping_idle_connections(engine)
     with engine.begin() as conn:
         # DDL is transactional in PostgreSQL; the advisory lock makes a second process that
