@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, delete, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, select, update
 
 from dreaming import entry_index
 from dreaming.decisions import Action
@@ -178,12 +178,51 @@ def prune_orphans(conn: Connection, agent: str) -> int:
     return int(removed)
 
 
+@dataclass
+class Bookkeeping:
+    """The rows a batch of decisions leaves behind (candidate outcomes, the decision log),
+    written in two statements at its end rather than two per decision: nothing in the batch
+    reads them back, and each statement is a round trip to a fleet's PostgreSQL."""
+
+    outcomes: list[dict[str, object]]
+    log: list[dict[str, object]]
+
+    @classmethod
+    def empty(cls) -> Bookkeeping:
+        return cls([], [])
+
+    def flush(self, conn: Connection) -> None:
+        if self.outcomes:
+            conn.execute(_SET_OUTCOME, self.outcomes)
+        if self.log:
+            conn.execute(DECISIONS.insert(), self.log)
+        self.outcomes.clear()
+        self.log.clear()
+
+
+_SET_OUTCOME = (
+    update(CANDIDATES)
+    .where(CANDIDATES.c.id == bindparam("cid"))
+    .values(
+        status=bindparam("new_status"),
+        decided_evidence=bindparam("decided"),
+        updated_at=bindparam("at"),
+    )
+)
+
+
 def apply(
-    conn: Connection, agent: str, decision: Applied, run_id: int | None, *, prune: bool = True
+    conn: Connection,
+    agent: str,
+    decision: Applied,
+    run_id: int | None,
+    *,
+    prune: bool = True,
+    bookkeeping: Bookkeeping | None = None,
 ) -> str | None:
     """Carry out one decision in the caller's transaction. Returns the resulting entry key.
     A caller applying a batch may pass prune=False and call `prune_orphans` once at the end,
-    in the same transaction."""
+    and a `bookkeeping` it flushes there, in the same transaction."""
     now = _now()
     result_key: str | None = None
     evidence_count = conn.execute(
@@ -248,23 +287,24 @@ def apply(
             ).scalar_one()
             entry_index.index_entry(conn, agent, result_key, body)
         status = "promoted" if decision.action is Action.ADD else "merged"
-    conn.execute(
-        update(CANDIDATES)
-        .where(CANDIDATES.c.id == decision.candidate_id)
-        .values(status=status, decided_evidence=evidence_count, updated_at=now)
+    rows = bookkeeping if bookkeeping is not None else Bookkeeping.empty()
+    rows.outcomes.append(
+        {"cid": decision.candidate_id, "new_status": status, "decided": evidence_count, "at": now}
     )
-    conn.execute(
-        DECISIONS.insert().values(
-            agent=agent,
-            run_id=run_id,
-            candidate_key=decision.candidate_key,
-            action=decision.action.value,
-            targets=json.dumps(list(decision.targets)),
-            entry_key=result_key,
-            path=decision.path,
-            created_at=now,
-        )
+    rows.log.append(
+        {
+            "agent": agent,
+            "run_id": run_id,
+            "candidate_key": decision.candidate_key,
+            "action": decision.action.value,
+            "targets": json.dumps(list(decision.targets)),
+            "entry_key": result_key,
+            "path": decision.path,
+            "created_at": now,
+        }
     )
+    if bookkeeping is None:
+        rows.flush(conn)
     if prune:
         prune_orphans(conn, agent)
     return result_key

@@ -560,6 +560,7 @@ class DeepPhase:
         memory_path = self.paths.memory_file(agent)
         with self._tx() as conn:
             size = len(memory_sync.render(conn, agent, memory_path)[1])
+            bookkeeping = lineage.Bookkeeping.empty()
             for d in decisions:
                 if d.action is Action.ADD and d.text is not None:
                     grow = len(memory_file.render_block(memory_file.entry_key(d.text), d.text))
@@ -569,7 +570,9 @@ class DeepPhase:
                         summary.deferred["memory_budget"] += 1
                         continue
                     size += grow
-                key = lineage.apply(conn, agent, d, self.run_id, prune=False)
+                key = lineage.apply(
+                    conn, agent, d, self.run_id, prune=False, bookkeeping=bookkeeping
+                )
                 summary.actions[d.action.value] += 1
                 summary.decisions.append(
                     {
@@ -581,6 +584,7 @@ class DeepPhase:
                         "path": d.path,
                     }
                 )
+            bookkeeping.flush(conn)
             lineage.prune_orphans(conn, agent)
             memory_sync.mark_dirty(conn, agent)
             faults.checkpoint("deep.before_commit")
