@@ -111,19 +111,36 @@ def start_worker(root: Path, name: str, env_extra: dict[str, str] | None = None)
     return Worker(process, log)
 
 
-def queue_states(url: str) -> dict[str, int]:
+def _rows(url: str, sql: str) -> list[dict[str, Any]]:
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT status, count(*) FROM procrastinate_jobs "
-                    "WHERE task_name = 'dreaming.run_agent_job' GROUP BY status"
-                )
-            ).all()
-        return {str(r[0]): int(r[1]) for r in rows}
+            return [dict(r) for r in conn.execute(text(sql)).mappings()]
     finally:
         engine.dispose()
+
+
+def queue_states(url: str) -> dict[str, int]:
+    rows = _rows(
+        url,
+        "SELECT status, count(*) AS n FROM procrastinate_jobs "
+        "WHERE task_name = 'dreaming.run_agent_job' GROUP BY status",
+    )
+    return {str(r["status"]): int(r["n"]) for r in rows}
+
+
+def crash_a_worker(root: Path, crash_at: str) -> None:
+    """Start a worker that dies (as by SIGKILL: no cleanup) at `crash_at`, queue the
+    nightly job, and wait for the death; its task is left `doing`."""
+    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": crash_at})
+    try:
+        dreaming(root, "jobs", "run", "nightly", "--executor", "procrastinate")
+        deadline = time.monotonic() + 60
+        while doomed.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert doomed.process.returncode == 137, doomed.output()
+    finally:
+        doomed.stop()
 
 
 def wait_for_queue(url: str, total: int, workers: list[Worker], timeout: float = 90) -> None:
@@ -140,18 +157,11 @@ def wait_for_queue(url: str, total: int, workers: list[Worker], timeout: float =
 
 
 def runs(url: str) -> list[dict[str, Any]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT id, agent, job, worker, started_at, ended_at, outcome FROM runs "
-                    "ORDER BY agent, started_at"
-                )
-            ).mappings()
-            return [dict(r) for r in rows]
-    finally:
-        engine.dispose()
+    return _rows(
+        url,
+        "SELECT id, agent, job, worker, started_at, ended_at, outcome FROM runs "
+        "ORDER BY agent, started_at",
+    )
 
 
 def overlaps(records: list[dict[str, Any]]) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ from tests.fleet_helpers import (
     JOBS,
     agent_names,
     build_fleet,
+    crash_a_worker,
     dreaming,
     overlaps,
     queue_states,
@@ -145,19 +146,10 @@ def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
 ) -> None:
     root = build_fleet(tmp_path / "fleet", 2, pg_database.dsn, FAST_FLEET)
     reference = build_fleet(tmp_path / "reference", 2, None)
-    # The doomed worker dies (as by SIGKILL, no cleanup at all) at `crash_at`.
-    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": crash_at})
-    try:
-        enqueue(root, "nightly")
-        deadline = time.monotonic() + 60
-        while doomed.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert doomed.process.returncode == 137, doomed.output()
-        died = datetime.now(UTC).replace(tzinfo=None)
-        states = queue_states(pg_database.url)
-        assert states.get("doing") == 1, states  # stranded with the dead worker
-    finally:
-        doomed.stop()
+    crash_a_worker(root, crash_at)
+    died = datetime.now(UTC).replace(tzinfo=None)
+    states = queue_states(pg_database.url)
+    assert states.get("doing") == 1, states  # stranded with the dead worker
     rescuer = start_worker(root, "rescuer")
     try:
         wait_for_queue(pg_database.url, 2, [rescuer], timeout=60)
@@ -346,15 +338,7 @@ def test_a_stalled_task_with_a_twin_waiting_is_closed_and_the_twin_runs(
     tmp_path: Path, pg_database: PgDatabase
 ) -> None:
     root = build_fleet(tmp_path / "fleet", 1, pg_database.dsn, FAST_FLEET)
-    doomed = start_worker(root, "doomed", {"DREAMING_CRASH_AT": "deep.before_commit"})
-    try:
-        enqueue(root, "nightly")
-        deadline = time.monotonic() + 60
-        while doomed.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert doomed.process.returncode == 137, doomed.output()
-    finally:
-        doomed.stop()
+    crash_a_worker(root, "deep.before_commit")
     # The next fire queues the same job while the dead worker's task is still `doing`: the
     # queueing lock only covers waiting tasks, so this one is accepted.
     assert {q["outcome"] for q in enqueue(root, "nightly")} == {"queued"}
