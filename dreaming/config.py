@@ -8,13 +8,14 @@ operator meant to keep out.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dreaming.errors import ConfigError
 from dreaming.llm import LLMProfile
@@ -68,13 +69,63 @@ class CandidateSettings(_Strict):
     recency_half_life_days: float = Field(default=14.0, gt=0)
 
 
+class SalienceSettings(_Strict):
+    """Extra cues for salience, appended to the built-in lists in `dreaming/lexicon.toml`.
+    Each value is a list of regular expressions (matched case-insensitively; English ones
+    within word boundaries, `*_cjk` ones as they are, for languages without spaces)."""
+
+    instruction: tuple[str, ...] = ()
+    instruction_cjk: tuple[str, ...] = ()
+    first_person: tuple[str, ...] = ()
+    first_person_cjk: tuple[str, ...] = ()
+    disclosure: tuple[str, ...] = ()
+    disclosure_cjk: tuple[str, ...] = ()
+    fact: tuple[str, ...] = ()
+    fact_cjk: tuple[str, ...] = ()
+    preference: tuple[str, ...] = ()
+    preference_cjk: tuple[str, ...] = ()
+    work: tuple[str, ...] = ()
+    work_cjk: tuple[str, ...] = ()
+    time: tuple[str, ...] = ()
+    time_cjk: tuple[str, ...] = ()
+    smalltalk_words: tuple[str, ...] = ()
+    smalltalk_cjk: tuple[str, ...] = ()
+    narration: tuple[str, ...] = ()
+    narration_cjk: tuple[str, ...] = ()
+    banner: tuple[str, ...] = ()
+    request: tuple[str, ...] = ()
+    request_cjk: tuple[str, ...] = ()
+    fragment_starts: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> SalienceSettings:
+        for name, values in self:
+            for value in values:
+                try:
+                    re.compile(value)
+                except re.error as err:
+                    raise ValueError(
+                        f"{name}: {value!r} is not a regular expression: {err}"
+                    ) from None
+        return self
+
+    def extra(self) -> dict[str, tuple[str, ...]]:
+        return {name: values for name, values in self if values}
+
+
 class DeepSettings(_Strict):
     """Gates and limits of the deep phase."""
 
     llm: str | None = None  # an llm.profiles name; None: the deterministic consolidator
     min_score: float = Field(default=0.45, ge=0)
-    min_sessions: int = Field(default=2, ge=1)  # ...or a durability cue
-    max_age_days: float = Field(default=120.0, gt=0)
+    # Facts are usually said once: one session is enough by default. Raise it to ask for
+    # corroboration (a durability cue such as "always" or "remember" still lets one through).
+    min_sessions: int = Field(default=1, ge=1)
+    # Candidates last seen longer ago than this (on the agent's clock) are not promoted.
+    # None: no age limit, so a first night over months of history keeps old facts.
+    max_age_days: float | None = Field(default=None, gt=0)
+    # An agent's own words are never a memory on their own; they corroborate the owner's.
+    promote_agent_only: bool = False
     max_candidates: int = Field(default=200, ge=1)
     batch_size: int = Field(default=8, ge=1, le=100)
     entries_per_candidate: int = Field(default=5, ge=0, le=50)
@@ -152,6 +203,7 @@ class Settings(_Strict):
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     candidates: CandidateSettings = Field(default_factory=CandidateSettings)
     deep: DeepSettings = Field(default_factory=DeepSettings)
+    salience: SalienceSettings = Field(default_factory=SalienceSettings)
     rem: RemSettings = Field(default_factory=RemSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     agents: dict[str, AgentSettings] = {}

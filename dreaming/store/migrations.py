@@ -261,6 +261,21 @@ def _fleet_fires(conn: Connection) -> None:
     )
 
 
+@migration("0008_salience")
+def _salience(conn: Connection) -> None:
+    """What a claim tells, apart from how often it was said: its salience from the text
+    (NULL until light scores it) and the features that fired; and the reason a decision
+    gave (the model's, or the gate that held a candidate back)."""
+    _run(
+        conn,
+        """
+        ALTER TABLE candidates ADD COLUMN salience FLOAT;
+        ALTER TABLE candidates ADD COLUMN features VARCHAR;
+        ALTER TABLE decisions ADD COLUMN reason TEXT
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

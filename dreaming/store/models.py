@@ -85,6 +85,8 @@ class CandidateRow(SQLModel, table=True):
     rem_boost: float = 0.0
     updated_at: datetime
     stale: bool = False  # evidence changed; signals not yet recomputed (see refresh_stale)
+    salience: float | None = None  # what the text tells, in [0, 1]; None: not yet scored
+    features: str | None = None  # space-joined names of the salience features that fired
 
 
 class CandidateEvidenceRow(SQLModel, table=True):
@@ -214,6 +216,7 @@ class DecisionRow(SQLModel, table=True):
     entry_key: str | None = None
     path: str  # llm | deterministic
     created_at: datetime
+    reason: str | None = None  # the model's reason, or why the deterministic path decided so
 
 
 class LLMCallRow(SQLModel, table=True):
