@@ -6,6 +6,7 @@ place), so re-reading a rewritten file or purging a session leaves exact counts 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from sqlalchemy import (
 
 from dreaming import claims as claims_mod
 from dreaming import diary, memory_file
+from dreaming import salience as salience_mod
 from dreaming.config import Settings
-from dreaming.scoring import Signals, score
+from dreaming.scoring import Rarity, Signals, score
 from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
@@ -261,9 +263,15 @@ def _set_where_ids(conn: Connection, stmt: Any, ids: Iterable[int]) -> None:
         conn.execute(stmt, {"ids": chunk})
 
 
-# A managed block as it looks in a corpus line (whitespace collapsed to single spaces).
+# A managed entry as it looks in a corpus line (whitespace collapsed to single spaces): a
+# legacy block, or a compact line "- text <!-- m:... -->" (its line break is gone, so it
+# starts at a dash after a space or at the start; the text stops at the first "<", as
+# entry text has no markup). The conditional closes a block only where one was opened.
+# The text is possessive and bounded: each dash costs at most one scan of an entry's length.
 QUOTED_BLOCK = re.compile(
-    r"<!--\s*dreaming:entry\s+(?P<key>m:[0-9a-f]{16})\s*-->.*?<!--\s*/\s*dreaming:entry\s*-->",
+    r"(?:(?P<block><!--\s*dreaming:entry\s+)|(?<!\S)-\s[^<]{1,2000}+<!--\s*)"
+    r"(?P<key>m:[0-9a-f]{16})\s*-->"
+    r"(?(block).*?<!--\s*/\s*dreaming:entry\s*-->)",
     re.IGNORECASE | re.DOTALL,
 )
 _IDS = CANDIDATES.c.id.in_(bindparam("ids", expanding=True))
@@ -357,8 +365,34 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
     return updated
 
 
+def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
+    """Read the salience of candidates not yet assessed (new ones, and rows from before
+    salience existed). Once per candidate: its text does not change. Returns how many."""
+    lexicon = salience_mod.lexicon_for(settings.salience.extra())
+    rows = conn.execute(
+        select(CANDIDATES.c.id, CANDIDATES.c.text).where(
+            and_(CANDIDATES.c.agent == agent, CANDIDATES.c.features.is_(None))
+        )
+    ).all()
+    changes = []
+    for cid, text in rows:
+        found = salience_mod.assess(text, lexicon)
+        changes.append({"cid": cid, "salience": found.value, "features": found.names()})
+    if changes:
+        conn.execute(_SET_SALIENCE, changes)
+    return len(changes)
+
+
+_SET_SALIENCE = (
+    update(CANDIDATES)
+    .where(CANDIDATES.c.id == bindparam("cid"))
+    .values(salience=bindparam("salience"), features=bindparam("features"))
+)
+
+
 def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     """Score every candidate against the agent's clock. Returns the number pending."""
+    assess_new(conn, agent, settings)
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
     c = CANDIDATES.c
@@ -376,30 +410,40 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
             c.rem_boost,
             c.status,
             c.score,
+            c.salience,
+            c.features,
+            c.tokens,
         ).where(c.agent == agent)
-    )
+    ).all()
+    # Rarity is relative to the whole corpus, so it is read over every candidate each time.
+    rarity = Rarity(r.tokens.split() for r in rows)
+    parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
     pending = 0
     changes = []
-    for cid, sessions, days, own, agt, untr, sysl, last_seen, cue, boost, status, old in rows:
+    for r in rows:
+        features = parse(r.features)
         value = score(
             Signals(
-                sessions=sessions,
-                days=days,
-                owner_lines=own,
-                agent_lines=agt,
-                untrusted_lines=untr,
-                system_lines=sysl,
-                last_seen=last_seen,
-                durable_cue=bool(cue),
-                rem_boost=boost,
+                sessions=r.sessions,
+                days=r.days,
+                owner_lines=r.owner_lines,
+                agent_lines=r.agent_lines,
+                untrusted_lines=r.untrusted_lines,
+                system_lines=r.system_lines,
+                last_seen=r.last_seen,
+                durable_cue=bool(r.durable_cue),
+                rem_boost=r.rem_boost,
+                salience=r.salience or 0.0,
+                features=features,
+                rarity=rarity.of(r.tokens.split()) if r.salience else 0.0,
             ),
             clock,
             half_life,
         )
-        if status == "pending":
+        if r.status == "pending":
             pending += 1
-        if value != old:
-            changes.append({"cid": cid, "score": value})
+        if value != r.score:
+            changes.append({"cid": r.id, "score": value})
     if changes:
         conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
     return pending

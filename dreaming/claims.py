@@ -20,17 +20,45 @@ from functools import lru_cache
 # "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
 _ENVELOPE = re.compile(r"\[(?:[A-Z][a-z]{2} )?\d{4}-\d{2}-\d{2}[^\]]{0,40}\]\s*")
 _DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
-_OUR_MARKERS = re.compile(r"<!--\s*/?\s*dreaming:(?:entry|diary)\b[^>]*?-->", re.IGNORECASE)
+# Our markers: MEMORY.md blocks and group headings, DREAMS.md entries, and the key comment
+# that ends a compact MEMORY.md entry line ("- The user ... <!-- m:0123456789abcdef -->").
+_OUR_MARKERS = re.compile(
+    r"<!--\s*(?:/?\s*dreaming:(?:entry|diary|group)\b[^>]*?|m:[0-9a-f]{16}\s*)-->", re.IGNORECASE
+)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-# A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space.
-# Every match starts with a space or a semicolon; the lookahead says so first, which lets the
-# regex engine pass over other positions cheaply (same matches, about half the time).
+# A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space,
+# and at the full stops of languages written without spaces (。！？) wherever they stand.
+# Every space-separated match starts with a space or a semicolon; the lookahead says so
+# first, which lets the regex engine pass over other positions cheaply.
 _SENTENCE_END = re.compile(
     r"(?=[\s;；])(?:(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+|\s*[;；]\s*)"
+    r"|(?<=[。！？])(?![\s。！？」』）])"
 )
-_COMMA = re.compile(r",\s+|，")
+# A numbered list run into one line ("1. Check its API 2. Write tests"): items split at their
+# numerals, so no item ends in the next one's number ("its API and what it returns 4.").
+_NUMBERED_LIST = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s")
+_LIST_ITEM = re.compile(r"(?:^|\s+)\d{1,2}[.)]\s+")
+# Abbreviations whose full stop ends no sentence: a split after one is undone.
+_ABBREVIATION = re.compile(
+    r"(?:\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|No|Inc|Ltd|Co|U\.S)\.)$",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"\w+", re.UNICODE)
-_URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+")
+# Outside ASCII, words also end where the script changes: Japanese and Chinese put no spaces
+# between words, so a run of kana or of han characters is a word of its own (a long han run
+# is read as overlapping character pairs, the usual way to index Chinese without a lexicon).
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\uac00-\ud7af々〆ー"
+)
+_WORD_INTL = re.compile(
+    r"[\u3040-\u309f]+"  # hiragana
+    r"|[\u30a0-\u30ff\u31f0-\u31ffー\uff66-\uff9f]+"  # katakana
+    r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆]+"  # han
+    r"|[\uac00-\ud7af]+"  # hangul
+    rf"|[^\W{_CJK}]+"
+)
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆]{3,}")
+_URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+|[A-Za-z]:\\\S+|~/\S+")
 
 # Role words are stopwords (entries say "the user is ..." where speech says "I am ..."), and
 # so are fillers that wrap a fact without changing it ("please remember", "reminder:", "still").
@@ -46,6 +74,10 @@ STOPWORDS = frozenset(
     would you your yours yourself yourselves m s t d ll re ve im i'm it's that's don doesn
     didn isn wasn okay ok yes yeah also really just like get got go going one thing things
     user assistant said says please remember reminder still note noted btw anyway actually
+    から まで です ます でした ました する して した ない いる ある なる よう ので けど だけ など
+    これ それ あれ この その あの もの こと とき ください ちゃん さん くん ね よ な か
+    の を は が に で と も へ や わ ぞ ぜ さ
+    的 了 是 在 和 就 都 也 有 我 你 他 她 们 这 那 吗 呢 吧
     """.split()  # noqa: SIM905
 )
 
@@ -109,20 +141,39 @@ def _token(word: str) -> str:
     return stem(w)
 
 
+def words(text: str) -> list[str]:
+    """The words of a text: \\w runs, further split by script outside ASCII (see _WORD_INTL);
+    a han run of three or more characters becomes its overlapping character pairs."""
+    if text.isascii():
+        return _WORD.findall(text)
+    out: list[str] = []
+    for w in _WORD_INTL.findall(text):
+        if len(w) >= 3 and _HAN_RUN.fullmatch(w):
+            out.extend(w[i : i + 2] for i in range(len(w) - 1))
+        else:
+            out.append(w)
+    return out
+
+
 def _tokens(words: list[str]) -> frozenset[str]:
     found = set(map(_token, words))
     found.discard("")
     return frozenset(found)
 
 
+def tokens_of(found: list[str]) -> frozenset[str]:
+    """Content tokens of words already found with `words`."""
+    return _tokens(found)
+
+
 def content_tokens(text: str) -> frozenset[str]:
-    return _tokens(_WORD.findall(text))
+    return _tokens(words(text))
 
 
 def query_words(text: str) -> frozenset[str]:
     """Content words as written (no stemming), for full-text search queries."""
-    words = (w.casefold() for w in _WORD.findall(text))
-    return frozenset(w for w in words if w not in STOPWORDS and not w.isdigit())
+    found = (w.casefold() for w in words(text))
+    return frozenset(w for w in found if w not in STOPWORDS and not w.isdigit())
 
 
 def claim_key(tokens: Iterable[str]) -> str:
@@ -151,17 +202,6 @@ def clean(text: str) -> str:
     return text
 
 
-def _clauses(sentence: str, min_words: int) -> list[str]:
-    """Split "I am allergic to peanuts, skip the satay please" into its two statements, but
-    only when every part is long enough to stand alone ("Anna, my sister, lives ..." stays)."""
-    if "," not in sentence and "，" not in sentence:
-        return [sentence]
-    parts = [p.strip() for p in _COMMA.split(sentence)]
-    if len(parts) > 1 and all(len(_WORD.findall(p)) >= min_words for p in parts):
-        return parts
-    return [sentence]
-
-
 def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
     """Claims in a corpus line. Questions, code-ish fragments and fragments too short or
     too long to be one fact are not claims."""
@@ -175,17 +215,18 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
-    sentences = _SENTENCE_END.split(clean(text))
-    for raw in (c for s in sentences for c in _clauses(s.strip(), min_words)):
+    for raw in sentences(clean(text)):
         sentence = raw.strip().strip("*_#>`\"' ")
         if not sentence or sentence.endswith(("?", "？")):
             continue
-        if "`" in sentence or "{" in sentence or ("/" in sentence and _URLISH.search(sentence)):
+        if "`" in sentence or "{" in sentence:
             continue
-        words = _WORD.findall(sentence)
-        if not (min_words <= len(words) <= max_words):
+        if ("/" in sentence or "\\" in sentence) and _URLISH.search(sentence):
             continue
-        tokens = _tokens(words)
+        found = words(sentence)
+        if not (min_words <= len(found) <= max_words):
+            continue
+        tokens = _tokens(found)
         if len(tokens) < 2:
             continue
         key = _cached_claim_key(tokens)
@@ -194,6 +235,25 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         seen.add(key)
         claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence))))
     return tuple(claims)
+
+
+def sentences(text: str) -> list[str]:
+    """A text's sentences, whole: a claim is a sentence that stands on its own, never a clause
+    cut at a comma. Numbered items run into one line split at their numerals, and a split
+    after an abbreviation ("e.g.", "Dr.") is undone."""
+    if _NUMBERED_LIST.search(text):
+        parts = [p for item in _LIST_ITEM.split(text) for p in _SENTENCE_END.split(item)]
+    else:
+        parts = _SENTENCE_END.split(text)
+    if "." not in text or len(parts) < 2:
+        return parts
+    merged: list[str] = []
+    for part in parts:
+        if merged and _ABBREVIATION.search(merged[-1].rstrip()):
+            merged[-1] = f"{merged[-1].rstrip()} {part.lstrip()}"
+        else:
+            merged.append(part)
+    return merged
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -1,19 +1,25 @@
 """A candidate's score from its signals. Deterministic, in [0, 1] before REM's boost.
 
-Weights: how many sessions said it (0.35) and on how many days (0.20) - repetition across
-conversations is the strongest sign a fact lasts; how recent it is on the agent's own clock
-(0.20, halving every `half_life_days`); who said it (0.15: the owner counts fully, the agent
-half, untrusted and system sources not at all); a durability cue such as "remember" or
-"always" (0.10).
+What a claim tells comes first: its salience (`dreaming.salience`: instructions,
+disclosures, names, numbers, time words, density) plus the rarity of its words within the
+agent's own corpus (W_RARITY). That is scaled by who said it (the owner fully, the agent
+alone half, untrusted and system sources not at all) and, lightly, by how recent it is on
+the agent's own clock (W_RECENCY). Repetition across sessions and days only corroborates:
+it adds up to W_CORROBORATION, and only to a claim that tells something. Small talk, the
+agent's narration, banners and fragments score 0 however often they recur.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-W_SESSIONS, W_DAYS, W_RECENCY, W_ORIGIN, W_CUE = 0.35, 0.20, 0.20, 0.15, 0.10
-SATURATION = 5  # sessions or days beyond this add nothing more
+from dreaming.salience import ZEROING, Feature
+
+W_RARITY, W_RECENCY, W_CORROBORATION = 0.25, 0.10, 0.10
+SATURATION = 4  # further sessions or days beyond this corroborate nothing more
 ORIGIN_WEIGHT = {"owner": 1.0, "agent": 0.5, "untrusted": 0.0, "system": 0.0}
 
 
@@ -28,27 +34,61 @@ class Signals:
     last_seen: datetime | None
     durable_cue: bool
     rem_boost: float = 0.0
+    salience: float = 0.0
+    features: frozenset[Feature] = frozenset()
+    rarity: float = 0.0
+
+
+def speaker_weight(s: Signals) -> float:
+    """The owner's word counts fully; the agent alone half (its narration not at all)."""
+    if s.owner_lines:
+        return ORIGIN_WEIGHT["owner"]
+    if s.agent_lines:
+        return 0.0 if Feature.NARRATION in s.features else ORIGIN_WEIGHT["agent"]
+    return 0.0
 
 
 def score(s: Signals, clock: datetime | None, half_life_days: float) -> float:
-    total_lines = s.owner_lines + s.agent_lines + s.untrusted_lines + s.system_lines
-    origin = (
-        (s.owner_lines * ORIGIN_WEIGHT["owner"] + s.agent_lines * ORIGIN_WEIGHT["agent"])
-        / total_lines
-        if total_lines
-        else 0.0
-    )
+    if s.features & ZEROING:
+        return 0.0
+    info = min(s.salience + W_RARITY * s.rarity, 1.0)
+    weight = speaker_weight(s)
+    if info <= 0.0 or weight <= 0.0:
+        return 0.0
     if clock is None or s.last_seen is None:
         recency = 1.0
     else:
         age_days = max((clock - s.last_seen).total_seconds(), 0.0) / 86400
         recency = 0.5 ** (age_days / half_life_days)
+    corroboration = (min(s.sessions - 1, SATURATION) + min(s.days - 1, SATURATION)) / (
+        2 * SATURATION
+    )
     value = (
-        W_SESSIONS * min(s.sessions, SATURATION) / SATURATION
-        + W_DAYS * min(s.days, SATURATION) / SATURATION
-        + W_RECENCY * recency
-        + W_ORIGIN * origin
-        + W_CUE * (1.0 if s.durable_cue else 0.0)
+        info * weight * (1.0 - W_RECENCY + W_RECENCY * recency)
+        + W_CORROBORATION * max(corroboration, 0.0)
         + s.rem_boost
     )
     return round(value, 6)
+
+
+class Rarity:
+    """How rare a claim's words are in the agent's own corpus: the mean inverse document
+    frequency of its content tokens over all candidates, scaled to [0, 1]. Words of small
+    talk recur everywhere; the words that carry a fact ("peanuts", "Tokyo") are rare."""
+
+    def __init__(self, documents: Iterable[Iterable[str]]) -> None:
+        self.df: dict[str, int] = {}
+        self.n = 0
+        df = self.df
+        for tokens in documents:
+            self.n += 1
+            for t in tokens:
+                df[t] = df.get(t, 0) + 1
+        self._norm = math.log(self.n + 1) if self.n else 1.0
+
+    def of(self, tokens: Iterable[str]) -> float:
+        df, n = self.df, self.n
+        values = [math.log((n + 1) / (df.get(t, 0) + 1)) for t in tokens]
+        if not values or n < 2:
+            return 0.0
+        return round(min(max(sum(values) / len(values) / self._norm, 0.0), 1.0), 6)

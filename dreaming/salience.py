@@ -1,0 +1,484 @@
+"""Salience: what a claim tells, read from its text alone. Deterministic and explainable.
+
+Facts are usually said once and pleasantries recur, so a claim's worth comes from its text:
+a standing instruction to the agent, a first-person disclosure (identity, relationships,
+work, places, possessions, plans, events, likes, constraints), names, numbers and time
+words, and how dense it is. Small talk, the agent's narration, failure banners and
+fragments are worth nothing however often they recur. Rarity of the claim's words within
+the agent's own corpus is added when candidates are scored (`dreaming.scoring`), since it
+needs the whole corpus.
+
+The cue lists are data (`lexicon.toml` beside this module), extendable in settings
+(`[salience]`); English and languages written without spaces (Japanese, Chinese) are covered.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import re._constants as _c  # type: ignore[import-not-found]
+import re._parser as _sre  # type: ignore[import-not-found]
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from typing import Any
+
+from dreaming import claims as claims_mod
+
+
+class Feature(StrEnum):
+    """What fired for a claim. The first group adds to its worth; the second zeroes it."""
+
+    INSTRUCTION = "instruction"
+    DISCLOSURE = "disclosure"
+    FACT = "fact"  # a third-person fact about a named thing or person
+    FIRST_PERSON = "first-person"
+    PREFERENCE = "preference"
+    NAMES = "names"
+    NUMBERS = "numbers"
+    TIME = "time"
+    DENSE = "dense"
+    SMALLTALK = "smalltalk"
+    NARRATION = "narration"  # the agent's narration: zero unless the owner said it too
+    BANNER = "banner"
+    FRAGMENT = "fragment"
+    REQUEST = "request"  # a one-off task for the agent: zero unless it also sets a rule
+
+
+# Features that make a claim worthless on their own (narration only when the agent alone said
+# it: "I'll be in Tokyo next week" is a fact when the owner says it).
+ZEROING = frozenset({Feature.SMALLTALK, Feature.BANNER, Feature.FRAGMENT, Feature.REQUEST})
+
+# Weights of the text features in a claim's salience (the part of the score the text earns;
+# rarity is weighed in `dreaming.scoring`). An instruction or a disclosure alone clears
+# deep's default gate; names, numbers and time words make a statement specific.
+WEIGHTS: Mapping[Feature, float] = {
+    Feature.INSTRUCTION: 0.50,
+    Feature.DISCLOSURE: 0.30,
+    Feature.FIRST_PERSON: 0.10,
+    Feature.PREFERENCE: 0.05,
+    Feature.NAMES: 0.15,
+    Feature.NUMBERS: 0.10,
+    Feature.TIME: 0.10,
+    Feature.DENSE: 0.10,
+}
+
+LISTS = (
+    "instruction",
+    "first_person",
+    "disclosure",
+    "fact",
+    "preference",
+    "work",
+    "time",
+    "smalltalk_words",
+    "narration",
+    "banner",
+    "request",
+    "fragment_starts",
+)
+
+
+_PLAIN = re.compile(r"[\w' ]+")
+MAX_GRAM = 5  # literal cues of up to this many words are looked up, not searched for
+MAX_EXPANSION = 512  # literal forms one cue may expand to before it stays a regex
+
+
+def _expand(pattern: str) -> tuple[bool, list[str]] | None:
+    """The finite set of strings a simple cue matches ("don'?t (?:touch|edit)" -> four), and
+    whether it is anchored at the start; None when it is not that simple (\\w+, \\d, ...)."""
+    if _PLAIN.fullmatch(pattern):
+        return False, [pattern]  # most cues: a plain word or phrase, no parsing needed
+    try:
+        tree = list(_sre.parse(pattern))
+    except re.error:
+        return None
+    anchored = bool(tree) and tree[0] == (_c.AT, _c.AT_BEGINNING)
+    found = _forms(tree[1:] if anchored else tree)
+    return None if found is None else (anchored, found)
+
+
+def _forms(items: Sequence[Any]) -> list[str] | None:
+    out = [""]
+    for op, arg in items:
+        if op is _c.LITERAL:
+            alts = [chr(arg)]
+        elif op is _c.IN and all(o is _c.LITERAL for o, _ in arg):
+            alts = [chr(v) for _, v in arg]
+        elif op is _c.SUBPATTERN:
+            sub = _forms(arg[-1])
+            if sub is None:
+                return None
+            alts = sub
+        elif op is _c.BRANCH:
+            branches = [_forms(b) for b in arg[1]]
+            if any(b is None for b in branches):
+                return None
+            alts = [x for b in branches if b is not None for x in b]
+        elif op is _c.MAX_REPEAT and arg[0] == 0 and arg[1] == 1:
+            sub = _forms(arg[2])
+            if sub is None:
+                return None
+            alts = ["", *sub]
+        else:
+            return None
+        out = [o + a for o in out for a in alts]
+        if len(out) > MAX_EXPANSION:
+            return None
+    return out
+
+
+def _words_of(text: str) -> tuple[str, ...]:
+    # The same words claims.words finds ("don't" is "don", "t"), lower-cased, so a cue and a
+    # claim are cut into words the same way.
+    return tuple(w.casefold() for w in claims_mod.words(text.replace("’", "'")))
+
+
+class Cues:
+    """One cue list, matched fast. Python's regex engine tries every alternative at every
+    position, so a list of a hundred phrases costs ~100 us a claim as one pattern. Here each
+    cue that is a finite set of phrases becomes those phrases, looked up among the claim's
+    word n-grams (anchored ones: its first words); the rest stay one regex (few of them)."""
+
+    def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
+        literal: set[str] = set()
+        anchored: set[tuple[str, ...]] = set()
+        patterns: list[str] = []
+        for raw in words:
+            p = raw.casefold().strip()
+            expanded = _expand(p) if p else None
+            if expanded is None:
+                if p:
+                    patterns.append(p)
+                continue
+            start, forms = expanded
+            phrases = {_words_of(f) for f in forms}
+            # A cue whose punctuation matters ("sure, ") only keeps its words: a claim's
+            # words are compared, and "sure" leading a claim is what it means anyway.
+            if any(not ws or len(ws) > MAX_GRAM for ws in phrases):
+                patterns.append(p)
+                continue
+            if start:
+                anchored |= phrases
+            else:
+                literal |= {" ".join(ws) for ws in phrases}
+        self.literal = frozenset(literal)
+        self.anchored = frozenset(anchored)
+        self.longest_anchor = max((len(a) for a in anchored), default=0)
+        self.regex = _compile(patterns)
+        self.cjk = re.compile("|".join(f"(?:{c})" for c in cjk)) if cjk else None
+
+    def hit(self, text: Text) -> bool:
+        if self.literal and not self.literal.isdisjoint(text.grams):
+            return True
+        if self.anchored:
+            head, anchored = text.words, self.anchored
+            for k in range(1, min(self.longest_anchor, len(head)) + 1):
+                if head[:k] in anchored:
+                    return True
+        if self.regex is not None and self.regex.search(text.lower):
+            return True
+        return self.cjk is not None and not text.ascii and self.cjk.search(text.raw) is not None
+
+
+def _compile(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    anchored = [p[1:] for p in patterns if p.startswith("^")]
+    rest = [p for p in patterns if not p.startswith("^")]
+    parts = []
+    if anchored:
+        parts.append(f"^(?:{'|'.join(anchored)})")
+    if rest:
+        # A cue is a whole word or phrase ("cat" never inside "category"); a cue that ends
+        # in punctuation or space ("sure, ") needs no boundary after it.
+        parts.append(rf"(?<![\w'])(?:{'|'.join(rest)})(?:(?<=[^\w'])|(?![\w']))")
+    return re.compile("|".join(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A claim prepared once for every cue list: lower-cased, its words and word n-grams."""
+
+    raw: str
+    lower: str
+    ascii: bool
+    words: tuple[str, ...]
+    grams: frozenset[str]
+
+    @classmethod
+    def of(cls, raw: str, words: Sequence[str] | None = None) -> Text:
+        found = tuple(w.casefold() for w in words) if words is not None else _words_of(raw)
+        grams = list(found)
+        pairs = [f"{a} {b}" for a, b in zip(found, found[1:], strict=False)]
+        grams += pairs
+        # Longer n-grams extend the shorter ones by a word: a join of two strings each.
+        prev = pairs
+        for size in range(3, MAX_GRAM + 1):
+            prev = [f"{g} {w}" for g, w in zip(prev, found[size - 1 :], strict=False)]
+            grams += prev
+        return cls(raw, raw.casefold(), raw.isascii(), found, frozenset(grams))
+
+
+@dataclass(frozen=True, eq=False)
+class Lexicon:
+    """The compiled cue lists. Hashable by identity, so callers can cache on it."""
+
+    instruction: Cues
+    first_person: Cues
+    disclosure: Cues
+    fact: Cues
+    preference: Cues
+    work: Cues
+    time: Cues
+    smalltalk_line: Cues
+    narration: Cues
+    banner: Cues
+    request: Cues
+    fragment_starts: frozenset[str]
+    smalltalk_words: frozenset[str]
+
+    @classmethod
+    def build(cls, extra: Mapping[str, Sequence[str]] | None = None) -> Lexicon:
+        lists = dict(_default_lists())
+        for key, values in (extra or {}).items():
+            lists[key] = (*lists.get(key, ()), *values)
+
+        def both(name: str) -> Cues:
+            return Cues(lists.get(name, ()), lists.get(f"{name}_cjk", ()))
+
+        return cls(
+            instruction=both("instruction"),
+            first_person=both("first_person"),
+            disclosure=both("disclosure"),
+            fact=both("fact"),
+            preference=both("preference"),
+            work=both("work"),
+            time=both("time"),
+            smalltalk_line=Cues((), lists.get("smalltalk_cjk", ())),
+            narration=both("narration"),
+            banner=both("banner"),
+            request=both("request"),
+            fragment_starts=frozenset(
+                w.replace("\\", "") for w in lists.get("fragment_starts", ())
+            ),
+            smalltalk_words=frozenset(w.casefold() for w in lists.get("smalltalk_words", ())),
+        )
+
+
+@functools.cache
+def _default_lists() -> Mapping[str, tuple[str, ...]]:
+    raw = tomllib.loads(resources.files("dreaming").joinpath("lexicon.toml").read_text("utf-8"))
+    return {k: tuple(str(v) for v in vs) for k, vs in raw.items()}
+
+
+@functools.cache
+def default_lexicon() -> Lexicon:
+    return Lexicon.build()
+
+
+def known_lists() -> frozenset[str]:
+    """The list names settings may extend (each also with a `_cjk` variant)."""
+    names = set(_default_lists())
+    return frozenset(names | {f"{n}_cjk" for n in LISTS})
+
+
+@dataclass(frozen=True, slots=True)
+class Salience:
+    features: frozenset[Feature]
+    value: float  # in [0, 1]: what the text earns before rarity and corroboration
+
+    @property
+    def zero(self) -> bool:
+        return bool(self.features & ZEROING)
+
+    def names(self) -> str:
+        return " ".join(sorted(f.value for f in self.features))
+
+
+_KATAKANA = re.compile(r"[\u30a0-\u30ffー]{2,}")
+_DIGIT = re.compile(r"\d")
+_NOT_NAMES = frozenset(
+    [
+        "I",
+        "I'm",
+        "I've",
+        "I'd",
+        "I'll",
+        "OK",
+        "Ok",
+        "The",
+        "A",
+        "An",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "It",
+        "It's",
+        "My",
+        "Our",
+        "We",
+        "You",
+        "Your",
+        "He",
+        "She",
+        "They",
+        "Their",
+        "His",
+        "Her",
+        "Its",
+        "Hey",
+        "Hi",
+        "Hello",
+        "Thanks",
+        "Thank",
+        "Wow",
+        "Yes",
+        "No",
+        "Oh",
+        "Well",
+        "So",
+        "But",
+        "And",
+        "Or",
+        "If",
+        "When",
+        "What",
+        "Why",
+        "How",
+        "Where",
+        "Who",
+        "Let",
+        "Just",
+        "Also",
+        "Then",
+        "Now",
+        "Sure",
+        "Great",
+        "Cool",
+        "Nice",
+        "Awesome",
+        "Love",
+        "Please",
+    ]
+)
+
+
+def _names(text: str, words: Sequence[str]) -> bool:
+    """A proper noun: a capitalised word past the first (not a sentence opener such as "The"),
+    an acronym (LGBTQ, MCP), or a katakana word (Japanese names and loanwords)."""
+    for w in words[1:]:
+        if w[:1].isupper() and w not in _NOT_NAMES and (w[1:].islower() or w.isupper()):
+            return True
+    if words and len(words[0]) > 1 and words[0].isupper() and words[0] not in _NOT_NAMES:
+        return True
+    return not text.isascii() and _KATAKANA.search(text) is not None
+
+
+def _smalltalk(text: Text, words: list[str], lex: Lexicon, informative: bool) -> bool:
+    """Small talk: nothing left once acknowledgements, stopwords and vocatives are removed."""
+    if not text.ascii and lex.smalltalk_line.hit(text):
+        return True
+    if informative:
+        return False
+    left = 0
+    for w in words:
+        f = w.casefold()
+        if f in claims_mod.STOPWORDS or f in lex.smalltalk_words or f.isdigit():
+            continue
+        if w[:1].isupper() and w != "I" and w is not words[0]:
+            continue  # a vocative ("Thanks, Melanie!") names nobody's fact
+        left += 1
+        if left >= 2:
+            return False
+    return True
+
+
+def _fragment(text: Text, lex: Lexicon) -> bool:
+    """A clause cut from its sentence: starts in lower case with a connective ("since I
+    moved ...", "its API and ..."). (A list item run into the next one's numeral is split
+    apart by `claims.sentences` already.)"""
+    first = text.raw[:1]
+    return first.islower() and bool(text.words) and text.words[0] in lex.fragment_starts
+
+
+def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
+    """The features of one claim's text and the salience they earn."""
+    lex = lexicon or default_lexicon()
+    body = text.strip()
+    words = claims_mod.words(body.replace("’", "'"))
+    prepared = Text.of(body, words)
+    # A banner or a fragment is worth nothing whatever else it holds: no need to look further.
+    if lex.banner.hit(prepared):
+        return Salience(frozenset({Feature.BANNER}), 0.0)
+    if _fragment(prepared, lex):
+        return Salience(frozenset({Feature.FRAGMENT}), 0.0)
+    found: set[Feature] = set()
+    if lex.instruction.hit(prepared):
+        found.add(Feature.INSTRUCTION)
+    if lex.first_person.hit(prepared):
+        found.add(Feature.FIRST_PERSON)
+        if lex.disclosure.hit(prepared):
+            found.add(Feature.DISCLOSURE)
+    if lex.fact.hit(prepared):
+        found.add(Feature.FACT)
+    if lex.preference.hit(prepared):
+        found.add(Feature.PREFERENCE)
+    if _names(body, words):
+        found.add(Feature.NAMES)
+    if _DIGIT.search(body):
+        found.add(Feature.NUMBERS)
+    if lex.time.hit(prepared):
+        found.add(Feature.TIME)
+    if lex.narration.hit(prepared):
+        found.add(Feature.NARRATION)
+    if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
+        found.add(Feature.REQUEST)
+    informative = bool(found & {Feature.INSTRUCTION, Feature.DISCLOSURE, Feature.FACT})
+    if _smalltalk(prepared, words, lex, informative):
+        found.add(Feature.SMALLTALK)
+    tokens = claims_mod.tokens_of(words)
+    if words and len(tokens) / len(words) >= 0.5 and len(tokens) >= 4:
+        found.add(Feature.DENSE)
+    features = frozenset(found)
+    if features & ZEROING:
+        return Salience(features, 0.0)
+    value = sum(WEIGHTS.get(f, 0.0) for f in features)
+    return Salience(features, round(min(value, 1.0), 6))
+
+
+def parse_features(names: str | None) -> frozenset[Feature]:
+    if not names:
+        return frozenset()
+    known = {f.value: f for f in Feature}
+    return frozenset(known[n] for n in names.split() if n in known)
+
+
+def group_of(text: str, lexicon: Lexicon | None = None) -> str:
+    """The MEMORY.md heading an entry goes under: instructions, preferences, work or people."""
+    lex = lexicon or default_lexicon()
+    prepared = Text.of(text)
+    if lex.instruction.hit(prepared):
+        return "instructions"
+    if lex.preference.hit(prepared):
+        return "preferences"
+    if lex.work.hit(prepared):
+        return "work"
+    return "people"
+
+
+_BUILT: dict[tuple[tuple[str, tuple[str, ...]], ...], Lexicon] = {}
+
+
+def lexicon_for(extra: Mapping[str, Sequence[str]]) -> Lexicon:
+    """The lexicon for a settings file's `[salience]` extensions, built once per distinct set."""
+    if not extra:
+        return default_lexicon()
+    key = tuple(sorted((k, tuple(v)) for k, v in extra.items()))
+    found = _BUILT.get(key)
+    if found is None:
+        found = _BUILT[key] = Lexicon.build(extra)
+    return found
