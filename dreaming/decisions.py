@@ -63,7 +63,15 @@ class DecisionItem(BaseModel):
         default=None,
         description="The entry text to store for add, merge and supersede; null for skip.",
     )
-    reason: str = Field(default="", description="A few words on why; never stored.")
+    also: list[str] = Field(
+        default_factory=list,
+        description="Ids of other candidates (e.g. c3) whose facts this entry text also "
+        "states, folded into it; empty for skip. A candidate listed here needs no decision "
+        "of its own.",
+    )
+    reason: str = Field(
+        default="", description="A few words on why; kept in the decision log, never in memory."
+    )
 
     @field_validator("action", mode="before")
     @classmethod
@@ -128,6 +136,10 @@ class PromptCandidate:
     sessions: int
     days: int
     evidence: list[str] = field(default_factory=list)
+    said_by: str = "user"  # user | agent | user and agent: who said it, by its evidence
+    date: str | None = None  # YYYY-MM-DD it was first said
+    last_date: str | None = None  # YYYY-MM-DD it was last said
+    features: tuple[str, ...] = ()  # the salience features that fired
 
 
 @dataclass(frozen=True)
@@ -177,8 +189,12 @@ def render_prompt(
         {
             "id": c.id,
             "text": prompt_safe(c.text),
+            "said_by": c.said_by,
+            "first_said": c.date,
+            "last_said": c.last_date,
             "sessions": c.sessions,
             "days": c.days,
+            "signals": list(c.features),
             "evidence": [prompt_safe(e) for e in c.evidence[:MAX_EVIDENCE]],
         }
         for c in candidates
@@ -211,6 +227,8 @@ class ValidDecision:
     action: Action
     targets: tuple[str, ...]
     text: str | None
+    also: tuple[str, ...] = ()
+    reason: str = ""
 
 
 class BatchInvalid(InvalidReplyError):  # noqa: N818  (the name the deep phase imports)
@@ -263,10 +281,13 @@ def validate(
         else:
             chosen[cid] = given
 
+    folded = _folded(chosen, sent, problems)
     claimed: dict[str, str] = {}  # target entry -> first candidate to merge/supersede it
     valid: dict[str, ValidDecision] = {}
     for cid in candidate_ids:
         item = chosen.get(cid)
+        if cid in folded:
+            continue  # carried by the decision that folded it in
         if item is None:
             problems.append(f"{cid}: no decision given")
             continue
@@ -290,11 +311,46 @@ def validate(
             action=item.action,
             targets=tuple(item.targets),
             text=item.text.strip() if needs_text and item.text is not None else None,
+            also=tuple(dict.fromkeys(item.also)) if needs_text else (),
+            reason=" ".join(item.reason.split())[:300],
         )
 
     if problems:
         raise BatchInvalid(problems)
-    return [valid[cid] for cid in candidate_ids]
+    return [valid[cid] for cid in candidate_ids if cid in valid]
+
+
+def _folded(chosen: dict[str, DecisionItem], sent: set[str], problems: list[str]) -> set[str]:
+    """Candidates another decision folds into its entry (`also`). Each may be folded once,
+    only by an add, merge or supersede, and its own decision, if given, must be skip."""
+    folded: dict[str, str] = {}
+    for cid, item in chosen.items():
+        for other in dict.fromkeys(item.also):
+            if item.action not in _NEEDS_TEXT:
+                problems.append(
+                    f"{cid} ({item.action.value}): only add, merge or supersede may list also"
+                )
+                break
+            if other not in sent:
+                problems.append(f"{cid}: also names unknown candidate {other!r}")
+            elif other == cid:
+                problems.append(f"{cid}: also lists the decision's own candidate")
+            elif other in folded:
+                problems.append(
+                    f"{other} is folded into both {folded[other]} and {cid}; fold it once"
+                )
+            else:
+                folded[other] = cid
+    for other, by in folded.items():
+        own = chosen.get(other)
+        if own is not None and (own.action is not Action.SKIP or own.also):
+            problems.append(
+                f"{other} is folded into {by} but has its own {own.action.value} decision;"
+                " give it skip or no decision"
+            )
+        if other in folded.values():
+            problems.append(f"{other} is folded into {by} and folds others itself")
+    return set(folded)
 
 
 def _check_item(

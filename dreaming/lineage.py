@@ -72,6 +72,9 @@ class Applied:
     targets: tuple[str, ...]  # entry keys
     text: str | None
     path: str  # llm | deterministic
+    reason: str | None = None  # the model's reason, or the deterministic path's
+    # Other candidates (id, key) the entry also states: their lineage joins the result's.
+    also: tuple[tuple[int, str], ...] = ()
 
 
 def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineage:
@@ -234,6 +237,7 @@ def apply(
         assert decision.text is not None
         result_key = entry_key(decision.text)
         lineages = [candidate_lineage(conn, agent, decision.candidate_id)]
+        lineages += [candidate_lineage(conn, agent, cid) for cid, _ in decision.also]
         lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
         exists = conn.execute(
             select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
@@ -301,8 +305,28 @@ def apply(
             "entry_key": result_key,
             "path": decision.path,
             "created_at": now,
+            "reason": decision.reason,
         }
     )
+    for cid, key in decision.also:
+        # Folded into this entry: decided as a merge into it, its lineage already joined.
+        count = conn.execute(
+            select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == cid)
+        ).scalar_one()
+        rows.outcomes.append({"cid": cid, "new_status": "merged", "decided": count, "at": now})
+        rows.log.append(
+            {
+                "agent": agent,
+                "run_id": run_id,
+                "candidate_key": key,
+                "action": Action.MERGE.value,
+                "targets": json.dumps([]),
+                "entry_key": result_key,
+                "path": decision.path,
+                "created_at": now,
+                "reason": f"folded into the entry of {decision.candidate_key}",
+            }
+        )
     if bookkeeping is None:
         rows.flush(conn)
     if prune:

@@ -13,17 +13,18 @@ import contextlib
 import difflib
 import logging
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select
 
 from dreaming import claims as claims_mod
-from dreaming import entry_index, faults, lineage, memory_file, memory_sync
+from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync
 from dreaming.candidates import read_clock, refresh_stale, rescore
 from dreaming.config import BudgetSettings, Paths
 from dreaming.decisions import (
@@ -133,6 +134,15 @@ class _Candidate:
     days: int
     owner_lines: int
     agent_lines: int
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    features: str = ""
+
+    @property
+    def said_by(self) -> str:
+        if self.owner_lines and self.agent_lines:
+            return "user and agent"
+        return "user" if self.owner_lines else "agent"
 
 
 def _today() -> str:
@@ -289,9 +299,10 @@ class DeepPhase:
         return summary
 
     def _select(self, conn: Connection, agent: str) -> list[_Candidate]:
+        """Candidates past every gate (`dreaming.gates`), most salient first. SQL narrows
+        the rows to those that can pass; the gates say the last word."""
         s = self.settings
         clock = read_clock(conn, agent)
-        oldest = clock - timedelta(days=s.max_age_days) if clock is not None else None
         rows = conn.execute(
             select(CANDIDATES)
             .where(
@@ -302,7 +313,7 @@ class DeepPhase:
                         CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
                     ),
                     CANDIDATES.c.score >= s.min_score,
-                    or_(CANDIDATES.c.sessions >= s.min_sessions, CANDIDATES.c.durable_cue),
+                    CANDIDATES.c.score > 0,
                     (CANDIDATES.c.owner_lines + CANDIDATES.c.agent_lines) > 0,
                 )
             )
@@ -310,8 +321,7 @@ class DeepPhase:
         ).mappings()
         out: list[_Candidate] = []
         for r in rows:
-            last = r["last_seen"]
-            if oldest is not None and last is not None and _aware(last) < oldest:
+            if gates.held_back(r, s, clock) is not None:
                 continue
             out.append(
                 _Candidate(
@@ -323,6 +333,9 @@ class DeepPhase:
                     r["days"],
                     r["owner_lines"],
                     r["agent_lines"],
+                    _aware(r["first_seen"]) if r["first_seen"] is not None else None,
+                    _aware(r["last_seen"]) if r["last_seen"] is not None else None,
+                    r["features"] or "",
                 )
             )
             if len(out) >= s.max_candidates:
@@ -420,14 +433,19 @@ class DeepPhase:
         return [(k, texts[k]) for k in keys if k in texts]
 
     def _snippets(self, conn: Connection, candidate_id: int) -> list[str]:
+        """Up to three evidence lines, each with who said it and when, so the model can tell
+        a person's instruction from the agent's narration of it."""
         rows = conn.execute(
-            select(LINES.c.text)
+            select(LINES.c.text, LINES.c.role, LINES.c.day)
             .select_from(CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id))
             .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
             .order_by(LINES.c.ts.desc().nulls_last(), LINES.c.id.desc())  # as SQLite sorts
             .limit(3)
         ).all()
-        return [r[0][:300] for r in rows]
+        return [
+            f"{day} {_SPEAKER.get(role, role)}: {claims_mod.clean(text).strip()[:300]}"
+            for text, role, day in rows
+        ]
 
     def _decide_llm(
         self,
@@ -441,7 +459,17 @@ class DeepPhase:
         with self._reader() as conn:
             related = self._related(conn, agent, batch)
             prompt_candidates = [
-                PromptCandidate(f"c{i}", c.text, c.sessions, c.days, self._snippets(conn, c.id))
+                PromptCandidate(
+                    f"c{i}",
+                    c.text,
+                    c.sessions,
+                    c.days,
+                    self._snippets(conn, c.id),
+                    said_by=c.said_by,
+                    date=_day(c.first_seen),
+                    last_date=_day(c.last_seen),
+                    features=tuple(c.features.split()),
+                )
                 for i, c in enumerate(batch, 1)
             ]
         # Opaque per-call ids: the model never sees a key, a session or a line reference.
@@ -510,6 +538,8 @@ class DeepPhase:
                     # paragraph, as every entry is (invariant 7).
                     text=self._clean(v.text),
                     path="llm",
+                    reason=v.reason or None,
+                    also=tuple((cand_ids[o].id, cand_ids[o].key) for o in v.also),
                 )
                 for v in valid
             ]
@@ -538,16 +568,29 @@ class DeepPhase:
             if hit is not None:
                 key, text = live[hit]
                 out.append(
-                    lineage.Applied(c.id, c.key, Action.MERGE, (key,), text, "deterministic")
+                    lineage.Applied(
+                        c.id,
+                        c.key,
+                        Action.MERGE,
+                        (key,),
+                        text,
+                        "deterministic",
+                        "near-duplicate of an existing entry",
+                    )
                 )
                 continue
             text = sanitize_entry_text(
                 _attributed(c), max_chars=self.settings.max_entry_chars, registry=self.registry
             )
             if not text:
-                out.append(lineage.Applied(c.id, c.key, Action.SKIP, (), None, "deterministic"))
+                out.append(
+                    lineage.Applied(
+                        c.id, c.key, Action.SKIP, (), None, "deterministic", "empty once sanitized"
+                    )
+                )
                 continue
-            out.append(lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic"))
+            why = f"salient: {c.features}" if c.features else "passed the gates"
+            out.append(lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why))
             index.add(len(live), claims_mod.content_tokens(text))
             live.append((memory_file.entry_key(text), text))
         return out
@@ -582,6 +625,8 @@ class DeepPhase:
                         "entry": key,
                         "text": d.text,
                         "path": d.path,
+                        "reason": d.reason,
+                        "also": [k for _, k in d.also],
                     }
                 )
             bookkeeping.flush(conn)
@@ -611,14 +656,25 @@ class DeepPhase:
             record_calls(conn, agent, self.run_id, calls)
 
 
+_SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "tool": "tool"}
+# Scripts whose sentences need no full stop added (a Japanese instruction often has none).
+_NO_STOP = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af.!?。！？…)）」』\"']$")
+
+
+def _day(ts: datetime | None) -> str | None:
+    return ts.date().isoformat() if ts is not None else None
+
+
 def _attributed(c: _Candidate) -> str:
-    """The deterministic path does not rephrase: it quotes the statement and says who made
-    it, so an agent reading MEMORY.md never mistakes the user's "I" for its own."""
-    speaker = "The user" if c.owner_lines >= c.agent_lines else "The agent"
-    body = c.text.strip().strip('"')
-    if body and body[-1] not in ".!?。！？":
+    """The deterministic path does not rephrase: it keeps the statement, says briefly who
+    made it and when ("2026-03-08 — the user: ..."), so an agent reading MEMORY.md never
+    mistakes the user's "I" for its own, and "yesterday" keeps its date."""
+    speaker = "the user" if c.owner_lines else "the agent"
+    body = claims_mod.clean(c.text).strip().strip('"“”')
+    if body and not _NO_STOP.search(body):
         body += "."
-    return f'{speaker} said: "{body}"'
+    day = _day(c.first_seen)
+    return f"{day} — {speaker}: {body}" if day else f"{speaker[0].upper()}{speaker[1:]}: {body}"
 
 
 def _aware(ts: datetime) -> datetime:
