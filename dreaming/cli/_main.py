@@ -84,6 +84,7 @@ def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose
 
 def main() -> None:
     from dreaming.cli import (  # noqa: F401  (registers commands)
+        _candidates,
         _demo,
         _entries,
         _forget,

@@ -1,0 +1,179 @@
+"""`dreaming candidates`: what light collected, and which gate keeps each from memory."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import click
+from sqlalchemy import Connection, and_, or_, select
+
+from dreaming.candidates import read_clock
+from dreaming.cli._entries import shorten
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.config import DeepSettings
+from dreaming.errors import StateError
+from dreaming.gates import Gate, held_back
+from dreaming.store.models import CandidateRow
+
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+PASSES = "passes"  # no gate holds it back: deep considers it, highest score first
+GATES = (PASSES, *(g.value for g in Gate))
+SPEAKERS = (("owner", "owner_lines"), ("agent", "agent_lines"), ("untrusted", "untrusted_lines"))
+
+
+def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
+    """The agents to list; a named agent that has never been run is an error."""
+    found = ctx.app.agents_with_state(list(agents) or None)
+    missing = [a for a in agents if a not in found]
+    if missing:
+        names = ", ".join(missing)
+        raise StateError(
+            f"no state for agent(s) {names} yet: run `dreaming run --agent {missing[0]}` first"
+        )
+    return found
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _candidate(agent: str, row: Any, gate: Gate | None) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "id": row["id"],
+        "key": row["key"],
+        "text": row["text"],
+        "score": row["score"],
+        "salience": row["salience"],
+        "features": (row["features"] or "").split(),
+        "gate": PASSES if gate is None else gate.value,
+        "status": row["status"],
+        "owner_lines": row["owner_lines"],
+        "agent_lines": row["agent_lines"],
+        "untrusted_lines": row["untrusted_lines"],
+        "system_lines": row["system_lines"],
+        "sessions": row["sessions"],
+        "days": row["days"],
+        "first_seen": _iso(row["first_seen"]),
+        "last_seen": _iso(row["last_seen"]),
+        "durable_cue": bool(row["durable_cue"]),
+        "rem_boost": row["rem_boost"],
+        "evidence_count": row["evidence_count"],
+        "decided_evidence": row["decided_evidence"],
+        "stale": bool(row["stale"]),
+    }
+
+
+def list_candidates(
+    conn: Connection, agent: str, deep: DeepSettings, *, include_decided: bool
+) -> list[dict[str, Any]]:
+    """The agent's candidates, pending ones only unless `include_decided`, by score
+    (highest first) then id, each with the gate that holds it back."""
+    where = CANDIDATES.c.agent == agent
+    if not include_decided:
+        # Deep's own notion of pending: never decided, or new evidence since the decision.
+        where = and_(
+            where,
+            or_(
+                CANDIDATES.c.status == "pending",
+                CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
+            ),
+        )
+    clock = read_clock(conn, agent)
+    rows = conn.execute(
+        select(CANDIDATES).where(where).order_by(CANDIDATES.c.score.desc(), CANDIDATES.c.id)
+    ).mappings()
+    return [_candidate(agent, r, held_back(r, deep, clock)) for r in rows]
+
+
+def gate_counts(listed: list[dict[str, Any]]) -> dict[str, int]:
+    counts = dict.fromkeys(GATES, 0)
+    for c in listed:
+        counts[c["gate"]] += 1
+    return counts
+
+
+def _said_by(c: dict[str, Any]) -> str:
+    said = [f"{name} {c[column]}" for name, column in SPEAKERS if c[column]]
+    if c["system_lines"]:
+        said.append(f"system {c['system_lines']}")
+    return ", ".join(said) or "nobody"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def format_candidate(c: dict[str, Any]) -> str:
+    salience = "-" if c["salience"] is None else f"{c['salience']:.2f}"
+    features = " ".join(c["features"]) or "-"
+    status = c["status"] + (", stale" if c["stale"] else "")
+    if c["durable_cue"]:
+        status += ", durable cue"
+    last = c["last_seen"][:10] if c["last_seen"] else "-"
+    return (
+        f"{c['score']:.3f}  {c['gate']:<13}  features: {features}\n"
+        f"    #{c['id']} {c['key']}  salience {salience}  said by {_said_by(c)}  "
+        f"{_plural(c['sessions'], 'session')}, {_plural(c['days'], 'day')}  "
+        f"last seen {last}  {status}\n"
+        f"    {shorten(c['text'])}"
+    )
+
+
+def format_footer(agent: str, counts: dict[str, int]) -> str:
+    parts = [f"{gate} {n}" for gate, n in counts.items() if n]
+    return f"{agent}: " + (", ".join(parts) if parts else "no candidates")
+
+
+@cli.command()
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option("--all", "include_decided", is_flag=True, help="Also decided candidates.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="At most N candidates per agent (0: all of them). Gate counts cover all.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def candidates(
+    ctx: Context, agents: tuple[str, ...], include_decided: bool, limit: int, as_json: bool
+) -> None:
+    """List an agent's candidates by score, each with the gate that keeps it from memory.
+
+    Pending candidates only unless --all. The gate is the first of deep's rules the
+    candidate fails ("passes": deep considers it tonight, highest score first)."""
+    app = ctx.app
+    deep = app.settings.deep
+    shown: list[dict[str, Any]] = []
+    gates: dict[str, dict[str, int]] = {}
+    blocks: list[str] = []
+    which = "candidates" if include_decided else "pending candidates"
+    for agent in _agents(ctx, agents):
+        with app.engine(agent, create=False).connect() as conn:
+            listed = list_candidates(conn, agent, deep, include_decided=include_decided)
+        gates[agent] = gate_counts(listed)
+        head = listed[:limit] if limit else listed
+        shown.extend(head)
+        if as_json:
+            continue
+        lines = [
+            f"agent {agent}: {len(listed)} {which}"
+            f" (deep.min_score {deep.min_score}, deep.min_sessions {deep.min_sessions})"
+        ]
+        lines.extend(format_candidate(c) for c in head)
+        footer = format_footer(agent, gates[agent])
+        if len(head) < len(listed):
+            footer += f" (showing {len(head)} of {len(listed)}: --limit 0 for all)"
+        lines.append(footer)
+        blocks.append("\n".join(lines))
+    if as_json:
+        emit_json({"candidates": shown, "gates": gates})
+        return
+    if not blocks:
+        click.echo("no agent has state yet: run `dreaming run` first")
+        return
+    click.echo("\n\n".join(blocks))
