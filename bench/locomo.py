@@ -64,6 +64,27 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
      agent's `llm_calls` table (rem and deep); 0 on the embedded default.
    - "match a fact": the share of entries that match at least one gold fact (a precision
      proxy: the rest are small talk, or facts LoCoMo's annotators did not list).
+   - Random baseline ("QA any (random)", "recall(ev) (random)", "vs random"): does the
+     selector beat chance at the same size? Budget: the characters of the MEMORY.md the
+     night wrote for the conversation. Overhead: that file's mean framing per live entry,
+     (MEMORY.md characters - sum of the live entries' text lengths) / live entries (30 when
+     there are no entries; never below 0). The agent's candidates (every row of its
+     `candidates` table, any status), ordered by id, are shuffled with
+     `random.Random(seed)` and taken in that order, each costing len(text) + overhead
+     characters, until the next one would take the total past the budget. The selection's
+     evidence turns are its candidates' `candidate_evidence` rows joined to `corpus_lines`,
+     (session_id, line) mapped to `dia_id`s as for entries; from their union, QA evidence
+     coverage (any, all) and gold-fact recall (evidence) are computed by the same function
+     as for the real entries. `--random-draws` R draws (default 5) use seeds seed ..
+     seed + R - 1 (`--seed`, default 0); the tables and the JSON show their mean (the JSON
+     also each draw), "QA any (random)" as a share of the QA questions and "recall(ev)
+     (random)" of the gold facts. "vs random" is real QA any / mean random QA any ("-" when
+     the random mean is 0). Overall: the per-conversation means summed, and the ratio of
+     the sums.
+   - "small talk": the share of live entries none of whose evidence turns is an evidence
+     turn of any QA question (any category, 5 included, unresolvable ids dropped) nor a
+     turn of any gold observation (an entry without mapped evidence counts as small talk).
+     The JSON lists up to 5 such entry texts per conversation (`small_talk_examples`).
    - Where gold facts are lost (the funnel): matched; in an entry built from its turn whose
      text does not match; otherwise the stage of the fact's own claim - of the candidates
      its turns fed, the one whose text holds most of the fact's words (a turn also feeds
@@ -100,6 +121,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import sqlite3
@@ -135,6 +157,10 @@ RAW = " (raw bytes)"
 ROLES = ("both-user", "b-assistant")
 SCHEDULES = ("once", "nightly")
 EXAMPLES = 4  # examples per funnel stage kept in the JSON document
+SMALL_TALK_EXAMPLES = 5  # small-talk entry texts per conversation kept in the JSON document
+DEFAULT_OVERHEAD = 30.0  # framing per entry of the random baseline when MEMORY.md has none
+RANDOM_DRAWS = 5  # random selections per conversation; their mean is reported
+RANDOM_MEANS = ("selected", "cost", "qa_any", "qa_all", "recall_evidence")  # averaged per draw
 
 # -- LoCoMo ---------------------------------------------------------------------------------
 
@@ -176,6 +202,8 @@ class Conversation:
     questions: list[Question]
     observations: list[Observation]
     qa_unresolvable: int = 0
+    # Evidence turns of every QA question, any category (5 included): what is not small talk.
+    qa_turns: frozenset[str] = frozenset()
     line_of: dict[str, tuple[str, int]] = field(default_factory=dict)  # dia_id -> (sid, line)
     dia_of: dict[tuple[str, int], str] = field(default_factory=dict)  # (sid, line) -> dia_id
 
@@ -235,6 +263,7 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
         known = {t.dia_id for s in sessions for t in s.turns}
         questions: list[Question] = []
         unresolvable = 0
+        qa_turns = frozenset(d for q in sample["qa"] for d in dia_ids(q.get("evidence", []), known))
         for q in sample["qa"]:
             if q.get("category") not in QA_CATEGORIES:
                 continue
@@ -260,6 +289,7 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
                 questions,
                 observations,
                 unresolvable,
+                qa_turns,
             )
         )
     return out
@@ -379,10 +409,11 @@ def _gates(cand: dict[str, Any], settings: Any, clock: datetime | None) -> list[
         failed.append("gate: 1 session, no cue")
     if cand["score"] < deep.min_score:
         failed.append("gate: score")
-    if clock is not None and cand["last_seen"] is not None:
+    max_age = getattr(deep, "max_age_days", None)  # None: no age limit
+    if max_age is not None and clock is not None and cand["last_seen"] is not None:
         last = datetime.fromisoformat(str(cand["last_seen"]))
         last = last if last.tzinfo else last.replace(tzinfo=UTC)
-        if last < clock - timedelta(days=deep.max_age_days):
+        if last < clock - timedelta(days=max_age):
             failed.append("gate: age")
     if cand["owner_lines"] + cand["agent_lines"] == 0:
         failed.append("gate: origin")
@@ -420,8 +451,103 @@ class _Entry:
     words: frozenset[str]
 
 
-def measure(app: App, conv: Conversation) -> dict[str, Any]:
-    """Coverage, recall, funnel, compression and cost of one agent after its night."""
+def coverage(covered: set[str] | frozenset[str], conv: Conversation) -> dict[str, int]:
+    """QA evidence coverage (any, all) and gold-fact recall (evidence) of a set of LoCoMo
+    turns: the evidence of MEMORY.md's entries, or of a random selection of candidates."""
+    return {
+        "qa_any": sum(1 for q in conv.questions if covered & set(q.evidence)),
+        "qa_all": sum(1 for q in conv.questions if set(q.evidence) <= covered),
+        "recall_evidence": sum(1 for ob in conv.observations if covered & set(ob.dia_ids)),
+    }
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A candidate as the random baseline sees it: its text and its evidence turns."""
+
+    id: int
+    text: str
+    turns: frozenset[str]
+
+
+def framing(memory_chars: int, entry_texts: Sequence[str]) -> float:
+    """MEMORY.md's mean characters per live entry beyond the entry's text (heading, bullet,
+    markers, newlines); DEFAULT_OVERHEAD without entries; never below 0."""
+    if not entry_texts:
+        return DEFAULT_OVERHEAD
+    return max(0.0, (memory_chars - sum(len(t) for t in entry_texts)) / len(entry_texts))
+
+
+def cost(pick: Pick, overhead: float) -> float:
+    return len(pick.text) + overhead
+
+
+def random_selection(
+    picks: Sequence[Pick], budget: float, overhead: float, seed: int
+) -> list[Pick]:
+    """The candidates ordered by id, shuffled with `random.Random(seed)`, taken in that order
+    until the next one's cost (text + overhead) would take the total past `budget`."""
+    order = sorted(picks, key=lambda c: c.id)
+    random.Random(seed).shuffle(order)
+    taken: list[Pick] = []
+    spent = 0.0
+    for pick in order:
+        if spent + cost(pick, overhead) > budget:
+            break
+        taken.append(pick)
+        spent += cost(pick, overhead)
+    return taken
+
+
+def random_baseline(
+    conv: Conversation,
+    picks: Sequence[Pick],
+    budget: int,
+    overhead: float,
+    seed: int,
+    draws: int,
+) -> dict[str, Any]:
+    """`draws` random selections (seeds seed .. seed + draws - 1) at `budget`; the mean of
+    their coverage, recall (evidence), candidates taken and characters spent."""
+    per_draw: list[dict[str, Any]] = []
+    for k in range(draws):
+        taken = random_selection(picks, budget, overhead, seed + k)
+        turns: set[str] = set().union(*(p.turns for p in taken))
+        per_draw.append(
+            {
+                "seed": seed + k,
+                "selected": len(taken),
+                "cost": round(sum(cost(p, overhead) for p in taken), 1),
+                **coverage(turns, conv),
+            }
+        )
+    mean = {k: round(sum(d[k] for d in per_draw) / draws, 3) for k in RANDOM_MEANS}
+    return {
+        "seed": seed,
+        "draws": draws,
+        "budget": budget,
+        "overhead": round(overhead, 2),
+        "candidates": len(picks),
+        **mean,
+        "per_draw": per_draw,
+    }
+
+
+def small_talk(entries: Iterable[tuple[str, set[str]]], topical: set[str]) -> list[str]:
+    """Texts of the entries (text, evidence turns) none of whose turns is in `topical` (the
+    evidence turns of every QA question and the turns of every gold observation)."""
+    return [text for text, turns in entries if not turns & topical]
+
+
+def ratio(real: float, rand: float) -> float | None:
+    return round(real / rand, 3) if rand else None
+
+
+def measure(
+    app: App, conv: Conversation, seed: int = 0, draws: int = RANDOM_DRAWS
+) -> dict[str, Any]:
+    """Coverage, recall, funnel, compression and cost of one agent after its night, a random
+    selection of its candidates at the same budget, and its small talk."""
     agent = conv.agent
     settings = app.settings
     names = [n for sp in conv.speakers for n in sp.split()]
@@ -472,12 +598,24 @@ def measure(app: App, conv: Conversation) -> dict[str, Any]:
                 sql("SELECT id, text FROM corpus_lines WHERE agent = :a"), {"a": agent}
             ).all()
         )
+        # Every candidate, any status, with the LoCoMo turns of its evidence.
+        cand_turns: dict[int, set[str]] = defaultdict(set)
+        for cid, sid, n in conn.execute(
+            sql(
+                "SELECT ce.candidate_id, cl.session_id, cl.line FROM candidate_evidence ce"
+                " JOIN corpus_lines cl ON cl.id = ce.corpus_line_id"
+                " WHERE ce.agent = :a AND cl.agent = :a"
+            ),
+            {"a": agent},
+        ):
+            if (sid, n) in conv.dia_of:
+                cand_turns[cid].add(conv.dia_of[(sid, n)])
+    picks = [Pick(cid, c["text"], frozenset(cand_turns[cid])) for cid, c in cands.items()]
     covered: set[str] = set().union(*(e.turns for e in entries))
     gold_turns = {d for ob in conv.observations for d in ob.dia_ids}
 
     # QA evidence coverage
-    any_hit = sum(1 for q in conv.questions if covered & set(q.evidence))
-    all_hit = sum(1 for q in conv.questions if set(q.evidence) <= covered)
+    real = coverage(covered, conv)
     by_cat: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     for q in conv.questions:
         c = by_cat[q.category]
@@ -553,14 +691,18 @@ def measure(app: App, conv: Conversation) -> dict[str, Any]:
 
     memory = app.paths.memory_file(agent)
     memory_chars = len(memory.read_text(encoding="utf-8")) if memory.exists() else 0
+    overhead = framing(memory_chars, [e.text for e in entries])
+    rand = random_baseline(conv, picks, memory_chars, overhead, seed, draws)
+    chatter = small_talk(((e.text, e.turns) for e in entries), set(conv.qa_turns) | gold_turns)
+    assert real["recall_evidence"] == recall_ev  # one definition for the real and the random
     return {
         "sessions": len(conv.sessions),
         "turns": conv.turns,
         "transcript_chars": conv.transcript_chars,
         "qa": len(conv.questions),
         "qa_unresolvable": conv.qa_unresolvable,
-        "qa_any": any_hit,
-        "qa_all": all_hit,
+        "qa_any": real["qa_any"],
+        "qa_all": real["qa_all"],
         "qa_by_category": {str(k): v for k, v in sorted(by_cat.items())},
         "gold": len(conv.observations),
         "recall": recall,
@@ -568,8 +710,13 @@ def measure(app: App, conv: Conversation) -> dict[str, Any]:
         "entries": len(entries),
         "entries_gold_turn": sum(1 for e in entries if e.turns & gold_turns),
         "entries_matching": len(useful),
+        "entries_small_talk": len(chatter),
+        "small_talk": round(len(chatter) / len(entries), 4) if entries else None,
+        "small_talk_examples": chatter[:SMALL_TALK_EXAMPLES],
         "turns_in_entries": len(covered),
         "memory_chars": memory_chars,
+        "random": rand,
+        "qa_any_vs_random": ratio(real["qa_any"], rand["qa_any"]),
         "candidates": len(cands),
         "candidates_pending": sum(1 for c in cands.values() if c["status"] == "pending"),
         "llm_calls": int(llm_row[0]),
@@ -691,6 +838,8 @@ def run_mode(
     roles: str,
     schedule: str,
     log: Callable[[str], None],
+    seed: int = 0,
+    draws: int = RANDOM_DRAWS,
 ) -> dict[str, Any]:
     mode.state.mkdir(parents=True, exist_ok=True)
     nightly = schedule == "nightly"
@@ -705,7 +854,7 @@ def run_mode(
                 if upto is not None and upto > 1:
                     write_conversation(mode.state, conv, roles, upto)
                 times.update(night(app, conv.agent, mode.llm))
-            data = measure(app, conv)
+            data = measure(app, conv, seed, draws)
             purge = purge_check(app, conv)
             times["forget"] = purge.pop("seconds")
             data["nights"] = len(conv.sessions) if nightly else 1
@@ -714,7 +863,8 @@ def run_mode(
             per[conv.agent] = data
             log(
                 f"  [{mode.label}] {conv.agent}: {data['entries']} entries, recall "
-                f"{data['recall']}/{data['gold']}, QA any {data['qa_any']}/{data['qa']}, "
+                f"{data['recall']}/{data['gold']}, QA any {data['qa_any']}/{data['qa']} "
+                f"(random {data['random']['qa_any']:g}), "
                 f"purge {'ok' if ok(purge) else 'FAILED'} "
                 f"({sum(times.values()):.1f}s)"
             )
@@ -737,6 +887,7 @@ SUMMED = (
     "entries",
     "entries_gold_turn",
     "entries_matching",
+    "entries_small_talk",
     "turns_in_entries",
     "memory_chars",
     "candidates",
@@ -751,6 +902,17 @@ SUMMED = (
 def overall(per: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: sum(d[k] for d in per.values()) for k in SUMMED}
     out["cost_usd"] = round(out["cost_usd"], 6)
+    rands = [d["random"] for d in per.values()]
+    out["random"] = {
+        "seed": rands[0]["seed"] if rands else None,
+        "draws": rands[0]["draws"] if rands else None,
+        "budget": sum(r["budget"] for r in rands),
+        "candidates": sum(r["candidates"] for r in rands),
+        **{k: round(sum(r[k] for r in rands), 3) for k in RANDOM_MEANS},
+    }
+    out["qa_any_vs_random"] = ratio(out["qa_any"], out["random"]["qa_any"])
+    n = out["entries"]
+    out["small_talk"] = round(out["entries_small_talk"] / n, 4) if n else None
     funnel: Counter[str] = Counter()
     gates: Counter[str] = Counter()
     cats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -791,11 +953,15 @@ def _row(d: dict[str, Any]) -> dict[str, str]:
         "QA": str(d["qa"]),
         "QA any": _pct(d["qa_any"], d["qa"]),
         "QA all": _pct(d["qa_all"], d["qa"]),
+        "QA any (random)": _pct(d["random"]["qa_any"], d["qa"]),
+        "vs random": f"{v:.2f}x" if (v := d["qa_any_vs_random"]) is not None else "-",
+        "recall(ev) (random)": _pct(d["random"]["recall_evidence"], d["gold"]),
         "gold": str(d["gold"]),
         "recall": _pct(d["recall"], d["gold"]),
         "recall(ev)": _pct(d["recall_evidence"], d["gold"]),
         "entries": str(d["entries"]),
         "match a fact": _pct(d["entries_matching"], d["entries"]),
+        "small talk": _pct(d["entries_small_talk"], d["entries"]),
         "MEMORY chars": f"{d['memory_chars']:,}",
         "of transcript": _pct(d["memory_chars"], d["transcript_chars"]),
         "LLM calls": str(d["llm_calls"]),
@@ -824,8 +990,28 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-QUALITY = ["sess", "turns", "QA", "QA any", "QA all", "gold", "recall", "recall(ev)"]
-SIZE = ["entries", "match a fact", "MEMORY chars", "of transcript", "LLM calls", "tokens in/out"]
+QUALITY = [
+    "sess",
+    "turns",
+    "QA",
+    "QA any",
+    "QA any (random)",
+    "vs random",
+    "QA all",
+    "gold",
+    "recall",
+    "recall(ev)",
+    "recall(ev) (random)",
+]
+SIZE = [
+    "entries",
+    "match a fact",
+    "small talk",
+    "MEMORY chars",
+    "of transcript",
+    "LLM calls",
+    "tokens in/out",
+]
 TIMING = [
     "light s",
     "rem s",
@@ -847,6 +1033,9 @@ def render(doc: dict[str, Any]) -> str:
         f"{ds['turns']:,} turns, {ds['transcript_chars']:,} transcript chars; roles "
         f"{doc['roles']}; schedule {doc['schedule']}\nQA categories 1-4; gold fact matched: an "
         f"entry's evidence has the fact's turn and >= {MATCH_CONTAINMENT:.0%} of its content words"
+        f"\nrandom: the agent's candidates shuffled (seeds {doc['seed']}.."
+        f"{doc['seed'] + doc['random_draws'] - 1}, mean of {doc['random_draws']}), taken until "
+        "MEMORY.md's size; small talk: entries with no QA (any category) or gold-fact turn"
     )
     agents = list(runs[0]["conversations"])
     tables = ((QUALITY, "quality"), (SIZE, "size and cost"), (TIMING, "time; purge of session 1"))
@@ -927,7 +1116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, help="settings file for the --llm run")
     ap.add_argument("--keep", type=Path, help="keep the state folders here (must not exist)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--seed", type=int, default=0, help="first seed of the random baseline")
+    ap.add_argument(
+        "--random-draws",
+        type=int,
+        default=RANDOM_DRAWS,
+        help="random selections per conversation (seeds seed .. seed+N-1); the mean is shown",
+    )
     args = ap.parse_args(argv)
+    if args.random_draws < 1:
+        ap.error("--random-draws must be at least 1")
     if args.llm and args.config is None:
         ap.error("--llm needs --config (the file defining [llm.profiles.PROFILE])")
 
@@ -957,7 +1155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for conv in convs:  # each run writes its own transcripts and maps
                 conv.line_of.clear()
                 conv.dia_of.clear()
-            runs.append(run_mode(mode, convs, args.roles, args.schedule, log))
+            runs.append(
+                run_mode(mode, convs, args.roles, args.schedule, log, args.seed, args.random_draws)
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -974,6 +1174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schedule": args.schedule,
         "match_containment": MATCH_CONTAINMENT,
         "qa_categories": list(QA_CATEGORIES),
+        "seed": args.seed,
+        "random_draws": args.random_draws,
         "runs": runs,
     }
     print(json.dumps(doc, indent=1, default=str) if args.json else render(doc))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -151,6 +152,134 @@ def test_end_to_end_on_tiny_data(
     assert d["purge"]["needles"] > 0
     assert d["purge"]["needles_found_before"] == d["purge"]["needles"]
     assert set(d["times"]) == {"light", "rem", "deep", "forget"}
+    # The random baseline: same budget as MEMORY.md, five draws from seed 0, their mean.
+    r = d["random"]
+    assert r["budget"] == d["memory_chars"] and r["draws"] == 5 and r["candidates"] > 0
+    assert [x["seed"] for x in r["per_draw"]] == [0, 1, 2, 3, 4]
+    assert all(x["cost"] <= r["budget"] for x in r["per_draw"])
+    assert r["qa_any"] == sum(x["qa_any"] for x in r["per_draw"]) / 5
+    assert 0 <= r["qa_all"] <= r["qa_any"] <= d["qa"]
+    assert 0 <= r["recall_evidence"] <= d["gold"]
+    want = round(d["qa_any"] / r["qa_any"], 3) if r["qa_any"] else None
+    assert d["qa_any_vs_random"] == want
+    # Small talk: a share of the entries, with up to five examples.
+    assert 0 <= d["entries_small_talk"] <= d["entries"]
+    assert len(d["small_talk_examples"]) == min(5, d["entries_small_talk"])
+    o = run["overall"]
+    assert (
+        o["random"]["qa_any"] == r["qa_any"] and o["entries_small_talk"] == d["entries_small_talk"]
+    )
+    text = locomo.render(doc)
+    for column in ("QA any (random)", "vs random", "recall(ev) (random)", "small talk"):
+        assert column in text
+
+    # Same seed, same draws; the seed and the number of draws are options.
+    assert locomo.main(["--data", str(data), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)["runs"][0]["conversations"]["conv-99"]
+    assert again["random"] == r
+    argv = ["--data", str(data), "--json", "--seed", "7", "--random-draws", "2"]
+    assert locomo.main(argv) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert (other["seed"], other["random_draws"]) == (7, 2)
+    seeds = [x["seed"] for x in other["runs"][0]["conversations"]["conv-99"]["random"]["per_draw"]]
+    assert seeds == [7, 8]
+
+
+def _picks(locomo: ModuleType, n: int = 40) -> list[Any]:
+    """Candidates of varied lengths, each from its own turn, in no particular id order."""
+    rng = random.Random(1234)
+    ids = list(range(1, n + 1))
+    rng.shuffle(ids)
+    return [locomo.Pick(i, "x" * rng.randint(5, 80), frozenset({f"D1:{i}"})) for i in ids]
+
+
+def test_random_selection_respects_the_budget_and_the_seed(locomo: ModuleType):
+    picks = _picks(locomo)
+    budget, overhead = 400, 12.5
+    results = {}
+    for seed in range(10):
+        taken = locomo.random_selection(picks, budget, overhead, seed)
+        spent = sum(len(p.text) + overhead for p in taken)
+        assert 0 < len(taken) < len(picks) and spent <= budget
+        # The procedure: ordered by id, shuffled with Random(seed), taken until the next
+        # one would exceed the budget.
+        order = sorted(picks, key=lambda p: p.id)
+        random.Random(seed).shuffle(order)
+        assert taken == order[: len(taken)]
+        assert spent + len(order[len(taken)].text) + overhead > budget
+        # Same seed, same selection, whatever order the candidates come in.
+        assert locomo.random_selection(picks, budget, overhead, seed) == taken
+        assert locomo.random_selection(picks[::-1], budget, overhead, seed) == taken
+        results[seed] = tuple(p.id for p in taken)
+    assert len(set(results.values())) > 1  # different seeds can differ
+    assert locomo.random_selection(picks, 0, overhead, 0) == []
+    everything = sum(len(p.text) + overhead for p in picks)
+    assert len(locomo.random_selection(picks, everything, overhead, 3)) == len(picks)
+
+
+def test_framing_is_memory_chars_beyond_entry_text_per_entry(locomo: ModuleType):
+    assert locomo.framing(100, ["abc", "defg"]) == (100 - 7) / 2
+    assert locomo.framing(0, []) == locomo.DEFAULT_OVERHEAD == 30
+    assert locomo.framing(5, ["a longer entry text"]) == 0  # never negative
+
+
+def test_random_baseline_scores_its_selection_like_the_entries(locomo: ModuleType, tmp_path: Path):
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample()]))
+    (conv,) = locomo.load(data, None)
+    picks = [
+        locomo.Pick(1, "teal", frozenset({"D2:2"})),  # QA 1 (all), QA 2 (any), fact 3
+        locomo.Pick(2, "pixel", frozenset({"D1:3"})),  # QA 2 (any), fact 2
+        locomo.Pick(3, "hello", frozenset({"D1:1"})),  # nothing scored
+    ]
+    everything = locomo.random_baseline(conv, picks, 10_000, 10.0, seed=0, draws=3)
+    assert everything["per_draw"][0] | {"seed": 0} == {
+        "seed": 0,
+        "selected": 3,
+        "cost": 4 + 5 + 5 + 30.0,
+        "qa_any": 2,
+        "qa_all": 2,
+        "recall_evidence": 2,
+    }
+    assert everything == locomo.random_baseline(conv, picks, 10_000, 10.0, seed=0, draws=3)
+    assert (everything["qa_any"], everything["qa_all"], everything["recall_evidence"]) == (2, 2, 2)
+    assert locomo.coverage({"D2:2", "D1:3", "D1:1"}, conv) == {
+        "qa_any": 2,
+        "qa_all": 2,
+        "recall_evidence": 2,
+    }
+    nothing = locomo.random_baseline(conv, picks, 0, 10.0, seed=0, draws=2)
+    assert (nothing["selected"], nothing["qa_any"], nothing["recall_evidence"]) == (0, 0, 0)
+    # One candidate fits: the mean over draws is of whichever each seed drew first.
+    one = locomo.random_baseline(conv, picks, 15, 10.0, seed=0, draws=4)
+    assert all(d["selected"] == 1 and d["cost"] <= 15 for d in one["per_draw"])
+    first = {1: (2, 1, 1), 2: (1, 0, 1), 3: (0, 0, 0)}
+    drawn = [
+        first[locomo.random_selection(picks, 15, 10.0, d["seed"])[0].id] for d in one["per_draw"]
+    ]
+    assert [(d["qa_any"], d["qa_all"], d["recall_evidence"]) for d in one["per_draw"]] == drawn
+    assert one["qa_any"] == sum(x[0] for x in drawn) / 4
+
+
+def test_small_talk_is_an_entry_no_question_or_fact_rests_on(locomo: ModuleType, tmp_path: Path):
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample()]))
+    (conv,) = locomo.load(data, None)
+    # Every category's evidence counts, 5 (adversarial) included; unknown ids do not.
+    assert conv.qa_turns == {"D2:2", "D1:3", "D1:1"}
+    topical = set(conv.qa_turns) | {d for ob in conv.observations for d in ob.dia_ids}
+    entries = [
+        ("Hi Bob! How have you been lately?", {"D1:1"}),  # category-5 evidence: not small talk
+        ("Bob likes teal.", {"D1:2"}),  # a gold observation's turn
+        ("Quick update from my side of things.", {"D2:1"}),  # nothing rests on it
+        ("Pixel and the quick update.", {"D2:1", "D1:3"}),  # one topical turn is enough
+        ("No evidence at all.", set()),  # no turn: small talk
+    ]
+    assert locomo.small_talk(entries, topical) == [
+        "Quick update from my side of things.",
+        "No evidence at all.",
+    ]
+    assert locomo.small_talk([], topical) == []
 
 
 def test_missing_data_skips_with_a_reason(
