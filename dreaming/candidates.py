@@ -413,6 +413,7 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
             c.salience,
             c.features,
             c.tokens,
+            func.length(c.text).label("chars"),
         ).where(c.agent == agent)
     ).all()
     # Rarity is relative to the whole corpus, so it is read over every candidate each time.
@@ -436,6 +437,7 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
                 salience=r.salience or 0.0,
                 features=features,
                 rarity=rarity.of(r.tokens.split()) if r.salience else 0.0,
+                chars=r.chars or 0,
             ),
             clock,
             half_life,

@@ -15,6 +15,7 @@ The cue lists are data (`lexicon.toml` beside this module), extendable in settin
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _sre  # type: ignore[import-not-found]
@@ -34,6 +35,8 @@ class Feature(StrEnum):
     INSTRUCTION = "instruction"
     DISCLOSURE = "disclosure"
     FACT = "fact"  # a third-person fact about a named thing or person
+    CONSTRAINT = "constraint"  # an allergy, a diet, a health or access need
+    EVENT = "event"  # something that happened or is set to happen, in the past tense or dated
     FIRST_PERSON = "first-person"
     PREFERENCE = "preference"
     NAMES = "names"
@@ -55,14 +58,17 @@ ZEROING = frozenset({Feature.SMALLTALK, Feature.BANNER, Feature.FRAGMENT, Featur
 # rarity is weighed in `dreaming.scoring`). An instruction or a disclosure alone clears
 # deep's default gate; names, numbers and time words make a statement specific.
 WEIGHTS: Mapping[Feature, float] = {
-    Feature.INSTRUCTION: 0.50,
-    Feature.DISCLOSURE: 0.30,
+    Feature.INSTRUCTION: 0.80,
+    Feature.CONSTRAINT: 0.80,
+    Feature.FACT: 0.60,
+    Feature.EVENT: 0.35,
+    Feature.DISCLOSURE: 0.20,
+    Feature.TIME: 0.25,
+    Feature.NUMBERS: 0.20,
+    Feature.NAMES: 0.15,
     Feature.FIRST_PERSON: 0.10,
     Feature.PREFERENCE: 0.05,
-    Feature.NAMES: 0.15,
-    Feature.NUMBERS: 0.10,
-    Feature.TIME: 0.10,
-    Feature.DENSE: 0.10,
+    Feature.DENSE: 0.05,
 }
 
 LISTS = (
@@ -70,6 +76,8 @@ LISTS = (
     "first_person",
     "disclosure",
     "fact",
+    "constraint",
+    "event",
     "preference",
     "work",
     "time",
@@ -212,7 +220,7 @@ class Text:
     def of(cls, raw: str, words: Sequence[str] | None = None) -> Text:
         found = tuple(w.casefold() for w in words) if words is not None else _words_of(raw)
         grams = list(found)
-        pairs = [f"{a} {b}" for a, b in zip(found, found[1:], strict=False)]
+        pairs = [f"{a} {b}" for a, b in itertools.pairwise(found)]
         grams += pairs
         # Longer n-grams extend the shorter ones by a word: a join of two strings each.
         prev = pairs
@@ -230,6 +238,8 @@ class Lexicon:
     first_person: Cues
     disclosure: Cues
     fact: Cues
+    constraint: Cues
+    event: Cues
     preference: Cues
     work: Cues
     time: Cues
@@ -254,6 +264,8 @@ class Lexicon:
             first_person=both("first_person"),
             disclosure=both("disclosure"),
             fact=both("fact"),
+            constraint=both("constraint"),
+            event=both("event"),
             preference=both("preference"),
             work=both("work"),
             time=both("time"),
@@ -288,7 +300,7 @@ def known_lists() -> frozenset[str]:
 @dataclass(frozen=True, slots=True)
 class Salience:
     features: frozenset[Feature]
-    value: float  # in [0, 1]: what the text earns before rarity and corroboration
+    value: float  # in [0, 1.5]: what the text earns before rarity and corroboration
 
     @property
     def zero(self) -> bool:
@@ -425,6 +437,10 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
             found.add(Feature.DISCLOSURE)
     if lex.fact.hit(prepared):
         found.add(Feature.FACT)
+    if lex.event.hit(prepared):
+        found.add(Feature.EVENT)
+    if lex.constraint.hit(prepared):
+        found.add(Feature.CONSTRAINT)
     if lex.preference.hit(prepared):
         found.add(Feature.PREFERENCE)
     if _names(body, words):
@@ -437,7 +453,10 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.NARRATION)
     if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
         found.add(Feature.REQUEST)
-    informative = bool(found & {Feature.INSTRUCTION, Feature.DISCLOSURE, Feature.FACT})
+    informative = bool(
+        found
+        & {Feature.INSTRUCTION, Feature.DISCLOSURE, Feature.FACT, Feature.EVENT, Feature.CONSTRAINT}
+    )
     if _smalltalk(prepared, words, lex, informative):
         found.add(Feature.SMALLTALK)
     tokens = claims_mod.tokens_of(words)
@@ -447,7 +466,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     if features & ZEROING:
         return Salience(features, 0.0)
     value = sum(WEIGHTS.get(f, 0.0) for f in features)
-    return Salience(features, round(min(value, 1.0), 6))
+    return Salience(features, round(min(value, 1.5), 6))
 
 
 def parse_features(names: str | None) -> frozenset[Feature]:

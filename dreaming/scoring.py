@@ -1,12 +1,14 @@
-"""A candidate's score from its signals. Deterministic, in [0, 1] before REM's boost.
+"""A candidate's score from its signals. Deterministic; about [0, 1.5] before REM's boost.
 
-What a claim tells comes first: its salience (`dreaming.salience`: instructions,
-disclosures, names, numbers, time words, density) plus the rarity of its words within the
-agent's own corpus (W_RARITY). That is scaled by who said it (the owner fully, the agent
-alone half, untrusted and system sources not at all) and, lightly, by how recent it is on
-the agent's own clock (W_RECENCY). Repetition across sessions and days only corroborates:
-it adds up to W_CORROBORATION, and only to a claim that tells something. Small talk, the
-agent's narration, banners and fragments score 0 however often they recur.
+What a claim tells comes first: its salience (`dreaming.salience`: instructions, events,
+disclosures, facts, names, numbers, time words) plus the rarity of its words within the
+agent's own corpus (W_RARITY), per character: every character of an entry is paid on every
+turn the agent reads MEMORY.md, so of two claims that tell as much the shorter ranks higher
+(`density`). That is scaled by who said it (the owner fully, the agent alone half, its
+narration, untrusted and system sources not at all) and, lightly, by how recent it is on the
+agent's own clock (W_RECENCY). Repetition across sessions and days only corroborates: it
+adds up to W_CORROBORATION, and only to a claim that tells something. Small talk, one-off
+requests, banners and fragments score 0 however often they recur.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from datetime import datetime
 
 from dreaming.salience import ZEROING, Feature
 
-W_RARITY, W_RECENCY, W_CORROBORATION = 0.25, 0.10, 0.10
+W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
+# Density: (REFERENCE_CHARS / (characters + FRAMING_CHARS)) ** 0.5, so an 80-character
+# claim counts as it is, a 20-character one 1.4 times, a 200-character one 0.7 times.
+REFERENCE_CHARS, FRAMING_CHARS = 120, 40
 SATURATION = 4  # further sessions or days beyond this corroborate nothing more
 ORIGIN_WEIGHT = {"owner": 1.0, "agent": 0.5, "untrusted": 0.0, "system": 0.0}
 
@@ -37,6 +42,7 @@ class Signals:
     salience: float = 0.0
     features: frozenset[Feature] = frozenset()
     rarity: float = 0.0
+    chars: int = 80  # the claim's length in characters
 
 
 def speaker_weight(s: Signals) -> float:
@@ -51,7 +57,7 @@ def speaker_weight(s: Signals) -> float:
 def score(s: Signals, clock: datetime | None, half_life_days: float) -> float:
     if s.features & ZEROING:
         return 0.0
-    info = min(s.salience + W_RARITY * s.rarity, 1.0)
+    info = (s.salience + W_RARITY * s.rarity) * density(s.chars)
     weight = speaker_weight(s)
     if info <= 0.0 or weight <= 0.0:
         return 0.0
@@ -69,6 +75,10 @@ def score(s: Signals, clock: datetime | None, half_life_days: float) -> float:
         + s.rem_boost
     )
     return round(value, 6)
+
+
+def density(chars: int) -> float:
+    return math.sqrt(REFERENCE_CHARS / (max(chars, 1) + FRAMING_CHARS))
 
 
 class Rarity:

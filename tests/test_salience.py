@@ -1,0 +1,218 @@
+"""Salience: claims score by what they tell, in English and in languages without spaces."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from dreaming.claims import extract, sentences, words
+from dreaming.config import ConfigError, parse_settings
+from dreaming.salience import Feature, Lexicon, assess, group_of, lexicon_for
+from dreaming.scoring import Rarity, Signals, score
+
+
+def value(text: str) -> float:
+    return assess(text).value
+
+
+def zeroed(text: str) -> bool:
+    return assess(text).zero
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wow, that's awesome!",
+        "Your kind words really mean a lot.",
+        "Thanks for the support, Melanie!",
+        "Hey Mel! Good to see you!",
+        "That's so sweet of you, I really appreciate it.",
+        "ありがとう！",
+        "⚠️ Agent failed before reply: No API key found for provider anthropic.",
+        "Error: ENOENT: no such file or directory, open config.json",
+        "Run the whole test suite and tell me what fails.",
+        "Can you fix the failing import in the parser module",
+        "its API and what it returns.",
+        "since I moved from my home country.",
+    ],
+)
+def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None:
+    assert zeroed(text), assess(text)
+    assert value(text) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "feature"),
+    [
+        ("Always run the linter before committing.", Feature.INSTRUCTION),
+        ("Never push directly to the main branch.", Feature.INSTRUCTION),
+        ("Don't touch the production database without asking me first.", Feature.INSTRUCTION),
+        ("From now on, reply in British English.", Feature.INSTRUCTION),
+        ("Call me Bob from now on.", Feature.INSTRUCTION),
+        ("MEMORY.md以外の変更を禁ずる", Feature.INSTRUCTION),
+        ("僕をボブにゃんとよぶこと", Feature.INSTRUCTION),
+        ("I'm allergic to peanuts.", Feature.CONSTRAINT),
+        ("My son can't eat gluten, he has celiac disease.", Feature.CONSTRAINT),
+        ("I went to a support group yesterday and it was so powerful.", Feature.EVENT),
+        ("We adopted a puppy named Max last month.", Feature.EVENT),
+        ("The staging database is called bluebird.", Feature.FACT),
+        ("My sister Anna lives in Lisbon.", Feature.DISCLOSURE),
+        ("I work as a nurse at the county hospital.", Feature.DISCLOSURE),
+        ("My daughter Emma turns 7 on June 3.", Feature.NUMBERS),
+    ],
+)
+def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:
+    found = assess(text)
+    assert feature in found.features, found
+    assert not found.zero
+    assert found.value > 0
+
+
+def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:
+    instruction = value("Always run the linter before committing.")
+    chatter = value("It was a really nice day at the beach with everyone.")
+    assert instruction > chatter
+    narration = assess("Let me check the MCP servers status.")
+    assert Feature.NARRATION in narration.features
+    agent_only = Signals(
+        1,
+        1,
+        0,
+        1,
+        0,
+        0,
+        None,
+        False,
+        salience=narration.value,
+        features=narration.features,
+        rarity=0.5,
+        chars=38,
+    )
+    said_by_owner = Signals(
+        1,
+        1,
+        1,
+        0,
+        0,
+        0,
+        None,
+        False,
+        salience=narration.value,
+        features=narration.features,
+        rarity=0.5,
+        chars=38,
+    )
+    assert score(agent_only, None, 14.0) == 0.0
+    assert score(said_by_owner, None, 14.0) > 0.0
+
+
+def test_a_single_strong_statement_outscores_recurring_small_talk() -> None:
+    clock = datetime(2026, 3, 9, tzinfo=UTC)
+    fact = assess("I'm allergic to peanuts.")
+    thanks = assess("Thanks so much, that really means a lot to me!")
+    once = Signals(
+        1,
+        1,
+        1,
+        0,
+        0,
+        0,
+        clock,
+        False,
+        salience=fact.value,
+        features=fact.features,
+        rarity=0.8,
+        chars=24,
+    )
+    often = Signals(
+        9,
+        9,
+        30,
+        0,
+        0,
+        0,
+        clock,
+        False,
+        salience=thanks.value,
+        features=thanks.features,
+        rarity=0.1,
+        chars=46,
+    )
+    assert score(often, clock, 14.0) == 0.0
+    assert score(once, clock, 14.0) > 1.0  # clears deep's default gate on its own
+
+
+def test_repetition_only_corroborates_informative_claims() -> None:
+    fact = assess("We deploy on Fridays only after the QA sign-off.")
+    base = dict(salience=fact.value, features=fact.features, rarity=0.5, chars=48)
+    once = score(Signals(1, 1, 1, 0, 0, 0, None, False, **base), None, 14.0)  # type: ignore[arg-type]
+    thrice = score(Signals(3, 3, 3, 0, 0, 0, None, False, **base), None, 14.0)  # type: ignore[arg-type]
+    assert thrice > once > 0
+
+
+def test_shorter_claims_that_tell_as_much_rank_higher() -> None:
+    short = Signals(1, 1, 1, 0, 0, 0, None, False, salience=0.5, rarity=0.5, chars=30)
+    long = Signals(1, 1, 1, 0, 0, 0, None, False, salience=0.5, rarity=0.5, chars=300)
+    assert score(short, None, 14.0) > score(long, None, 14.0)
+
+
+def test_rarity_is_relative_to_the_agents_corpus() -> None:
+    docs = [["thank", "support"]] * 20 + [["allergic", "peanut"]]
+    rarity = Rarity(docs)
+    assert rarity.of(["allergic", "peanut"]) > rarity.of(["thank", "support"])
+    assert 0.0 <= rarity.of(["unseen"]) <= 1.0
+    assert Rarity([]).of(["x"]) == 0.0
+
+
+def test_japanese_and_chinese_split_into_words_and_claims() -> None:
+    assert len(words("MEMORY.md以外の変更を禁ずる")) >= 4
+    assert len(words("我喜欢吃北京烤鸭")) >= 4
+    out = [
+        c.text
+        for c in extract(
+            "USER.mdも僕の承認のみ変更。僕をボブにゃんとよぶこと", min_words=4, max_words=60
+        )
+    ]
+    assert out == ["USER.mdも僕の承認のみ変更。", "僕をボブにゃんとよぶこと"]
+
+
+def test_sentences_are_whole_not_clauses_or_list_fragments() -> None:
+    assert sentences("I moved here in May, since I moved from my home country.") == [
+        "I moved here in May, since I moved from my home country."
+    ]
+    items = sentences("Steps: 1. Check its API and what it returns 2. Write the tests")
+    assert "Check its API and what it returns" in items
+    assert not any(s.endswith(" 2.") for s in items)
+    assert sentences("See Dr. Smith at noon. Then go home.") == [
+        "See Dr. Smith at noon.",
+        "Then go home.",
+    ]
+
+
+def test_groups_for_memory_headings() -> None:
+    assert group_of("2026-03-08 — the user: Always run the linter before committing.") == (
+        "instructions"
+    )
+    assert group_of("The user loves hiking and prefers mornings.") == "preferences"
+    assert group_of("The user works on the billing project.") == "work"
+    assert group_of("The user's sister Anna lives in Lisbon.") == "people"
+
+
+def test_cue_lists_extend_from_settings() -> None:
+    plain = assess("Remember the blorfing ritual each dusk.")
+    assert Feature.INSTRUCTION not in plain.features
+    settings = parse_settings({"salience": {"instruction": ["blorf\\w*"]}}, "dreaming.toml")
+    lexicon = lexicon_for(settings.salience.extra())
+    assert lexicon is lexicon_for(settings.salience.extra())  # built once
+    assert (
+        Feature.INSTRUCTION in assess("Remember the blorfing ritual each dusk.", lexicon).features
+    )
+    assert isinstance(lexicon, Lexicon)
+
+
+def test_a_bad_cue_pattern_is_a_clear_settings_error() -> None:
+    with pytest.raises(ConfigError, match="instruction"):
+        parse_settings({"salience": {"instruction": ["(unclosed"]}}, "dreaming.toml")
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_settings({"salience": {"instructions": ["x"]}}, "dreaming.toml")
