@@ -58,9 +58,9 @@ def test_content_tokens_match_the_plain_definition() -> None:
 def test_cleaning_without_and_with_markup() -> None:
     # Lines without the patterns' opening characters skip them; lines with them are cleaned.
     assert claims("Plain words with no markup, at all") == ["Plain words with no markup, at all"]
+    # A sentence stays whole: a clause cut at a comma means nothing alone.
     assert claims("Plain words with no markup, every part stays here") == [
-        "Plain words with no markup",
-        "every part stays here",
+        "Plain words with no markup, every part stays here"
     ]
     assert claims(
         "[[reply_to_current]] [Mon 2026-03-09 10:00 GMT+1] Our deploy window is Friday "
