@@ -48,7 +48,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # between words, so a run of kana or of han characters is a word of its own (a long han run
 # is read as overlapping character pairs, the usual way to index Chinese without a lexicon).
 _CJK = (
-    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\uac00-\ud7af々〆ー"
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"  # kana, han
+    "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\uac00-\ud7af々〆ー"
 )
 _WORD_INTL = re.compile(
     r"[\u3040-\u309f]+"  # hiragana
@@ -217,7 +218,8 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     seen: set[str] = set()
     for raw in sentences(clean(text)):
         sentence = raw.strip().strip("*_#>`\"' ")
-        if not sentence or sentence.endswith(("?", "？")):
+        # A question asks, and a line ending in a colon only introduces what follows.
+        if not sentence or sentence.endswith(("?", "？", ":", "：")):
             continue
         if "`" in sentence or "{" in sentence:
             continue

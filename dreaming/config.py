@@ -98,6 +98,7 @@ class SalienceSettings(_Strict):
     narration_cjk: tuple[str, ...] = ()
     banner: tuple[str, ...] = ()
     request: tuple[str, ...] = ()
+    technical: tuple[str, ...] = ()
     request_cjk: tuple[str, ...] = ()
     fragment_starts: tuple[str, ...] = ()
 

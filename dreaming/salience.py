@@ -48,6 +48,7 @@ class Feature(StrEnum):
     BANNER = "banner"
     FRAGMENT = "fragment"
     REQUEST = "request"  # a one-off task for the agent: zero unless it also sets a rule
+    TECHNICAL = "technical"  # file names, identifiers, flags, pasted output: task talk
 
 
 # Features that make a claim worthless on their own (narration only when the agent alone said
@@ -85,6 +86,7 @@ LISTS = (
     "narration",
     "banner",
     "request",
+    "technical",
     "fragment_starts",
 )
 
@@ -247,6 +249,7 @@ class Lexicon:
     narration: Cues
     banner: Cues
     request: Cues
+    technical: re.Pattern[str] | None
     fragment_starts: frozenset[str]
     smalltalk_words: frozenset[str]
 
@@ -273,6 +276,10 @@ class Lexicon:
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
+            # Case matters here (camelCase), so these run on the claim as written.
+            technical=re.compile("|".join(f"(?:{p})" for p in lists.get("technical", ())))
+            if lists.get("technical")
+            else None,
             fragment_starts=frozenset(
                 w.replace("\\", "") for w in lists.get("fragment_starts", ())
             ),
@@ -462,10 +469,17 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     tokens = claims_mod.tokens_of(words)
     if words and len(tokens) / len(words) >= 0.5 and len(tokens) >= 4:
         found.add(Feature.DENSE)
+    if lex.technical is not None and lex.technical.search(body):
+        found.add(Feature.TECHNICAL)
     features = frozenset(found)
     if features & ZEROING:
         return Salience(features, 0.0)
-    value = sum(WEIGHTS.get(f, 0.0) for f in features)
+    counted = features
+    if Feature.TECHNICAL in features:
+        # Talk about the task at hand ("i removed them, tui-renderer.ts is fine now"): what
+        # happened to a file is no lasting fact about anyone. Rules and constraints still are.
+        counted = features & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE}
+    value = sum(WEIGHTS.get(f, 0.0) for f in counted)
     return Salience(features, round(min(value, 1.5), 6))
 
 

@@ -33,6 +33,9 @@ def zeroed(text: str) -> bool:
         "Error: ENOENT: no such file or directory, open config.json",
         "Run the whole test suite and tell me what fails.",
         "Can you fix the failing import in the parser module",
+        "Let me check the MCP servers status.",
+        "Work on bead spotter-dov.",
+        "ok, now we need to adjust the light theme accordingly.",
         "its API and what it returns.",
         "since I moved from my home country.",
     ],
@@ -73,7 +76,7 @@ def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:
     instruction = value("Always run the linter before committing.")
     chatter = value("It was a really nice day at the beach with everyone.")
     assert instruction > chatter
-    narration = assess("Let me check the MCP servers status.")
+    narration = assess("I'll start by reading the config file.")
     assert Feature.NARRATION in narration.features
     agent_only = Signals(
         1,
@@ -216,3 +219,11 @@ def test_a_bad_cue_pattern_is_a_clear_settings_error() -> None:
         parse_settings({"salience": {"instruction": ["(unclosed"]}}, "dreaming.toml")
     with pytest.raises(ConfigError, match="unknown key"):
         parse_settings({"salience": {"instructions": ["x"]}}, "dreaming.toml")
+
+
+def test_task_talk_in_a_coding_session_earns_little_but_rules_in_it_count() -> None:
+    chatter = assess("i removed them, tui-renderer.ts renders fine now with the --debug flag")
+    assert Feature.TECHNICAL in chatter.features
+    assert chatter.value <= 0.1
+    rule = assess("Never edit package-lock.json by hand.")
+    assert Feature.INSTRUCTION in rule.features and rule.value >= 0.8
