@@ -122,7 +122,7 @@ class DeepSettings(_Strict):
     """Gates and limits of the deep phase."""
 
     llm: str | None = None  # an llm.profiles name; None: the deterministic consolidator
-    min_score: float = Field(default=0.45, ge=0)
+    min_score: float = Field(default=1.15, ge=0)
     # Facts are usually said once: one session is enough by default. Raise it to ask for
     # corroboration (a durability cue such as "always" or "remember" still lets one through).
     min_sessions: int = Field(default=1, ge=1)

@@ -17,11 +17,11 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, and_, or_, select
+from sqlalchemy import Connection, Engine, and_, func, or_, select
 
 from dreaming import claims as claims_mod
 from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync
@@ -137,6 +137,7 @@ class _Candidate:
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     features: str = ""
+    first_line: int = 0  # corpus line first said in: the sentences of one utterance share it
 
     @property
     def said_by(self) -> str:
@@ -340,7 +341,7 @@ class DeepPhase:
             )
             if len(out) >= s.max_candidates:
                 break
-        return out
+        return _by_utterance(conn, out)
 
     def _run_batches(self, agent: str, summary: DeepSummary) -> None:
         with self._tx() as conn:
@@ -563,7 +564,7 @@ class DeepPhase:
         for i, (_, text) in enumerate(live):
             index.add(i, claims_mod.content_tokens(text))
         out: list[lineage.Applied] = []
-        for c in batch:
+        for c, also in _utterances(batch):
             hit = index.best(c.tokens)
             if hit is not None:
                 key, text = live[hit]
@@ -580,7 +581,9 @@ class DeepPhase:
                 )
                 continue
             text = sanitize_entry_text(
-                _attributed(c), max_chars=self.settings.max_entry_chars, registry=self.registry
+                _attributed(c, also),
+                max_chars=self.settings.max_entry_chars,
+                registry=self.registry,
             )
             if not text:
                 out.append(
@@ -590,8 +593,10 @@ class DeepPhase:
                 )
                 continue
             why = f"salient: {c.features}" if c.features else "passed the gates"
-            out.append(lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why))
-            index.add(len(live), claims_mod.content_tokens(text))
+            folded = tuple((o.id, o.key) for o in also)
+            out.append(
+                lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
+            )
             live.append((memory_file.entry_key(text), text))
         return out
 
@@ -665,16 +670,63 @@ def _day(ts: datetime | None) -> str | None:
     return ts.date().isoformat() if ts is not None else None
 
 
-def _attributed(c: _Candidate) -> str:
-    """The deterministic path does not rephrase: it keeps the statement, says briefly who
-    made it and when ("2026-03-08 — the user: ..."), so an agent reading MEMORY.md never
+def _attributed(c: _Candidate, also: Sequence[_Candidate] = ()) -> str:
+    """The deterministic path does not rephrase: it keeps the statements (the sentences of one
+    utterance together, so each keeps the context its words need), says briefly who made
+    them and when ("2026-03-08 — the user: ..."), so an agent reading MEMORY.md never
     mistakes the user's "I" for its own, and "yesterday" keeps its date."""
     speaker = "the user" if c.owner_lines else "the agent"
-    body = claims_mod.clean(c.text).strip().strip('"“”')
-    if body and not _NO_STOP.search(body):
-        body += "."
+    parts = []
+    for one in sorted((c, *also), key=lambda x: x.id):  # ids follow the order they were said
+        body = _INTERJECTION.sub("", claims_mod.clean(one.text).strip()).strip().strip('"“”')
+        body = body[:1].upper() + body[1:]
+        if body and not _NO_STOP.search(body):
+            body += "."
+        if body:
+            parts.append(body)
+    text = " ".join(parts)
     day = _day(c.first_seen)
-    return f"{day} — {speaker}: {body}" if day else f"{speaker[0].upper()}{speaker[1:]}: {body}"
+    return f"{day} — {speaker}: {text}" if day else f"{speaker[0].upper()}{speaker[1:]}: {text}"
+
+
+# Words that open a sentence without adding to what it says ("Yeah, I painted ..."): every
+# character of an entry is paid on every turn, so the deterministic path leaves them out.
+_INTERJECTION = re.compile(
+    r"^(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|"
+    r"totally|absolutely|definitely|honestly|actually|anyway|btw|hmm+|um+|uh+)\b[\s,!.…-]*)+",
+    re.IGNORECASE,
+)
+
+
+def _utterances(batch: Sequence[_Candidate]) -> list[tuple[_Candidate, list[_Candidate]]]:
+    """The batch with the sentences of one utterance folded together: the first (highest
+    scored) carries the others, so one entry states them and pays its framing once."""
+    groups: dict[int, list[_Candidate]] = {}
+    for c in batch:
+        groups.setdefault(c.first_line or -c.id, []).append(c)
+    return [(members[0], members[1:]) for members in groups.values()]
+
+
+def _by_utterance(conn: Connection, selected: list[_Candidate]) -> list[_Candidate]:
+    """Selected candidates with each utterance's sentences next to each other (after the
+    best of them), so they land in one batch and can be folded into one entry."""
+    if not selected:
+        return selected
+    first: dict[int, int] = {}
+    ids = [c.id for c in selected]
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        first.update(
+            conn.execute(
+                select(CAND_EVIDENCE.c.candidate_id, func.min(CAND_EVIDENCE.c.corpus_line_id))
+                .where(CAND_EVIDENCE.c.candidate_id.in_(chunk))
+                .group_by(CAND_EVIDENCE.c.candidate_id)
+            ).all()
+        )
+    order: dict[int, list[_Candidate]] = {}
+    for c in selected:
+        line = first.get(c.id, 0)
+        order.setdefault(line or -c.id, []).append(replace(c, first_line=line))
+    return [c for members in order.values() for c in members]
 
 
 def _aware(ts: datetime) -> datetime:

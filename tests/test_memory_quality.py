@@ -1,0 +1,191 @@
+"""What a night keeps, end to end on the embedded default: facts and standing instructions,
+not small talk, narration, banners, envelopes or fragments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dreaming.app import App
+from dreaming.memory_file import read
+from tests.openclaw_builder import FakeOpenClaw
+from tests.transcript_builders import cc_assistant, cc_tool_result, cc_tool_use, cc_user, text
+
+SMALL_TALK = [
+    ("user", "Hey! Good to see you again!"),
+    ("assistant", "Hi! Great to hear from you. How have you been?"),
+    ("user", "Thanks so much, that really means a lot to me!"),
+    ("assistant", "Wow, that's awesome! I'm so happy for you."),
+    ("user", "Haha, totally agree. Talk to you soon!"),
+]
+
+
+def memory_lines(state: Path, agent: str = "main") -> list[str]:
+    ws = "workspace" if agent == "main" else f"workspace-{agent}"
+    return [b.text for b in read(state / ws / "MEMORY.md").blocks]
+
+
+def night(state: Path, config: str | None = None) -> None:
+    if config is not None:
+        (state / "dreaming.toml").write_text(config)
+    app = App.open(state, state / "dreaming.toml" if config else None, env={})
+    try:
+        app.run(["light", "rem", "deep"], None)
+    finally:
+        app.close()
+
+
+def test_a_fact_said_once_in_passing_survives_recurring_small_talk(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    for day in range(8):
+        turns = list(SMALL_TALK)
+        if day == 3:
+            turns.insert(2, ("user", "By the way, my daughter Emma is allergic to shellfish."))
+        if day == 5:
+            turns.insert(2, ("user", "We moved to Porto last month, the new flat is great."))
+        oc.session(
+            "main",
+            f"s{day}",
+            turns,
+            key=f"agent:main:s{day}",
+            start=start + timedelta(days=day),
+            chatType="direct",
+        )
+    night(tmp_path)
+    lines = memory_lines(tmp_path)
+    joined = "\n".join(lines)
+    assert "allergic to shellfish" in joined
+    assert "Porto" in joined
+    for chatter in ("means a lot", "Good to see you", "Talk to you soon", "awesome"):
+        assert chatter not in joined, lines
+    # Attributed briefly, with the date it was said.
+    assert any(line.startswith("2026-03-04 — the user:") and "shellfish" in line for line in lines)
+
+
+def test_coding_sessions_keep_standing_instructions_not_narration(tmp_path: Path) -> None:
+    project = tmp_path / "projects" / "-home-dev-app"
+    project.mkdir(parents=True)
+    lines = [
+        cc_user("Fix the failing import in src/parser.py please.", ts="2026-02-01T10:00:00Z"),
+        cc_assistant(
+            "m1", [text("Let me check the MCP servers status.")], ts="2026-02-01T10:00:05Z"
+        ),
+        cc_assistant("m2", [cc_tool_use("Bash", command="pytest -q")], ts="2026-02-01T10:00:06Z"),
+        cc_tool_result("1 failed"),
+        cc_assistant(
+            "m3",
+            [text("I'll start by reading the parser module. Now I see the bug.")],
+            ts="2026-02-01T10:00:09Z",
+        ),
+        cc_user("Always run the linter before committing.", ts="2026-02-01T10:05:00Z"),
+        cc_assistant(
+            "m4",
+            [text("Understood, I will always run the linter before committing.")],
+            ts="2026-02-01T10:05:03Z",
+        ),
+        cc_user(
+            "⚠️ Agent failed before reply: No API key found for provider anthropic.",
+            ts="2026-02-01T10:06:00Z",
+        ),
+        cc_user(
+            "Steps: 1. Check its API and what it returns 2. Write tests for it",
+            ts="2026-02-01T10:07:00Z",
+        ),
+        cc_user(
+            "Never push directly to the main branch, open a pull request instead.",
+            ts="2026-02-01T10:08:00Z",
+        ),
+        cc_assistant(
+            "m5", [text("Done! Let me know if you need anything else.")], ts="2026-02-01T10:08:05Z"
+        ),
+    ]
+    (project / "s1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    night(
+        tmp_path,
+        f'[[sources]]\nkind = "claude-code"\npath = "{tmp_path / "projects"}"\nagent = "coder"\n',
+    )
+    kept = memory_lines(tmp_path, "coder")
+    joined = "\n".join(kept)
+    assert "Always run the linter before committing." in joined
+    assert "Never push directly to the main branch" in joined
+    for junk in (
+        "Let me check",
+        "I'll start",
+        "Agent failed",
+        "Let me know",
+        "Fix the failing",
+        "returns 2",
+        "what it returns.",
+    ):
+        assert junk not in joined, kept
+    text_of_file = (tmp_path / "workspace-coder" / "MEMORY.md").read_text()
+    assert "## Instructions" in text_of_file
+
+
+def test_japanese_owner_instructions_become_entries(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    oc.session(
+        "main",
+        "jp",
+        [
+            ("user", "[Sun 2026-03-08 22:57 GMT+9] MEMORY.md以外の変更を禁ずる"),
+            ("assistant", "[[reply_to_current]] 了解。以後、変更するのは MEMORY.md だけにする。"),
+            (
+                "user",
+                "[Sun 2026-03-08 23:06 GMT+9] USER.mdも僕の承認のみ変更。僕をボブにゃんとよぶこと",
+            ),
+            ("assistant", "[[reply_to_current]] 了解、ボブにゃん。"),
+        ],
+        key="agent:main:main",
+        chatType="direct",
+    )
+    night(tmp_path)
+    joined = "\n".join(memory_lines(tmp_path))
+    assert "MEMORY.md以外の変更を禁ずる" in joined
+    assert "僕をボブにゃんとよぶこと" in joined
+    assert "[[reply_to_current]]" not in joined and "GMT+9" not in joined
+    assert "了解" not in joined  # the agent's paraphrase is not the memory
+
+
+def test_real_openclaw_excerpt_keeps_the_owners_instructions(
+    tmp_path: Path, shared_data: Path
+) -> None:
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    shutil.copy(
+        shared_data / "transcripts" / "openclaw" / "openclaw-v3-real-excerpt.jsonl",
+        sessions / "excerpt.jsonl",
+    )
+    night(tmp_path)
+    joined = "\n".join(memory_lines(tmp_path))
+    assert "MEMORY.md以外の変更を禁ずる" in joined
+    assert "僕をボブにゃんとよぶこと" in joined
+    for junk in ("Agent failed", "GMT+9", "[[reply_to_current]]", "auth-profiles"):
+        assert junk not in joined
+
+
+@pytest.mark.parametrize("agent_only", [False, True])
+def test_agent_only_claims_wait_unless_the_setting_allows(tmp_path: Path, agent_only: bool) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    oc.session(
+        "main",
+        "a",
+        [
+            ("user", "Hello there, how are you doing today?"),
+            ("assistant", "Your server bluebird was moved to the Frankfurt datacenter last week."),
+        ],
+        key="agent:main:main",
+        chatType="direct",
+    )
+    # The agent's word weighs half the owner's, so taking it alone also means a lower bar.
+    config = f"[deep]\npromote_agent_only = {str(agent_only).lower()}\nmin_score = 0.4\n"
+    night(tmp_path, config)
+    joined = "\n".join(memory_lines(tmp_path))
+    assert ("Frankfurt" in joined) is agent_only
+    if agent_only:
+        assert "the agent:" in joined
