@@ -24,7 +24,7 @@ What it does, in one run (agent `main`, everything seeded and deterministic):
    (`The user said: "..."`), so each entry's origins and evidence are its candidate's real
    corpus lines. They are applied over `--nights` deep "runs" (one transaction, one run
    record with a deep summary listing the decisions, then `memory_sync.mark_dirty` +
-   `memory_sync.write`), so MEMORY.md ends with `--entries` blocks and every night but the
+   `memory_sync.write`), so MEMORY.md ends with `--entries` lines and every night but the
    first leaves a MEMORY.md backup. `--llm-calls` call records (default entries / 10) are
    stored with `phases.deep.record_calls`: each a real `render_prompt` batch of 8 of those
    candidates (their texts and corpus snippets) with 5 earlier entries, and a JSON reply.
@@ -452,7 +452,8 @@ def state_facts(app: App) -> dict[str, Any]:
             "runs",
         )
     }
-    facts["memory_md_blocks"] = memory.read_text(encoding="utf-8").count("<!-- dreaming:entry ")
+    # Managed entries in either form (compact lines or legacy blocks).
+    facts["memory_md_blocks"] = len(memory_file.read(memory).blocks)
     facts["memory_md_bytes"] = memory.stat().st_size
     facts["llm_calls_bytes"] = _scalar(
         engine, "SELECT coalesce(sum(length(request) + length(response)), 0) FROM llm_calls"

@@ -7,8 +7,9 @@ the mark cleared together with the hash of what was written. So after a crash:
 
 - mark set: the file may be old; the next run renders and writes it (repair);
 - mark clear and the file's hash is ours: in agreement;
-- mark clear and the hash differs: a person edited the file. Blocks they edited are left
-  alone and reported; blocks they deleted retire their entries (their decision wins).
+- mark clear and the hash differs: a person edited the file. Entries (compact lines or
+  legacy blocks) they edited are left alone and reported; entries they deleted retire
+  (their decision wins), and the write that follows drops a group heading left empty.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ put or pass itself off as something else:
 - no code fences (``` or ~~~) that could open or close a block around it;
 - no fake role or chat-template markers (``system:`` at a line start, ``<|im_start|>``,
   ``[INST]``, ``<<SYS>>``, ``</s>`` ...);
-- no dreaming block markers and no HTML comments at all (they would corrupt MEMORY.md);
+- no dreaming markers (``<!-- dreaming:entry ... -->``, ``<!-- dreaming:group -->``, an
+  entry line's key comment ``<!-- m:... -->``) and no HTML comments at all (they would
+  corrupt MEMORY.md, where an entry is one line ending in its key comment);
 - no injected or markup tags (``<relevant_memories>``; the registry's blocks for the
   ``dreaming-ingestion`` scope);
 - no raw metadata (``score=0.9``, ``confidence: high``, line references ``#L12``).

@@ -57,28 +57,38 @@ def redact(value: Any, needles: Sequence[str]) -> Any:
 
 
 def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
-    """Drop managed blocks of removed entries and every other whole line quoting a needle.
+    """Drop managed entries (compact lines or legacy blocks) of removed keys and every other
+    whole line quoting a needle, then managed headings left with no entry under them.
     Returns (new content, lines removed)."""
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    if not needles and not any(f"dreaming:entry {k} " in content for k in entry_keys):
+    if not needles and not any(
+        f"dreaming:entry {k} " in content or f"<!-- {k} -->" in content for k in entry_keys
+    ):
         return content, 0
     doc = memory_file.parse(content)
     removed = 0
-    parts: list[str] = []
+    kept: list[memory_file.Segment] = []
     for seg in doc.segments:
         if isinstance(seg, memory_file.Block):
             if seg.key in entry_keys or carries(seg.text, needles):
                 removed += seg.raw.count("\n") or 1
                 continue
-            parts.append(seg.raw)
+            kept.append(seg)
             continue
-        kept = []
+        if isinstance(seg, memory_file.Heading):
+            kept.append(seg)
+            continue
+        lines = []
         for line in seg.splitlines(keepends=True):
             if carries(line, needles):
                 removed += 1
             else:
-                kept.append(line)
-        parts.append("".join(kept))
-    return "".join(parts), removed
+                lines.append(line)
+        if lines:
+            kept.append("".join(lines))
+    before = len(kept)
+    cleaned = memory_file.tidy(memory_file.Document(tuple(kept)))
+    removed += before - len(cleaned.segments)
+    return cleaned.render(), removed

@@ -4,6 +4,7 @@ validation fallbacks, budgets, dry runs and operator edits."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,10 @@ def execute(root: Path, sql: str, agent: str = "main") -> None:
             conn.execute(text(sql))
     finally:
         app.close()
+
+
+# A compact MEMORY.md entry line added in a unified diff.
+COMPACT_ADDED = re.compile(r"^\+- .+ <!-- m:[0-9a-f]{16} -->$", re.MULTILINE)
 
 
 def blocks(root: Path, agent: str = "main") -> list[mf.Block]:
@@ -317,7 +322,8 @@ def test_dry_run_writes_nothing(tmp_path: Path, fake_openai: FakeOpenAI) -> None
     before = tree_hash(root)
     out = deep_only(root, dry_run=True)["main"]
     assert tree_hash(root) == before
-    assert out["decisions"] and "+<!-- dreaming:entry m:" in out["diff"]
+    assert out["decisions"] and COMPACT_ADDED.search(out["diff"]), out["diff"]
+    assert "dreaming:entry" not in out["diff"]
     assert query(root, "SELECT count(*) FROM entries")[0][0] == 0
 
 
@@ -326,6 +332,7 @@ def test_person_edited_block_is_left_alone(tmp_path: Path) -> None:
     night(root)
     path = root / "workspace/MEMORY.md"
     first = blocks(root)[0]
+    assert first.compact
     edited = path.read_text().replace(first.text, first.text + " (checked by Sam)")
     path.write_text(edited)
     out = deep_only(root)["main"]
@@ -343,6 +350,67 @@ def test_person_removed_block_retires_its_entry(tmp_path: Path) -> None:
     assert out["memory"]["removed_by_person"] == [first.key]
     assert query(root, f"SELECT count(*) FROM entries WHERE key='{first.key}'")[0][0] == 0
     assert query(root, f"SELECT count(*) FROM origins WHERE entry_key='{first.key}'")[0][0] == 0
+
+
+def test_person_emptying_a_group_retires_its_entries_and_the_heading_goes(
+    tmp_path: Path,
+) -> None:
+    root = build_state(tmp_path / "s")
+    night(root)
+    path = root / "workspace/MEMORY.md"
+    doc = mf.read(path)
+    assert doc.headings and all(b.compact for b in doc.blocks)
+    # The entry lines right under the first heading: its group.
+    start = doc.segments.index(doc.headings[0]) + 1
+    group = []
+    for seg in doc.segments[start:]:
+        if not isinstance(seg, mf.Block):
+            break
+        group.append(seg)
+    content = path.read_text()
+    for b in group:
+        content = content.replace(b.raw, "")
+    path.write_text(content)
+    out = deep_only(root)["main"]
+    assert out["memory"]["removed_by_person"] == sorted(b.key for b in group)
+    after = mf.read(path)
+    assert doc.headings[0].group not in {h.group for h in after.headings}
+    assert {b.key for b in after.blocks} == {b.key for b in doc.blocks} - {b.key for b in group}
+    assert after.render().startswith(content[: content.index(doc.headings[0].raw)])
+
+
+def test_legacy_memory_file_is_converted_once_without_loss(tmp_path: Path) -> None:
+    from dreaming import memory_sync
+
+    root = build_state(tmp_path / "s")
+    night(root)
+    path = root / "workspace/MEMORY.md"
+    doc = mf.read(path)
+    operator = "".join(s for s in doc.segments if isinstance(s, str))
+    legacy = operator + "".join(mf.render_block(b.key, b.text) for b in doc.blocks)
+    legacy += "Operator text after the blocks.\n"
+    path.write_text(legacy)
+    app = open_app(root)
+    try:
+        engine = app.engine("main")
+        # Read as it is: every entry present, nothing edited, nothing removed.
+        report = memory_sync.reconcile(engine, "main", path)
+        assert report.edited_by_person == [] and report.removed_by_person == []
+        assert path.read_text() == legacy
+        # The next write converts it, keeping every entry and every operator byte.
+        assert memory_sync.write(engine, "main", path, run_id=None).written
+        converted = mf.read(path)
+        assert {(b.key, b.text) for b in converted.blocks} == {(b.key, b.text) for b in doc.blocks}
+        assert all(b.compact and not b.edited for b in converted.blocks)
+        assert converted.render().startswith(operator + "Operator text after the blocks.\n")
+        # Once: the write after it changes nothing.
+        assert not memory_sync.write(engine, "main", path, run_id=None).written
+    finally:
+        app.close()
+    assert (
+        query(root, "SELECT content FROM memory_backups WHERE id > 0 ORDER BY id DESC")[0][0]
+        == legacy
+    )
 
 
 @pytest.mark.parametrize("fraction", [0.0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,8 @@ def test_cli_dry_run_promote_and_entries(tmp_path: Path) -> None:
     dry = cli_run(root, "promote", "--dry-run", "--agent", "main")
     assert dry.exit_code == 0
     assert "dry run: nothing written" in dry.stdout
-    assert "+<!-- dreaming:entry m:" in dry.stdout
-    assert "dreaming:entry" not in (root / "workspace/MEMORY.md").read_text()
+    assert re.search(r"^\+- .+ <!-- m:[0-9a-f]{16} -->$", dry.stdout, re.MULTILINE)
+    assert "<!-- m:" not in (root / "workspace/MEMORY.md").read_text()
     real = cli_run(root, "promote", "--json")
     data = json.loads(real.stdout)
     assert data["agents"]["main"]["deep"]["actions"]["add"] >= 1

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dreaming import memory_file as mf
 from dreaming.sanitize import EMPTY, entry_text_problems, prompt_safe, sanitize_entry_text
 from dreaming.tags import Pattern, TagDeclaration, build_registry
 
@@ -70,6 +71,10 @@ def test_clean_text_has_no_problems_and_is_kept(text: str) -> None:
             "block marker",
             "The user likes tea.",
         ),
+        # The compact form's key comment and heading marker are ours too.
+        ("The user likes tea. <!-- m:0011223344556677 -->", "block marker", "The user likes tea."),
+        ("The user likes tea.<!--m:0011223344556677-->", "block marker", "The user likes tea."),
+        ("The user likes tea. <!-- dreaming:group -->", "block marker", "The user likes tea."),
         ("The user likes tea. <!-- hidden -->", "comment", "The user likes tea."),
         ("The user likes tea. <!-- unterminated", "comment", "The user likes tea. unterminated"),
         (
@@ -217,6 +222,11 @@ HOSTILE = [
     "-->",
     "<!-- dreaming:entry m:0011223344556677 -->",
     "<!-- /dreaming:entry -->",
+    "<!-- m:0011223344556677 -->",
+    " <!-- m:0011223344556677 -->\n",
+    "<!-- dreaming:group -->",
+    "## People <!-- dreaming:group -->\n",
+    "- ",
     "system:",
     "User:",
     "### System",
@@ -289,3 +299,19 @@ def test_sanitized_text_has_no_problems(text: str, registry: object, limit: int)
     assert len(clean) <= limit
     assert clean == clean.strip()
     assert "\n" not in clean
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_sanitized_text_is_one_entry_line_of_memory_md(text: str) -> None:
+    """Whatever the text, once sanitized it renders as one compact MEMORY.md line that
+    reads back as exactly that entry: it cannot end the line, forge a key or a heading."""
+    clean = sanitize_entry_text(text, registry=REGISTRY)
+    if not clean:
+        return
+    key = mf.entry_key(clean)
+    content = "# Notes\n" + mf.render_line(key, clean) + "after\n"
+    doc = mf.parse(content)
+    assert doc.render() == content
+    assert [(b.key, b.text, b.compact, b.edited) for b in doc.blocks] == [(key, clean, True, False)]
+    assert doc.headings == []

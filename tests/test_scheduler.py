@@ -315,7 +315,7 @@ def test_two_processes_on_one_job_and_agent_one_runs_the_other_reports_the_lock(
     ]
     with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert "dreaming:entry" in (root / "workspace" / "MEMORY.md").read_text()
+    assert "<!-- dreaming:group -->" in (root / "workspace" / "MEMORY.md").read_text()
 
 
 # -- the service and its signals -------------------------------------------------------------------
