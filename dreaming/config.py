@@ -99,6 +99,7 @@ class SalienceSettings(_Strict):
     banner: tuple[str, ...] = ()
     request: tuple[str, ...] = ()
     technical: tuple[str, ...] = ()
+    fact_named: tuple[str, ...] = ()
     request_cjk: tuple[str, ...] = ()
     fragment_starts: tuple[str, ...] = ()
 

@@ -302,17 +302,28 @@ def _apply_once(
     for group in GROUPS:
         if group not in pending:
             continue
-        at = next(
-            (i for i, s in enumerate(kept) if isinstance(s, Heading) and s.group == group), None
-        )
-        if at is None:
+        found = _first_heading(kept, (group,))
+        if found is not None:
+            end = _run_end(kept, found[0])
+            lines: list[Segment] = list(pending[group])
+            if not _raw(kept[end - 1]).endswith("\n"):
+                lines.insert(0, "\n")
+            kept[end:end] = lines
+            continue
+        # A new group goes before the first group that comes after it in GROUPS order, so
+        # the file does not depend on which write first brought each group (a night
+        # replayed after a crash writes in fewer steps and must give the same file).
+        found = _first_heading(kept, GROUPS[GROUPS.index(group) + 1 :])
+        if found is None:
             homeless.append(group)
             continue
-        end = _run_end(kept, at)
-        lines: list[Segment] = list(pending[group])
-        if not _raw(kept[end - 1]).endswith("\n"):
-            lines.insert(0, "\n")
-        kept[end:end] = lines
+        later, after = found
+        # The new group takes the place of the one after it, blank line (or none, at the
+        # start of the file) included; that one then gets a blank line before it.
+        blank = after.raw.startswith("\n")
+        if not blank:
+            kept[later] = Heading(after.group, "\n" + after.raw)
+        kept[later:later] = [Heading.of(group, blank_line_before=blank), *pending[group]]
     if homeless:
         body = "".join(_raw(s) for s in kept)
         starts_file = not body
@@ -335,6 +346,16 @@ def _drop(kept: list[Segment], seg: Block) -> bool:
     if not line_start and seg.raw.endswith("\n"):
         kept.append("\n")
     return line_start and seg.raw.endswith("\n")
+
+
+def _first_heading(
+    segments: Sequence[Segment], groups: Sequence[str]
+) -> tuple[int, Heading] | None:
+    """The first managed heading of one of `groups`, and where it stands."""
+    for i, seg in enumerate(segments):
+        if isinstance(seg, Heading) and seg.group in groups:
+            return i, seg
+    return None
 
 
 def _run_end(segments: Sequence[Segment], heading: int) -> int:

@@ -87,6 +87,7 @@ LISTS = (
     "banner",
     "request",
     "technical",
+    "fact_named",
     "fragment_starts",
 )
 
@@ -250,6 +251,7 @@ class Lexicon:
     banner: Cues
     request: Cues
     technical: re.Pattern[str] | None
+    fact_named: re.Pattern[str] | None
     fragment_starts: frozenset[str]
     smalltalk_words: frozenset[str]
 
@@ -276,15 +278,19 @@ class Lexicon:
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
+            fact_named=_raw_regex(lists.get("fact_named", ())),
             # Case matters here (camelCase), so these run on the claim as written.
-            technical=re.compile("|".join(f"(?:{p})" for p in lists.get("technical", ())))
-            if lists.get("technical")
-            else None,
+            technical=_raw_regex(lists.get("technical", ())),
             fragment_starts=frozenset(
                 w.replace("\\", "") for w in lists.get("fragment_starts", ())
             ),
             smalltalk_words=frozenset(w.casefold() for w in lists.get("smalltalk_words", ())),
         )
+
+
+def _raw_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """Patterns matched on the claim as written, case and all."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
 
 @functools.cache
@@ -442,7 +448,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.FIRST_PERSON)
         if lex.disclosure.hit(prepared):
             found.add(Feature.DISCLOSURE)
-    if lex.fact.hit(prepared):
+    if lex.fact.hit(prepared) or (lex.fact_named is not None and lex.fact_named.search(body)):
         found.add(Feature.FACT)
     if lex.event.hit(prepared):
         found.add(Feature.EVENT)

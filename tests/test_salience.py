@@ -203,13 +203,13 @@ def test_groups_for_memory_headings() -> None:
 
 
 def test_cue_lists_extend_from_settings() -> None:
-    plain = assess("Remember the blorfing ritual each dusk.")
+    plain = assess("We hold the blorfing ritual each dusk.")
     assert Feature.INSTRUCTION not in plain.features
     settings = parse_settings({"salience": {"instruction": ["blorf\\w*"]}}, "dreaming.toml")
     lexicon = lexicon_for(settings.salience.extra())
     assert lexicon is lexicon_for(settings.salience.extra())  # built once
     assert (
-        Feature.INSTRUCTION in assess("Remember the blorfing ritual each dusk.", lexicon).features
+        Feature.INSTRUCTION in assess("We hold the blorfing ritual each dusk.", lexicon).features
     )
     assert isinstance(lexicon, Lexicon)
 
