@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, and_, func, or_, select
 
 from dreaming import claims as claims_mod
-from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync
+from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync, salience
 from dreaming.candidates import read_clock, refresh_stale, rescore
 from dreaming.config import BudgetSettings, Paths
 from dreaming.decisions import (
@@ -557,29 +557,22 @@ class DeepPhase:
         self, agent: str, batch: Sequence[_Candidate]
     ) -> list[lineage.Applied]:
         """Add durable candidates, merge near-duplicates into existing entries; never
-        supersede (telling a changed fact from a new one needs understanding)."""
+        supersede (telling a changed fact from a new one needs understanding).
+
+        A near-duplicate is a near-identical bag of words, or one bag holding nearly all of
+        the other's (at least three words, the speaker's "I" counted as one, so "My son is
+        allergic to peanuts" never folds into "I'm allergic to peanuts")."""
         with self._reader() as conn:
             live = lineage.live_entries(conn, agent)
         index = claims_mod.SimilarityIndex(self.sim)
+        loose = claims_mod.SimilarityIndex(LOOSE_SIMILARITY)
+        bags: list[frozenset[str]] = []
         for i, (_, text) in enumerate(live):
+            bags.append(_bag(text))
             index.add(i, claims_mod.content_tokens(text))
+            loose.add(i, bags[i])
         out: list[lineage.Applied] = []
         for c, also in _utterances(batch):
-            hit = index.best(c.tokens)
-            if hit is not None:
-                key, text = live[hit]
-                out.append(
-                    lineage.Applied(
-                        c.id,
-                        c.key,
-                        Action.MERGE,
-                        (key,),
-                        text,
-                        "deterministic",
-                        "near-duplicate of an existing entry",
-                    )
-                )
-                continue
             text = sanitize_entry_text(
                 _attributed(c, also),
                 max_chars=self.settings.max_entry_chars,
@@ -592,11 +585,47 @@ class DeepPhase:
                     )
                 )
                 continue
-            why = f"salient: {c.features}" if c.features else "passed the gates"
             folded = tuple((o.id, o.key) for o in also)
+            bag = _bag(text)
+            hit = index.best(c.tokens)
+            if hit is None:
+                near = loose.best(bag)
+                if near is not None and _contains(bags[near], bag):
+                    hit = near
+            if hit is not None:
+                key, old = live[hit]
+                # The first statement stands, unless the new one says all it said and adds a
+                # detail or two ("... and works as an architect"); more than that is
+                # usually the moment's context ("..., so skip the satay tonight").
+                extra = bag - bags[hit]
+                keep = text if bags[hit] <= bag and 0 < len(extra) <= 2 else old
+                out.append(
+                    lineage.Applied(
+                        c.id,
+                        c.key,
+                        Action.MERGE,
+                        (key,),
+                        keep,
+                        "deterministic",
+                        "near-duplicate of an existing entry",
+                        folded,
+                    )
+                )
+                if keep != old:
+                    live[hit] = (memory_file.entry_key(keep), keep)
+                    bags[hit] = bag
+                    index.discard(hit)
+                    loose.discard(hit)
+                    index.add(hit, claims_mod.content_tokens(keep))
+                    loose.add(hit, bag)
+                continue
+            why = f"salient: {c.features}" if c.features else "passed the gates"
             out.append(
                 lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
             )
+            index.add(len(live), claims_mod.content_tokens(text))
+            loose.add(len(live), bag)
+            bags.append(bag)
             live.append((memory_file.entry_key(text), text))
         return out
 
@@ -696,6 +725,38 @@ _INTERJECTION = re.compile(
     r"totally|absolutely|definitely|honestly|actually|anyway|btw|hmm+|um+|uh+)\b[\s,!.…-]*)+",
     re.IGNORECASE,
 )
+
+
+# Bags of words this alike are looked at as possible statements of one fact (then checked by
+# containment): low enough to find "My sister Anna lives in Lisbon and works as an architect"
+# for "My sister Anna lives in Lisbon".
+LOOSE_SIMILARITY = 0.5
+_SELF = "\x00self"  # stands for the speaker's "I" in a bag of words
+
+
+def _bag(text: str) -> frozenset[str]:
+    """An entry's content words, and whether its speaker talks about themselves: the date and
+    attribution prefix of a deterministic entry is not part of what it says."""
+    body = text.split(": ", 1)[1] if _PREFIX.match(text) else text
+    tokens = claims_mod.content_tokens(body)
+    prepared = salience.Text.of(body)
+    if salience.default_lexicon().first_person.hit(prepared):
+        tokens |= {_SELF}
+    return tokens
+
+
+_PREFIX = re.compile(r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): ", re.IGNORECASE)
+
+
+def _contains(a: frozenset[str], b: frozenset[str]) -> bool:
+    """One bag holds the other: wholly for short ones (three or four words, where one word
+    can be the whole fact: "called" bluebird vs "runs" Postgres), 80% for longer ones."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if len(small) < 3:
+        return False
+    if len(small) <= 4:
+        return small <= large
+    return len(small & large) >= 0.8 * len(small)
 
 
 def _utterances(batch: Sequence[_Candidate]) -> list[tuple[_Candidate, list[_Candidate]]]:
