@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from dreaming import memory_file as mf
-from tests.deep_helpers import build_state, decide_all, ids_in, open_app, tree_hash
+from tests.deep_helpers import build_state, decide_all, ids_in, open_app, tree_hash, user_prompt
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 
 # Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.
@@ -133,9 +133,9 @@ def test_llm_merge_unions_origins_and_prunes(tmp_path: Path, fake_openai: FakeOp
     fake_openai.default = decide_all("add")
     night(root)
     before = {b.key: b.text for b in blocks(root)}
-    target_key = next(k for k, t in before.items() if "peanut" in t.lower())
-    target_origins = {
-        r[0] for r in query(root, f"SELECT session_id FROM origins WHERE entry_key='{target_key}'")
+    origins_before = {
+        key: {r[0] for r in query(root, f"SELECT session_id FROM origins WHERE entry_key='{key}'")}
+        for key in before
     }
     # A new session restates the fact; the model merges it into the shown entry.
     from tests.openclaw_builder import append
@@ -148,8 +148,16 @@ def test_llm_merge_unions_origins_and_prunes(tmp_path: Path, fake_openai: FakeOp
         "n1",
     )
 
+    shown: list[str] = []
+
     def merge(request: dict[str, Any]) -> Reply:
         cids, eids = ids_in(request)
+        # The entry the model merges into is the first one shown (search order differs
+        # between SQLite's FTS5 and PostgreSQL's tsvector, and several entries name peanuts).
+        text = user_prompt(request)
+        found = re.search(r'"id":\s*"' + eids[0] + r'",\s*"text":\s*"((?:[^"\\]|\\.)*)"', text)
+        assert found is not None
+        shown.append(json.loads('"' + found.group(1) + '"'))
         decisions = []
         for cid in cids:
             decisions.append(
@@ -172,6 +180,8 @@ def test_llm_merge_unions_origins_and_prunes(tmp_path: Path, fake_openai: FakeOp
     out = night(root)["main"]
     assert out["actions"].get("merge") == 1, out["fallbacks"]
     after = {b.key: b.text for b in blocks(root)}
+    target_key = next(k for k, t in before.items() if t == shown[0])
+    target_origins = origins_before[target_key]
     assert target_key not in after
     new_key = mf.entry_key("The user is allergic to peanuts and tree nuts.")
     assert after[new_key] == "The user is allergic to peanuts and tree nuts."
