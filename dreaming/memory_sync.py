@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, and_, delete, select
 
-from dreaming import faults, memory_file
+from dreaming import faults, memory_file, salience
 from dreaming.lineage import live_entries, remove_entries
 from dreaming.store.dialect import upsert
 from dreaming.store.models import MemoryBackupRow, StateRow
@@ -103,7 +103,8 @@ def render(conn: Connection, agent: str, path: Path) -> tuple[str | None, str]:
     """(current file content or None, the content the database says it should have)."""
     current = _read(path)
     doc = memory_file.parse(current or "")
-    return current, memory_file.apply_entries(doc, live_entries(conn, agent)).render()
+    entries = live_entries(conn, agent)
+    return current, memory_file.apply_entries(doc, entries, group_of=salience.group_of).render()
 
 
 def write(

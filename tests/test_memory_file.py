@@ -450,3 +450,21 @@ def test_scrub_drops_entries_of_removed_keys_in_both_forms() -> None:
     kept = scrub_text(content, ["works at ACME"], set())[0]
     assert set(managed(mf.parse(kept))) == {a[0], c[0]}
     assert "## Work" not in kept
+
+
+@given(
+    st.sampled_from(["", "# Memory\n", "# Memory\n\nNotes.\n\n", "no newline"]),
+    st.lists(FACT, max_size=8, unique_by=lambda f: mf.entry_key(f)),
+    st.lists(st.integers(min_value=0, max_value=8), max_size=4),
+)
+def test_file_does_not_depend_on_how_many_writes_brought_the_entries(
+    base: str, facts: list[str], cuts: list[int]
+) -> None:
+    """Entries added over several writes give the file one write of them all gives: a night
+    replayed after a crash writes in fewer steps, and must converge to the same file."""
+    entries = entries_of(*facts)
+    once = mf.apply_entries(mf.parse(base), entries).render()
+    doc = mf.parse(base)
+    for cut in [*sorted(cuts), len(entries)]:
+        doc = mf.parse(mf.apply_entries(doc, entries[:cut]).render())
+    assert doc.render() == once

@@ -208,9 +208,7 @@ def test_cue_lists_extend_from_settings() -> None:
     settings = parse_settings({"salience": {"instruction": ["blorf\\w*"]}}, "dreaming.toml")
     lexicon = lexicon_for(settings.salience.extra())
     assert lexicon is lexicon_for(settings.salience.extra())  # built once
-    assert (
-        Feature.INSTRUCTION in assess("We hold the blorfing ritual each dusk.", lexicon).features
-    )
+    assert Feature.INSTRUCTION in assess("We hold the blorfing ritual each dusk.", lexicon).features
     assert isinstance(lexicon, Lexicon)
 
 

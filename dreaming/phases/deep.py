@@ -640,7 +640,7 @@ class DeepPhase:
             bookkeeping = lineage.Bookkeeping.empty()
             for d in decisions:
                 if d.action is Action.ADD and d.text is not None:
-                    grow = len(memory_file.render_block(memory_file.entry_key(d.text), d.text))
+                    grow = len(memory_file.render_line(memory_file.entry_key(d.text), d.text))
                     if size + grow > self.settings.max_memory_chars:
                         # Deterministic policy at the size budget: no new entries; the
                         # candidate stays pending; merges and supersessions still apply.
