@@ -69,7 +69,7 @@ def test_runs_lists_every_agents_runs_newest_first(night: Path) -> None:
         assert run["llm_calls"] == 0 and run["tokens"] == 0 and run["cost_usd"] == 0
     first = next(r for r in listing if (r["agent"], r["id"]) == ("main", 1))
     assert first["phases"] == ["light", "rem", "deep"] and first["job"] is None
-    assert first["candidates"] > 0 and first["promotions"] == 3 and first["skips"] == 0
+    assert first["candidates"] > 0 and first["promotions"] == 7 and first["skips"] == 0
     deep_only = listing[0]
     assert deep_only["phases"] == ["deep"] and deep_only["candidates"] is None
 
@@ -91,7 +91,7 @@ def test_runs_show_one_run_in_full(night: Path) -> None:
     shown = as_json(night, "runs", "show", "1", "--agent", "main")
     assert set(shown) == LISTED | {"summary"}
     assert set(shown["summary"]["phases"]) == {"light", "rem", "deep"}
-    assert shown["summary"]["phases"]["deep"]["actions"] == {"add": 3}
+    assert shown["summary"]["phases"]["deep"]["actions"] == {"add": 4, "merge": 3}
 
     only_main = as_json(night, "runs", "show", "2")  # run 2 exists for main only
     assert only_main["agent"] == "main" and only_main["phases"] == ["deep"]
