@@ -470,12 +470,19 @@ class Pick:
     turns: frozenset[str]
 
 
+# The deterministic path's attribution ("2026-03-08 — the user: "): framing too, since a
+# candidate's text carries none, so a random pick pays it like a real entry.
+_ATTRIBUTION = re.compile(r"^\d{4}-\d{2}-\d{2} — the (?:user|agent): ")
+
+
 def framing(memory_chars: int, entry_texts: Sequence[str]) -> float:
-    """MEMORY.md's mean characters per live entry beyond the entry's text (heading, bullet,
-    markers, newlines); DEFAULT_OVERHEAD without entries; never below 0."""
+    """MEMORY.md's mean characters per live entry beyond the statement itself (heading,
+    bullet, key comment, newline, and the date and speaker the deterministic path puts
+    before it); DEFAULT_OVERHEAD without entries; never below 0."""
     if not entry_texts:
         return DEFAULT_OVERHEAD
-    return max(0.0, (memory_chars - sum(len(t) for t in entry_texts)) / len(entry_texts))
+    said = sum(len(_ATTRIBUTION.sub("", t)) for t in entry_texts)
+    return max(0.0, (memory_chars - said) / len(entry_texts))
 
 
 def cost(pick: Pick, overhead: float) -> float:
