@@ -403,19 +403,23 @@ def _names(text: str, words: Sequence[str]) -> bool:
     return not text.isascii() and _KATAKANA.search(text) is not None
 
 
-def _smalltalk(text: Text, words: list[str], lex: Lexicon, informative: bool) -> bool:
-    """Small talk: nothing left once acknowledgements, stopwords and vocatives are removed."""
+def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) -> bool:
+    """Small talk: fewer than two words left once acknowledgements and stopwords are removed
+    (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). An event or a
+    disclosure needs two such words as well ("I removed them all good" says nothing); a rule,
+    a constraint or a preference ("I love hiking") is never small talk."""
     if not text.ascii and lex.smalltalk_line.hit(text):
         return True
-    if informative:
+    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE}:
         return False
+    informative = bool(found & {Feature.DISCLOSURE, Feature.FACT, Feature.EVENT})
     left = 0
     for w in words:
         f = w.casefold()
         if f in claims_mod.STOPWORDS or f in lex.smalltalk_words or f.isdigit():
             continue
-        if w[:1].isupper() and w != "I" and w is not words[0]:
-            continue  # a vocative ("Thanks, Melanie!") names nobody's fact
+        if not informative and w[:1].isupper() and w != "I" and w is not words[0]:
+            continue  # a vocative names nobody's fact
         left += 1
         if left >= 2:
             return False
@@ -466,11 +470,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.NARRATION)
     if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
         found.add(Feature.REQUEST)
-    informative = bool(
-        found
-        & {Feature.INSTRUCTION, Feature.DISCLOSURE, Feature.FACT, Feature.EVENT, Feature.CONSTRAINT}
-    )
-    if _smalltalk(prepared, words, lex, informative):
+    if _smalltalk(prepared, words, lex, found):
         found.add(Feature.SMALLTALK)
     tokens = claims_mod.tokens_of(words)
     if words and len(tokens) / len(words) >= 0.5 and len(tokens) >= 4:

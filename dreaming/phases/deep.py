@@ -731,6 +731,9 @@ _SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "t
 _NO_STOP = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af.!?。！？…)）」』\"']$")
 
 
+_CJK_END = re.compile(r"[\u3040-\u30ff\u3400-\u9fff。！？」』]$")
+
+
 def _day(ts: datetime | None) -> str | None:
     return ts.date().isoformat() if ts is not None else None
 
@@ -749,7 +752,10 @@ def _attributed(c: _Candidate, also: Sequence[_Candidate] = ()) -> str:
             body += "."
         if body:
             parts.append(body)
-    text = " ".join(parts)
+    # Sentences of languages written without spaces join without one.
+    text = "".join(
+        p if i == 0 or _CJK_END.search(parts[i - 1]) else f" {p}" for i, p in enumerate(parts)
+    )
     day = _day(c.first_seen)
     return f"{day} — {speaker}: {text}" if day else f"{speaker[0].upper()}{speaker[1:]}: {text}"
 
