@@ -405,14 +405,14 @@ def _names(text: str, words: Sequence[str]) -> bool:
 
 def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) -> bool:
     """Small talk: fewer than two words left once acknowledgements and stopwords are removed
-    (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). An event or a
-    disclosure needs two such words as well ("I removed them all good" says nothing); a rule,
-    a constraint or a preference ("I love hiking") is never small talk."""
+    (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A disclosure or
+    a fact needs two such words as well; a rule, a constraint, a preference ("I love hiking")
+    or an event ("I had a great time at the park") is never small talk."""
     if not text.ascii and lex.smalltalk_line.hit(text):
         return True
-    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE}:
+    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE, Feature.EVENT}:
         return False
-    informative = bool(found & {Feature.DISCLOSURE, Feature.FACT, Feature.EVENT})
+    informative = bool(found & {Feature.DISCLOSURE, Feature.FACT})
     left = 0
     for w in words:
         f = w.casefold()
