@@ -189,3 +189,31 @@ def test_agent_only_claims_wait_unless_the_setting_allows(tmp_path: Path, agent_
     assert ("Frankfurt" in joined) is agent_only
     if agent_only:
         assert "the agent:" in joined
+
+
+def test_restatements_merge_but_another_persons_fact_stays_apart(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    said = [
+        "My sister Anna lives in Lisbon.",
+        "I'm allergic to peanuts, please remember that.",
+        "My sister Anna lives in Lisbon and works as an architect.",
+        "I'm still allergic to peanuts, tell the caterer for Friday.",
+        "My son Leo is allergic to peanuts too.",
+    ]
+    for day, statement in enumerate(said):
+        oc.session(
+            "main",
+            f"s{day}",
+            [("user", statement)],
+            key=f"agent:main:s{day}",
+            start=start + timedelta(days=day),
+            chatType="direct",
+        )
+        night(tmp_path)  # a night after each day, as a deployment dreams
+    lines = memory_lines(tmp_path)
+    anna = [line for line in lines if "Anna" in line]
+    assert len(anna) == 1 and "architect" in anna[0], lines  # the fuller statement won
+    mine = [line for line in lines if "allergic" in line and "Leo" not in line]
+    assert len(mine) == 1 and "caterer" not in mine[0], lines  # the first statement stands
+    assert any("Leo" in line for line in lines), lines  # the son's allergy is his own entry

@@ -781,10 +781,16 @@ def _bag(text: str) -> frozenset[str]:
     attribution prefix of a deterministic entry is not part of what it says."""
     body = text.split(": ", 1)[1] if _PREFIX.match(text) else text
     tokens = claims_mod.content_tokens(body)
-    prepared = salience.Text.of(body)
-    if salience.default_lexicon().first_person.hit(prepared):
+    if _SPEAKER_SUBJECT.search(body):
         tokens |= {_SELF}
     return tokens
+
+
+# The speaker as the subject ("I'm allergic"), not as an owner ("My son is allergic").
+_SPEAKER_SUBJECT = re.compile(
+    r"(?<![\w'])(?:i|i'm|im|i've|i'd|i'll|we|we're|we've)(?![\w'])|[僕私俺][はが]|我(?!的)",
+    re.IGNORECASE,
+)
 
 
 _PREFIX = re.compile(r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): ", re.IGNORECASE)
