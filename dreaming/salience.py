@@ -445,21 +445,23 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         return Salience(frozenset({Feature.BANNER}), 0.0)
     if _fragment(prepared, lex):
         return Salience(frozenset({Feature.FRAGMENT}), 0.0)
-    found: set[Feature] = set()
-    if lex.instruction.hit(prepared):
-        found.add(Feature.INSTRUCTION)
-    if lex.first_person.hit(prepared):
-        found.add(Feature.FIRST_PERSON)
-        if lex.disclosure.hit(prepared):
-            found.add(Feature.DISCLOSURE)
-    if lex.fact.hit(prepared) or (lex.fact_named is not None and lex.fact_named.search(body)):
+    found = {
+        feature
+        for feature, cues in (
+            (Feature.INSTRUCTION, lex.instruction),
+            (Feature.FIRST_PERSON, lex.first_person),
+            (Feature.FACT, lex.fact),
+            (Feature.EVENT, lex.event),
+            (Feature.CONSTRAINT, lex.constraint),
+            (Feature.PREFERENCE, lex.preference),
+        )
+        if cues.hit(prepared)
+    }
+    # A disclosure is the speaker telling about themselves; a named subject states a fact.
+    if Feature.FIRST_PERSON in found and lex.disclosure.hit(prepared):
+        found.add(Feature.DISCLOSURE)
+    if lex.fact_named is not None and lex.fact_named.search(body):
         found.add(Feature.FACT)
-    if lex.event.hit(prepared):
-        found.add(Feature.EVENT)
-    if lex.constraint.hit(prepared):
-        found.add(Feature.CONSTRAINT)
-    if lex.preference.hit(prepared):
-        found.add(Feature.PREFERENCE)
     if _names(body, words):
         found.add(Feature.NAMES)
     if _DIGIT.search(body):

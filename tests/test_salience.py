@@ -8,8 +8,36 @@ import pytest
 
 from dreaming.claims import extract, sentences, words
 from dreaming.config import ConfigError, parse_settings
-from dreaming.salience import Feature, Lexicon, assess, group_of, lexicon_for
+from dreaming.salience import Feature, Lexicon, Salience, assess, group_of, lexicon_for
 from dreaming.scoring import Rarity, Signals, score
+
+
+def signals(
+    owner: int,
+    agent: int,
+    *,
+    sessions: int = 1,
+    seen: datetime | None = None,
+    said: Salience | None = None,
+    rarity: float = 0.5,
+    chars: int = 40,
+) -> Signals:
+    """A candidate's signals: said `owner` and `agent` times over `sessions` sessions."""
+    said = said or Salience(frozenset(), 0.0)
+    return Signals(
+        sessions,
+        sessions,
+        owner,
+        agent,
+        0,
+        0,
+        seen,
+        False,
+        salience=said.value,
+        features=said.features,
+        rarity=rarity,
+        chars=chars,
+    )
 
 
 def value(text: str) -> float:
@@ -78,34 +106,8 @@ def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:
     assert instruction > chatter
     narration = assess("I'll start by reading the config file.")
     assert Feature.NARRATION in narration.features
-    agent_only = Signals(
-        1,
-        1,
-        0,
-        1,
-        0,
-        0,
-        None,
-        False,
-        salience=narration.value,
-        features=narration.features,
-        rarity=0.5,
-        chars=38,
-    )
-    said_by_owner = Signals(
-        1,
-        1,
-        1,
-        0,
-        0,
-        0,
-        None,
-        False,
-        salience=narration.value,
-        features=narration.features,
-        rarity=0.5,
-        chars=38,
-    )
+    agent_only = signals(0, 1, said=narration, chars=38)
+    said_by_owner = signals(1, 0, said=narration, chars=38)
     assert score(agent_only, None, 14.0) == 0.0
     assert score(said_by_owner, None, 14.0) > 0.0
 
@@ -114,49 +116,24 @@ def test_a_single_strong_statement_outscores_recurring_small_talk() -> None:
     clock = datetime(2026, 3, 9, tzinfo=UTC)
     fact = assess("I'm allergic to peanuts.")
     thanks = assess("Thanks so much, that really means a lot to me!")
-    once = Signals(
-        1,
-        1,
-        1,
-        0,
-        0,
-        0,
-        clock,
-        False,
-        salience=fact.value,
-        features=fact.features,
-        rarity=0.8,
-        chars=24,
-    )
-    often = Signals(
-        9,
-        9,
-        30,
-        0,
-        0,
-        0,
-        clock,
-        False,
-        salience=thanks.value,
-        features=thanks.features,
-        rarity=0.1,
-        chars=46,
-    )
+    once = signals(1, 0, seen=clock, said=fact, rarity=0.8, chars=24)
+    often = signals(30, 0, sessions=9, seen=clock, said=thanks, rarity=0.1, chars=46)
     assert score(often, clock, 14.0) == 0.0
     assert score(once, clock, 14.0) > 1.0  # clears deep's default gate on its own
 
 
 def test_repetition_only_corroborates_informative_claims() -> None:
     fact = assess("We deploy on Fridays only after the QA sign-off.")
-    base = dict(salience=fact.value, features=fact.features, rarity=0.5, chars=48)
-    once = score(Signals(1, 1, 1, 0, 0, 0, None, False, **base), None, 14.0)  # type: ignore[arg-type]
-    thrice = score(Signals(3, 3, 3, 0, 0, 0, None, False, **base), None, 14.0)  # type: ignore[arg-type]
+    once = score(signals(1, 0, said=fact, chars=48), None, 14.0)
+    thrice = score(signals(3, 0, sessions=3, said=fact, chars=48), None, 14.0)
     assert thrice > once > 0
+    thanks = assess("Thanks so much, that really means a lot!")
+    assert score(signals(9, 0, sessions=9, said=thanks), None, 14.0) == 0.0
 
 
 def test_shorter_claims_that_tell_as_much_rank_higher() -> None:
-    short = Signals(1, 1, 1, 0, 0, 0, None, False, salience=0.5, rarity=0.5, chars=30)
-    long = Signals(1, 1, 1, 0, 0, 0, None, False, salience=0.5, rarity=0.5, chars=300)
+    said = Salience(frozenset({Feature.EVENT}), 0.5)
+    short, long = signals(1, 0, said=said, chars=30), signals(1, 0, said=said, chars=300)
     assert score(short, None, 14.0) > score(long, None, 14.0)
 
 
