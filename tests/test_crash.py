@@ -26,13 +26,20 @@ Beside the library's crash points, the tests kill a child right after a chosen l
 function returns (`WRAPPED`): points the library does not mark, such as the tombstone file
 written before the purge's transaction commits.
 
+Which crash points a night passes, how often and for which agent, is recorded from the
+uninterrupted reference nights (`Trace`), not written into the tests: a case names its crash
+point by what it is (`At`: main's first deep batch) and the trace turns that into the
+`<point>:<n>` of `DREAMING_CRASH_AT`.
+
 Trials: every parametrized case and the console-script test is one trial; the random test
 adds `DREAMING_CRASH_TRIALS=N` seeded picks (default `RANDOM_TRIALS`, so that the default run
 has at least 50 trials expected to converge) of a scenario and its crash points, night and
-forget alike; `DREAMING_CRASH_SEED` changes the seed. The pool holds 108 distinct crashes:
-N >= 108 runs every one of them (beyond the pool, picks repeat).
+forget alike; `DREAMING_CRASH_SEED` changes the seed. The pool holds every hit of a library
+crash point in the reference nights, per scenario, and every forget crash (142 with today's
+demo; the random test prints the size, `-s` shows it): N at least that runs every one of
+them (beyond the pool, picks repeat).
 
-    DREAMING_CRASH_TRIALS=108 pytest tests/test_crash.py -k random
+    DREAMING_CRASH_TRIALS=142 pytest tests/test_crash.py -k random -s --timeout 0
 
 Known bugs are strict xfails whose failure must show the bug's symptom.
 """
@@ -67,17 +74,12 @@ CRASH_RC = 137
 # Deep in batches of two, so a crash can also fall between two batches of one agent.
 EXTRA_CONFIG = "\n[deep]\nbatch_size = 2\n"
 
-# How often a night reaches each point; bob comes before main at every point. First night:
-# light reads 4 + 5 admitted sessions; deep decides 1 batch for bob and 2 for main, and each
-# batch writes MEMORY.md once. Second night: one grown session per agent, one deep batch each.
-HITS = {
-    "light.before_commit": (9, 2),
-    "light.after_commit": (9, 2),
-    "deep.before_commit": (3, 2),
-    "deep.after_commit": (3, 2),
-    "memory.before_write": (3, 2),
-    "memory.after_write": (3, 2),
-}
+# How often a night reaches each crash point, and for which agent, is not written down here:
+# it is what the reference nights pass (`Trace`, recorded by the `refs` fixture), so that a
+# change in what the demo's input promotes moves the crash points with it. A night runs bob
+# whole (light: one commit per admitted session; deep: one commit per batch, each followed
+# by a MEMORY.md write), then main. Cases name a crash point by what it is (`At`: main's
+# first deep batch, bob's last session) and are resolved against the trace to `<point>:<n>`.
 
 # Points a purge of one session passes once each, in this order: the database part commits,
 # the memory files are scrubbed, MEMORY.md is rendered (memory.*), the completion commits.
@@ -100,12 +102,13 @@ RECOVERY_POINTS = {
 WRAPPED = {
     # The tombstone file is appended (and fsynced) once the purge's transaction committed.
     "forget.after_tombstone_file": ("dreaming.forget", "record_tombstones"),
-    # Every file dreaming writes goes through memory_file.atomic_write: temp file, fsync,
-    # rename. After the n-th fsync of a night the temp file is complete but not renamed; the
-    # first night's sixth is main's corpus file of 2026-03-02, all of it from s-main-01.
+    # Every file dreaming writes goes through a temp file, fsync and rename: after the n-th
+    # fsync of a night its temp file is complete but not renamed. Light writes an agent's
+    # corpus files to temp files and fsyncs them all before it renames any
+    # (corpus.write_days): after main's first fsync, none of main's corpus files is renamed
+    # and the temp file of 2026-03-02, all of it from s-main-01, is complete.
     "os.fsync": ("os", "fsync"),
 }
-MAIN_FIRST_CORPUS_FSYNC = "os.fsync:6"
 
 RANDOM_TRIALS = 24  # the default number of random picks (DREAMING_CRASH_TRIALS overrides)
 SEED = 20260302
@@ -120,18 +123,14 @@ class Bug:
 DIVERGED = "differs from the reference"
 
 
-def known_bug(mode: str, point: str, n: int) -> Bug | None:
-    """The bug a night scenario is expected to hit instead of converging, or None. Every
-    bug these tests found is fixed: scores left stale by a crash after light's last commit;
-    recalls judged against a MEMORY.md lagging behind the database; temp files of a killed
-    atomic write left for good (and so out of a later purge's reach)."""
-    del mode, point, n
+def known_bug(mode: str, at: At) -> Bug | None:
+    """The bug a night scenario crashed at `at` is expected to hit instead of converging, or
+    None. Every bug these scenarios found is fixed: scores left stale by a crash after
+    light's last commit; recalls judged against a MEMORY.md lagging behind the database; temp
+    files of a killed atomic write left for good (and so out of a later purge's reach). An
+    open one needs input of its own (`LAGGING_MERGE`, with its own test)."""
+    del mode, at
     return None
-
-
-def night_bug(mode: str, crash: str) -> Bug | None:
-    point, _, n = crash.partition(":")
-    return known_bug(mode, point, int(n))
 
 
 def known_forget_bug(point: str, recovery: str, second: str | None) -> Bug | None:
@@ -152,16 +151,75 @@ def expect_bug(bug: Bug | None, check: Callable[[], None]) -> None:
         raise
 
 
-def settled_agents(point: str, n: int) -> tuple[str, ...]:
-    """Agents whose first night is wholly committed to the database when the crash hits
-    (only MEMORY.md may lag behind). New input after the crash may only be compared for
-    them: for any other agent the next night legitimately decides over more input at once
-    than the uninterrupted first night did."""
-    if point == "deep.before_commit":
-        return ("bob",) if n >= 2 else ()
-    if point in ("deep.after_commit", "memory.before_write", "memory.after_write"):
-        return ("bob", "main") if n >= 3 else ("bob",)
-    return ()
+# The crash points of a night whose commit is done once they are reached.
+COMMITTED = ("light.after_commit", "deep.after_commit")
+
+
+@dataclass(frozen=True)
+class Hit:
+    agent: str  # whose run passed it
+    point: str  # a library crash point, or "os.fsync"
+    path: str = ""  # os.fsync: the file synced (its temp file's name, relative to the root)
+
+
+@dataclass(frozen=True)
+class At:
+    """A crash point named by what it is rather than by a count: the `k`-th time (1-based;
+    -1 is the last) that `agent`'s run passes `point`, among the hits whose path contains
+    `path`. `Trace.crash` turns it into the `<point>:<n>` of `DREAMING_CRASH_AT`."""
+
+    point: str
+    agent: str
+    k: int
+    path: str = ""
+
+    def __str__(self) -> str:
+        which = "last" if self.k == -1 else f"#{self.k}"
+        return f"{self.point}-{self.agent}{'-' + self.path if self.path else ''}-{which}"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The crash points one uninterrupted night passes, in order, each with its agent."""
+
+    hits: tuple[Hit, ...]
+
+    def points(self) -> list[str]:
+        """The library's crash points the night passes (the tests' own `WRAPPED` aside)."""
+        return sorted({h.point for h in self.hits if h.point not in WRAPPED})
+
+    def count(self, point: str, agent: str | None = None) -> int:
+        return sum(h.point == point and agent in (None, h.agent) for h in self.hits)
+
+    def crash(self, at: At) -> str:
+        """`<point>:<n>`: the n-th hit of the point in the night is the one `at` names."""
+        mine = [
+            i
+            for i, h in enumerate(self.hits)
+            if h.point == at.point and h.agent == at.agent and at.path in h.path
+        ]
+        assert mine and -len(mine) <= at.k <= len(mine) and at.k != 0, (
+            f"the reference night passes {at.point} {len(mine)} times for {at.agent}"
+            f"{' writing ' + at.path if at.path else ''}: no crash point {at}"
+        )
+        index = mine[at.k - 1 if at.k > 0 else at.k]
+        return f"{at.point}:{sum(h.point == at.point for h in self.hits[: index + 1])}"
+
+    def settled_agents(self, point: str, n: int) -> tuple[str, ...]:
+        """Agents whose night is wholly committed to the database when the crash at the n-th
+        hit of `point` hits (only MEMORY.md may lag behind): every commit of theirs was done
+        before it (a `*.after_commit` point is reached once its commit is done). New input
+        after the crash may only be compared for them: for any other agent the next night
+        legitimately decides over more input at once than the uninterrupted first night did
+        (salience weighs a claim by its rarity in the agent's corpus, say)."""
+        at = [i for i, h in enumerate(self.hits) if h.point == point][n - 1]
+        done = at + 1 if point in COMMITTED else at
+        return tuple(
+            a
+            for a in AGENTS
+            if self.count("deep.after_commit", a)  # no deep commit: its end is unmarked
+            and all(h.agent != a or h.point not in COMMITTED for h in self.hits[done:])
+        )
 
 
 # -- running processes ------------------------------------------------------------------------
@@ -195,6 +253,43 @@ SERVER = textwrap.dedent(
 
         setattr(mod, attr, wrapper)
 
+    def trace_to(path):
+        # One JSON line [agent, point, path] per crash point passed, in order: the library's
+        # checkpoints, and every os.fsync once it returned (as die_after counts them).
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        agent = [""]
+
+        def note(point, synced=""):
+            os.write(out, (json.dumps([agent[0], point, synced]) + "\\n").encode())
+
+        checkpoint = faults.checkpoint
+
+        def traced_checkpoint(name):
+            note(name)
+            checkpoint(name)
+
+        faults.checkpoint = traced_checkpoint
+        fsync = os.fsync
+
+        def traced_fsync(fd):
+            fsync(fd)
+            try:
+                synced = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                synced = "?"
+            note("os.fsync", synced)
+
+        os.fsync = traced_fsync
+        from dreaming.app import App
+
+        run_agent = App.run_agent
+
+        def traced_run_agent(self, name, *args, **kwargs):
+            agent[0] = name
+            return run_agent(self, name, *args, **kwargs)
+
+        App.run_agent = traced_run_agent
+
     for raw in sys.stdin:
         req = json.loads(raw)
         pid = os.fork()
@@ -206,6 +301,8 @@ SERVER = textwrap.dedent(
                 faults._hits.clear()
                 if req.get("wrap"):
                     die_after(*req["wrap"])
+                if req.get("trace"):
+                    trace_to(req["trace"])
                 for fd, name in ((1, req["out"]), (2, req["err"])):
                     target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                     os.dup2(target, fd)
@@ -274,9 +371,12 @@ class Runner:
             env=clean_env(),
         )
 
-    def run(self, root: Path, args: list[str], crash: str | None = None) -> tuple[int, str]:
+    def run(
+        self, root: Path, args: list[str], crash: str | None = None, trace: Path | None = None
+    ) -> tuple[int, str]:
         """(exit code, stdout + stderr) of one process running `dreaming <args>` over `root`,
-        killed at `crash` (`<point>:<n>`, a library point or one of `WRAPPED`) if given."""
+        killed at `crash` (`<point>:<n>`, a library point or one of `WRAPPED`) if given,
+        writing the crash points it passes to `trace` if given (see `read_trace`)."""
         self.count += 1
         out, err = self.logs / f"{self.count}.out", self.logs / f"{self.count}.err"
         wrap = None
@@ -284,7 +384,14 @@ class Runner:
             point, _, n = crash.partition(":")
             wrap, crash = [*WRAPPED[point], int(n or 1)], None
         env = clean_env(root, crash)
-        req = {"args": args, "env": env, "out": str(out), "err": str(err), "wrap": wrap}
+        req = {
+            "args": args,
+            "env": env,
+            "out": str(out),
+            "err": str(err),
+            "wrap": wrap,
+            "trace": str(trace) if trace is not None else None,
+        }
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
@@ -295,6 +402,13 @@ class Runner:
     def night(self, root: Path, crash: str | None = None) -> tuple[int, str]:
         """(exit code, stdout + stderr) of one process running one night over `root`."""
         return self.run(root, night_args(root), crash)
+
+    def traced_night(self, root: Path) -> Trace:
+        """One clean night over `root`, and the crash points it passed."""
+        trace = self.logs / f"{self.count + 1}.trace"
+        rc, output = self.run(root, night_args(root), trace=trace)
+        assert rc == 0, f"a clean night failed ({rc}):\n{output[-3000:]}"
+        return read_trace(trace, root)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -309,6 +423,14 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
         yield r
     finally:
         r.close()
+
+
+def read_trace(path: Path, root: Path) -> Trace:
+    hits = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        agent, point, synced = json.loads(line)
+        hits.append(Hit(agent, point, synced.removeprefix(f"{root.resolve()}/")))
+    return Trace(tuple(hits))
 
 
 def clean_run(runner: Runner, root: Path, args: list[str], what: str) -> None:
@@ -351,9 +473,10 @@ def build(root: Path) -> Path:
 
 NEXT_DAY = demo.BASE + timedelta(days=14)
 
-# Between the nights, one grown session per agent: a new fact with a durability cue, a repeat
-# of a pending candidate, and repeats of every fact the first night promotes (recalls of our
-# own entries, which must not be promoted again).
+# Between the nights, one grown session per agent: new facts unlike any the first night kept
+# (new names and places, one with a durability cue: the second night's new entries), and
+# repeats of what the first night kept: recalls of our own entries, or more evidence for a
+# candidate it merged into one, decided again; neither may become an entry of its own.
 APPENDS: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "bob",
@@ -361,6 +484,7 @@ APPENDS: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             ("user", "Please remember that the production database is called redwood."),
             ("assistant", "Noted: production is redwood."),
+            ("user", "The analytics warehouse is called kestrel and runs in Frankfurt."),
             ("user", "The staging database bluebird runs Postgres 16."),
             ("user", "We deploy on Fridays only after the QA sign-off."),
             ("user", "Our deploys happen on Fridays only after the QA sign-off, never before."),
@@ -372,6 +496,7 @@ APPENDS: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             ("user", "Please remember that my car is a blue Volvo."),
             ("assistant", "A blue Volvo, noted."),
+            ("user", "My brother Tomas lives in Porto and teaches chemistry."),
             ("user", "My sister Anna lives in Lisbon and works as an architect."),
             ("user", "I'm allergic to peanuts, please remember that."),
             ("user", "I prefer meetings after 10am on weekdays."),
@@ -564,32 +689,51 @@ def assert_same(got: State, want: State, agents: tuple[str, ...] = AGENTS) -> No
 class References:
     one_night: State
     two_nights: State
+    first: Trace  # the crash points the first night passes
+    second: Trace  # ... and the second, after the second day's input
+
+    def trace(self, mode: str) -> Trace:
+        """The night a scenario crashes: the second in `second`, else the first."""
+        return self.second if mode == "second" else self.first
 
 
 @pytest.fixture(scope="module")
 def refs(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> References:
     root = build(tmp_path_factory.mktemp("reference") / "state")
-    clean_night(runner, root)
+    first = runner.traced_night(root)
     one = snapshot(root)
     check_consistent(root, one)
     clean_night(runner, root)
     assert snapshot(root) == one, "a quiet second night changed something"
     append_second_day(root)
-    clean_night(runner, root)
+    second = runner.traced_night(root)
     two = snapshot(root)
     check_consistent(root, two)
-    # The scenarios are worth crashing in: each night adds entries, the second also recalls.
-    for agent in AGENTS:
-        live_one = [e for e in one[agent]["entries"] if e[2] == "live"]
-        live_two = [e for e in two[agent]["entries"] if e[2] == "live"]
-        assert live_one and len(live_two) > len(live_one), agent
+    # The scenarios are worth crashing in: each night adds entries, the second also recalls
+    # (and what the second day repeats of the first does not become an entry again); each
+    # night passes every crash point for each agent, and in the first a crash can fall
+    # between two deep batches of one agent.
+    for agent, _sid, turns in APPENDS:
+        live_one = {t for _k, t, status in one[agent]["entries"] if status == "live"}
+        live_two = {t for _k, t, status in two[agent]["entries"] if status == "live"}
+        assert live_one and live_two - live_one, f"{agent}: the second night added no entry"
         assert two[agent]["recalls"], agent
-    return References(one, two)
+        said = {line[6] for line in one[agent]["corpus_lines"]}
+        repeats = [t for role, t in turns if role == "user" and t in said]
+        assert repeats, agent
+        again = [(r, e) for r in repeats for e in live_two - live_one if r in e]
+        assert not again, f"{agent}: repeated, promoted again: {again}"
+    for trace in (first, second):
+        assert set(trace.points()) >= {*COMMITTED, "memory.after_write"}, trace.points()
+        for point in trace.points():
+            assert all(trace.count(point, agent) for agent in AGENTS), (point, trace)
+    assert max(first.count("deep.after_commit", agent) for agent in AGENTS) >= 2
+    return References(one, two, first, second)
 
 
 def run_scenario(runner: Runner, root: Path, mode: str, crash: str, refs: References) -> None:
     point, _, n = crash.partition(":")
-    compared = settled_agents(point, int(n)) if mode == "new-input" else AGENTS
+    compared = refs.first.settled_agents(point, int(n)) if mode == "new-input" else AGENTS
     assert compared, f"{crash} leaves no agent settled: nothing to compare with new input"
     build(root)
     if mode == "second":
@@ -752,7 +896,7 @@ def test_console_script_agrees(tmp_path: Path, runner: Runner, refs: References)
         return done.returncode
 
     root = build(tmp_path / "state")
-    assert run(root, "deep.after_commit:2") == CRASH_RC
+    assert run(root, refs.first.crash(At("deep.after_commit", "main", 1))) == CRASH_RC
     assert run(root) == 0
     got = snapshot(root)
     check_consistent(root, got)
@@ -761,22 +905,24 @@ def test_console_script_agrees(tmp_path: Path, runner: Runner, refs: References)
 
 
 NIGHT_CASES = [
-    ("first", "light.before_commit:6"),
-    ("first", "light.after_commit:3"),
-    ("first", "light.after_commit:4"),  # bob's last session
-    ("first", "light.after_commit:9"),  # main's last session
-    ("first", "deep.before_commit:3"),
-    ("first", "deep.after_commit:1"),
-    ("first", "deep.after_commit:2"),  # between main's two batches
-    ("first", "memory.before_write:3"),
-    ("first", "memory.after_write:2"),
-    ("first", "os.fsync:11"),  # main's MEMORY.md written to its temp file, not renamed
-    ("second", "light.after_commit:2"),  # main's only grown session
-    ("second", "deep.after_commit:1"),
-    ("second", "memory.before_write:2"),
-    ("new-input", "deep.after_commit:1"),
-    ("new-input", "deep.after_commit:3"),
-    ("new-input", "memory.after_write:3"),
+    ("first", At("light.before_commit", "main", 2)),
+    ("first", At("light.after_commit", "bob", 3)),
+    ("first", At("light.after_commit", "bob", -1)),  # bob's last session
+    ("first", At("light.after_commit", "main", -1)),  # main's last session
+    ("first", At("deep.before_commit", "main", -1)),
+    ("first", At("deep.after_commit", "bob", 1)),  # between bob's first two batches
+    ("first", At("deep.after_commit", "main", 1)),  # ... and main's
+    ("first", At("memory.before_write", "main", -1)),
+    ("first", At("memory.after_write", "main", 1)),
+    # main's MEMORY.md written to its temp file, not renamed
+    ("first", At("os.fsync", "main", 1, "MEMORY.md")),
+    ("second", At("light.after_commit", "main", -1)),  # main's only grown session
+    ("second", At("deep.after_commit", "bob", 1)),
+    ("second", At("memory.before_write", "main", 1)),
+    ("new-input", At("light.before_commit", "main", 1)),  # bob's night done, main's not begun
+    ("new-input", At("deep.after_commit", "bob", -1)),
+    ("new-input", At("deep.after_commit", "main", -1)),
+    ("new-input", At("memory.after_write", "main", -1)),
 ]
 
 # (crash point of the forget, recovery, crash point of the recovery or None)
@@ -804,9 +950,9 @@ def xfail_if(bug: Bug | None) -> list[Any]:
 
 def _night_cases() -> list[Any]:
     out = []
-    for mode, crash in NIGHT_CASES:
-        marks = xfail_if(night_bug(mode, crash))
-        out.append(pytest.param(mode, crash, marks=marks, id=f"{mode}-{crash}"))
+    for mode, at in NIGHT_CASES:
+        marks = xfail_if(known_bug(mode, at))
+        out.append(pytest.param(mode, at, marks=marks, id=f"{mode}-{at}"))
     return out
 
 
@@ -821,12 +967,13 @@ def _forget_cases() -> list[Any]:
     return out
 
 
-@pytest.mark.parametrize(("mode", "crash"), _night_cases())
+@pytest.mark.parametrize(("mode", "at"), _night_cases())
 def test_crash_converges(
-    mode: str, crash: str, tmp_path: Path, runner: Runner, refs: References
+    mode: str, at: At, tmp_path: Path, runner: Runner, refs: References
 ) -> None:
+    crash = refs.trace(mode).crash(at)
     expect_bug(
-        night_bug(mode, crash),
+        known_bug(mode, at),
         lambda: run_scenario(runner, tmp_path / "state", mode, crash, refs),
     )
 
@@ -849,17 +996,18 @@ def test_forget_crash_converges(
 
 
 def test_forget_reaches_the_temp_file_of_a_crashed_night(
-    tmp_path: Path, runner: Runner, forget_refs: ForgetReferences
+    tmp_path: Path, runner: Runner, refs: References, forget_refs: ForgetReferences
 ) -> None:
     """A night killed after writing main's first corpus file (every line from s-main-01) to
     its temp file: the next night removes the temp file, and a forget of s-main-01 then
     leaves its text nowhere."""
     root = build(tmp_path / "state")
-    crashed_night(runner, root, MAIN_FIRST_CORPUS_FSYNC)
+    crash = refs.first.crash(At("os.fsync", "main", 1, "session-corpus"))
+    crashed_night(runner, root, crash)
     pattern = ".2026-03-02.txt.*.tmp"
     temp = list((root / WORKSPACES["main"] / "memory").rglob(pattern))
     assert len(temp) == 1 and "Lisbon is lovely in spring." in temp[0].read_text(), (
-        f"{MAIN_FIRST_CORPUS_FSYNC} no longer leaves main's first corpus file half written"
+        f"{crash} no longer leaves main's first corpus file half written"
     )
     clean_night(runner, root)  # the next run, under the agent's lock, removes it
     assert list((root / WORKSPACES["main"] / "memory").rglob(pattern)) == []
@@ -868,10 +1016,66 @@ def test_forget_reaches_the_temp_file_of_a_crashed_night(
     assert_forgotten(root, forget_refs.needles)
 
 
-def test_an_unreached_crash_point_fails_loudly(tmp_path: Path, runner: Runner) -> None:
+# A known bug: a night killed after a deep batch that merged an entry into a new one (the old
+# entry's row is deleted) and before that batch's MEMORY.md write. The old line is still in
+# the file when new input repeats it; the next light counts the file's lines as our entries
+# (candidates.Folder.load: MEMORY.md may lag behind the database) and records a recall of a
+# key that no entry has.
+LAGGING_MERGE = Bug(
+    "a recall is recorded of an entry merged away while MEMORY.md lagged behind the merge",
+    "recall of an unknown entry",
+)
+ENTRY_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} — the user: (?P<said>.+)$")
+
+
+def lagging_merge(runner: Runner, root: Path, trace: Trace) -> tuple[str, str, str]:
+    """(crash point, agent, what the user said) for the first deep batch of the night after
+    whose commit MEMORY.md shows a line whose entry the database no longer has; `root` is
+    left as that crash left it."""
+    for agent in AGENTS:
+        for k in range(1, trace.count("deep.after_commit", agent) + 1):
+            crash = trace.crash(At("deep.after_commit", agent, k))
+            build(root)
+            crashed_night(runner, root, crash)
+            state = agent_state(root, agent)
+            keys = {key for key, _text, _status in state["entries"]}
+            for block in memory_file.parse(state["memory"]).blocks:
+                said = ENTRY_TEXT.match(block.text)
+                if block.key not in keys and said:
+                    return crash, agent, said["said"]
+    pytest.fail("no deep batch of the first night merges an entry into a new one")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LAGGING_MERGE.reason)
+def test_a_repeat_of_an_entry_merged_away_while_memory_md_lagged(
+    tmp_path: Path, runner: Runner, refs: References
+) -> None:
+    """The crashed night's MEMORY.md still shows an entry that its last committed batch
+    merged into another; the user repeats that line; two nights later everything agrees."""
+    root = tmp_path / "state"
+    _crash, agent, said = lagging_merge(runner, root, refs.first)
+    sid = {a: s for a, s, _turns in APPENDS}[agent]
+    path = root / "agents" / agent / "sessions" / f"{sid}.jsonl"
+    append(path, "user", said, NEXT_DAY, f"{sid}-repeat")
+
+    def converges() -> None:
+        clean_night(runner, root)
+        got = snapshot(root)
+        check_consistent(root, got)
+        verify_ok(runner, root)
+        clean_night(runner, root)
+        assert snapshot(root) == got, "the state kept changing after recovery"
+
+    expect_bug(LAGGING_MERGE, converges)
+
+
+def test_an_unreached_crash_point_fails_loudly(
+    tmp_path: Path, runner: Runner, refs: References
+) -> None:
     root = build(tmp_path / "state")
+    one_past = refs.first.count("deep.after_commit") + 1  # the night's last batch, and one
     with pytest.raises(AssertionError, match="never reached"):
-        crashed_night(runner, root, "deep.after_commit:99")
+        crashed_night(runner, root, f"deep.after_commit:{one_past}")
 
 
 # -- random picks -----------------------------------------------------------------------------
@@ -883,20 +1087,29 @@ class Trial:
     mode: str  # night: first, second or new-input; forget: the recovery, forget or run
     crash: str  # <point>:<n>
     second: str | None = None  # forget: where the recovery crashes first, if it does
+    named: str = ""  # night: the crash point by what it is (`At`)
 
     def __str__(self) -> str:
-        return " ".join(x for x in (self.kind, self.mode, self.crash, self.second) if x)
+        named = f"({self.named})" if self.named else None
+        return " ".join(x for x in (self.kind, self.mode, self.crash, named, self.second) if x)
 
 
-def trial_pool() -> list[Trial]:
-    """Every crash the random test may pick, known bugs left out (their cases fail)."""
-    nights = [
-        Trial("night", mode, f"{point}:{n}")
-        for mode in ("first", "second", "new-input")
-        for point in sorted(HITS)
-        for n in range(1, HITS[point][1 if mode == "second" else 0] + 1)
-        if (mode != "new-input" or settled_agents(point, n)) and not known_bug(mode, point, n)
-    ]
+def trial_pool(refs: References) -> list[Trial]:
+    """Every crash the random test may pick, known bugs left out (their cases fail): each
+    time a reference night passes a library crash point, and every forget crash."""
+    nights = []
+    for mode in ("first", "second", "new-input"):
+        trace = refs.trace(mode)
+        for point in trace.points():
+            for agent in AGENTS:
+                for k in range(1, trace.count(point, agent) + 1):
+                    at = At(point, agent, k)
+                    crash = trace.crash(at)
+                    _, _, n = crash.partition(":")
+                    if mode == "new-input" and not trace.settled_agents(point, int(n)):
+                        continue
+                    if known_bug(mode, at) is None:
+                        nights.append(Trial("night", mode, crash, named=str(at)))
     forgets = [
         Trial("forget", recovery, f"{point}:1", second)
         for point in FORGET_POINTS
@@ -907,9 +1120,10 @@ def trial_pool() -> list[Trial]:
     return nights + forgets
 
 
-def pick_trials(count: int, seed: int) -> list[Trial]:
+def pick_trials(pool: list[Trial], count: int, seed: int) -> list[Trial]:
     """`count` seeded picks: no repeats while the pool lasts, then round after round."""
-    rng, pool, picks = random.Random(seed), trial_pool(), []
+    rng = random.Random(seed)
+    picks: list[Trial] = []
     while len(picks) < count:
         picks += rng.sample(pool, min(count - len(picks), len(pool)))
     return picks
@@ -924,15 +1138,16 @@ def run_trial(
         run_forget_scenario(runner, root, trial.crash, trial.mode, frefs, trial.second)
 
 
-def test_default_run_has_enough_trials() -> None:
+def test_default_run_has_enough_trials(refs: References) -> None:
     """The issue asks for at least 50 crash trials in the default run: count only those
     expected to converge (the console script's run is one)."""
-    fixed = [night_bug(mode, crash) for mode, crash in NIGHT_CASES]
+    fixed = [known_bug(mode, at) for mode, at in NIGHT_CASES]
     fixed += [known_forget_bug(*case) for case in FORGET_CASES]
     assert 1 + fixed.count(None) + RANDOM_TRIALS >= 50
-    pool = trial_pool()
+    pool = trial_pool(refs)
     assert len(set(pool)) == len(pool) >= RANDOM_TRIALS
-    assert {t.kind for t in pick_trials(RANDOM_TRIALS, SEED)} == {"night", "forget"}
+    assert {t.mode for t in pool if t.kind == "night"} == {"first", "second", "new-input"}
+    assert {t.kind for t in pick_trials(pool, RANDOM_TRIALS, SEED)} == {"night", "forget"}
 
 
 @pytest.mark.slow
@@ -943,8 +1158,10 @@ def test_random_crashes_converge(
     points (`DREAMING_CRASH_SEED` changes the seed); every pick must converge."""
     count = int(os.environ.get("DREAMING_CRASH_TRIALS", RANDOM_TRIALS))
     seed = int(os.environ.get("DREAMING_CRASH_SEED", SEED))
+    pool = trial_pool(refs)
+    print(f"{count} picks from a pool of {len(pool)} crashes, seed {seed}")
     problems = []
-    for i, trial in enumerate(pick_trials(count, seed)):
+    for i, trial in enumerate(pick_trials(pool, count, seed)):
         try:
             run_trial(runner, tmp_path / f"s{i}", trial, refs, forget_refs)
         except AssertionError as err:
