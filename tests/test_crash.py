@@ -37,7 +37,8 @@ has at least 50 trials expected to converge) of a scenario and its crash points,
 forget alike; `DREAMING_CRASH_SEED` changes the seed. The pool holds every hit of a library
 crash point in the reference nights, per scenario, and every forget crash (142 with today's
 demo; the random test prints the size, `-s` shows it): N at least that runs every one of
-them (beyond the pool, picks repeat).
+them (beyond the pool, picks repeat). The suite's per-test timeout is sized for the default
+picks run after the other tests built the reference states: lift it for more.
 
     DREAMING_CRASH_TRIALS=142 pytest tests/test_crash.py -k random -s --timeout 0
 
