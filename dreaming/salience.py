@@ -72,25 +72,6 @@ WEIGHTS: Mapping[Feature, float] = {
     Feature.DENSE: 0.05,
 }
 
-LISTS = (
-    "instruction",
-    "first_person",
-    "disclosure",
-    "fact",
-    "constraint",
-    "event",
-    "preference",
-    "work",
-    "time",
-    "smalltalk_words",
-    "narration",
-    "banner",
-    "request",
-    "technical",
-    "fact_named",
-    "fragment_starts",
-)
-
 
 _PLAIN = re.compile(r"[\w' ]+")
 MAX_GRAM = 5  # literal cues of up to this many words are looked up, not searched for
@@ -302,12 +283,6 @@ def _default_lists() -> Mapping[str, tuple[str, ...]]:
 @functools.cache
 def default_lexicon() -> Lexicon:
     return Lexicon.build()
-
-
-def known_lists() -> frozenset[str]:
-    """The list names settings may extend (each also with a `_cjk` variant)."""
-    names = set(_default_lists())
-    return frozenset(names | {f"{n}_cjk" for n in LISTS})
 
 
 @dataclass(frozen=True, slots=True)

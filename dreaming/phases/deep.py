@@ -640,28 +640,14 @@ class DeepPhase:
             size = len(rendered)
             groups = {h.group for h in memory_file.parse(rendered).headings}
             bookkeeping = lineage.Bookkeeping.empty()
-            for d in decisions:
-                if d.action is Action.MERGE and any(
-                    self._target_text(conn, agent, t) is None for t in d.targets
-                ):
-                    # Its target was itself deferred in this batch: this is a new entry now,
-                    # under the same budget as any other.
-                    d = replace(d, action=Action.ADD, targets=())
-                if d.action is Action.ADD and d.text is not None:
-                    grow = len(memory_file.render_line(memory_file.entry_key(d.text), d.text))
-                    group = salience.group_of(d.text)
-                    if group not in groups:  # its heading comes with it, after a blank line
-                        grow += len(memory_file.render_heading(group)) + 1
-                    if size + grow > self.settings.max_memory_chars:
-                        # Deterministic policy at the size budget: no new entries; the
-                        # candidate stays pending; merges and supersessions still apply.
-                        summary.deferred["memory_budget"] += 1
-                        continue
-                    size += grow
-                    groups.add(group)
-                elif d.action is Action.MERGE and d.text is not None and len(d.targets) == 1:
-                    d = self._merge_within_budget(conn, agent, d, size)
-                    size += self._growth(conn, agent, d)
+            for decided in decisions:
+                fitted = self._fit(conn, agent, decided, size, groups)
+                if fitted is None:
+                    # Deterministic policy at the size budget: no new entries; the
+                    # candidate stays pending; merges and supersessions still apply.
+                    summary.deferred["memory_budget"] += 1
+                    continue
+                d, size = fitted
                 key = lineage.apply(
                     conn, agent, d, self.run_id, prune=False, bookkeeping=bookkeeping
                 )
@@ -690,26 +676,47 @@ class DeepPhase:
             )
             summary.memory_written |= report.written
 
-    def _target_text(self, conn: Connection, agent: str, key: str) -> str | None:
-        return conn.execute(
-            select(ENTRIES.c.text).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
-        ).scalar()
-
-    def _growth(self, conn: Connection, agent: str, d: lineage.Applied) -> int:
-        old = self._target_text(conn, agent, d.targets[0]) if d.targets else None
-        if d.text is None or old is None:
-            return 0
-        return len(memory_file.one_line(d.text)) - len(memory_file.one_line(old))
-
-    def _merge_within_budget(
-        self, conn: Connection, agent: str, d: lineage.Applied, size: int
-    ) -> lineage.Applied:
-        """A merge whose text would take MEMORY.md past its size budget keeps the entry's
-        text: the lineage still grows, the file does not."""
-        old = self._target_text(conn, agent, d.targets[0])
-        if old is None or size + self._growth(conn, agent, d) <= self.settings.max_memory_chars:
-            return d
-        return replace(d, text=old)
+    def _fit(
+        self,
+        conn: Connection,
+        agent: str,
+        d: lineage.Applied,
+        size: int,
+        groups: set[str],
+    ) -> tuple[lineage.Applied, int] | None:
+        """`d` as it fits MEMORY.md's size budget (`size` characters now, `groups` headed),
+        and the size after it; None when it is a new entry that does not fit. A merge whose
+        text would grow the file past the budget keeps the entry's text: the lineage still
+        grows, the file does not."""
+        limit = self.settings.max_memory_chars
+        if d.action is Action.MERGE and d.targets:
+            old: dict[str, str] = dict(
+                conn.execute(
+                    select(ENTRIES.c.key, ENTRIES.c.text).where(
+                        and_(ENTRIES.c.agent == agent, ENTRIES.c.key.in_(d.targets))
+                    )
+                ).all()
+            )
+            if len(old) < len(set(d.targets)):
+                # Its target was itself deferred in this batch: this is a new entry now,
+                # under the same budget as any other.
+                d = replace(d, action=Action.ADD, targets=())
+            elif d.text is not None and len(d.targets) == 1:
+                before = old[d.targets[0]]
+                grow = len(memory_file.one_line(d.text)) - len(memory_file.one_line(before))
+                if size + grow > limit:
+                    return replace(d, text=before), size
+                return d, size + grow
+        if d.action is Action.ADD and d.text is not None:
+            grow = len(memory_file.render_line(memory_file.entry_key(d.text), d.text))
+            group = salience.group_of(d.text)
+            if group not in groups:  # its heading comes with it, after a blank line
+                grow += len(memory_file.render_heading(group)) + 1
+            if size + grow > limit:
+                return None
+            groups.add(group)
+            return d, size + grow
+        return d, size
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
         for c in calls:
