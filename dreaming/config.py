@@ -76,6 +76,7 @@ class SalienceSettings(_Strict):
 
     instruction: tuple[str, ...] = ()
     instruction_cjk: tuple[str, ...] = ()
+    remember: tuple[str, ...] = ()
     first_person: tuple[str, ...] = ()
     first_person_cjk: tuple[str, ...] = ()
     disclosure: tuple[str, ...] = ()

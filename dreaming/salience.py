@@ -219,6 +219,7 @@ class Lexicon:
     """The compiled cue lists. Hashable by identity, so callers can cache on it."""
 
     instruction: Cues
+    remember: Cues
     first_person: Cues
     disclosure: Cues
     fact: Cues
@@ -247,6 +248,7 @@ class Lexicon:
 
         return cls(
             instruction=both("instruction"),
+            remember=both("remember"),
             first_person=both("first_person"),
             disclosure=both("disclosure"),
             fact=both("fact"),
@@ -283,6 +285,10 @@ def _default_lists() -> Mapping[str, tuple[str, ...]]:
 @functools.cache
 def default_lexicon() -> Lexicon:
     return Lexicon.build()
+
+
+# What a request to remember must name to be one: the speaker, a name, a number or a fact.
+_SPECIFIC = frozenset({Feature.FIRST_PERSON, Feature.NAMES, Feature.NUMBERS, Feature.FACT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +447,9 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.NAMES)
     if _DIGIT.search(body):
         found.add(Feature.NUMBERS)
+    # "Remember ..." is a rule to keep only when it names something to keep.
+    if found & _SPECIFIC and lex.remember.hit(prepared):
+        found.add(Feature.INSTRUCTION)
     if lex.time.hit(prepared):
         found.add(Feature.TIME)
     if lex.narration.hit(prepared):

@@ -274,13 +274,23 @@ def test_two_processes_on_one_job_and_agent_one_runs_the_other_reports_the_lock(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     root = build_state(tmp_path / "s", base_url=fake_openai.base_url)
+    # The model answers only once the second process is done: the first process must wait for
+    # it however long that takes on a loaded machine, not time out into the fallback path.
+    config = root / "dreaming.toml"
+    config.write_text(
+        config.read_text().replace(
+            "deadline_s = 5\ntimeout_s = 5", "deadline_s = 600\ntimeout_s = 600"
+        )
+    )
     write_job(jobs_folder(root), "deepmain", 'phases = ["light", "deep"]\nagents = ["main"]\n')
     arrived, release = threading.Event(), threading.Event()
     decide = decide_all("add")
 
     def slow_model(request: dict[str, Any]) -> Any:
         arrived.set()  # the first process holds the lock and waits on the model
-        release.wait(30)
+        # Released only once the second process has finished, however slow the machine: a
+        # bounded wait here let the first run finish first on a loaded CI host.
+        release.wait(600)
         return decide(request)
 
     fake_openai.default = slow_model
@@ -300,7 +310,7 @@ def test_two_processes_on_one_job_and_agent_one_runs_the_other_reports_the_lock(
         )
     finally:
         release.set()
-        out, err = first.communicate(timeout=60)
+        out, err = first.communicate(timeout=300)
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == f"agent main: skipped, locked by pid {first.pid} deepmain"
     assert "Traceback" not in second.stderr
