@@ -1,16 +1,27 @@
-"""What may enter the corpus: tombstones, internal session kinds, and the exclusion policy.
+"""What may enter the corpus, and whose words it is: classification, tombstones, internal
+session kinds, and the exclusion policy.
 
-Admission is decided per session before any of its lines is read; a session that is not
-admitted is recorded with its reason and never read into the corpus.
+A session is classified from every piece of evidence, in order: the index entry (OpenClaw's
+sessions.json, or the source the operator configured), this project's record of it from an
+earlier night, the transcript's own inbound metadata, and last the operator's word. A session
+nothing classifies is *unclassified*: admitted as untrusted evidence, never as the owner's own
+(admission fails closed). Admission is decided per session before any of its lines is read,
+every night again; a session that is not admitted is recorded with its reason and never read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from dreaming.config import ExcludeSessions
-from dreaming.messages import INTERNAL_KINDS, Message, Role, SessionFile
+from dreaming.config import AdmissionSettings, ExcludeSessions
+from dreaming.messages import INTERNAL_KINDS, Format, Message, Role, SessionFile, SessionKind
+from dreaming.transcripts import chat_facts
 
 
 class Status(StrEnum):
@@ -18,6 +29,60 @@ class Status(StrEnum):
     EXCLUDED = "excluded"
     INTERNAL = "internal"
     FORGOTTEN = "forgotten"
+
+
+class Evidence(StrEnum):
+    """What classified a session (`SessionFile.classified_by`)."""
+
+    INDEX = "index"  # OpenClaw's sessions.json entry
+    SOURCE = "source"  # a source whose sessions are all the operator's own (Claude Code)
+    RECORD = "record"  # what an earlier night learnt while the index still described it
+    TRANSCRIPT = "transcript"  # the transcript's inbound metadata blocks
+    OPERATOR = "operator"  # [admission] owner_sessions, or unclassified = "owner"
+
+
+UNCLASSIFIED = "unclassified"
+
+
+def classify(
+    session: SessionFile, record: Mapping[str, Any] | None, policy: AdmissionSettings
+) -> SessionFile:
+    """`session` with what the best evidence says about its chat filled in; unchanged (and
+    `classified_by` None) when nothing says anything."""
+    if session.classified_by is not None:
+        return session
+    learnt = record.get("classified_by") if record is not None else None
+    # The operator's word is read from the settings each night, never from the record, so
+    # taking a session off `owner_sessions` takes effect.
+    if record is not None and learnt and learnt != Evidence.OPERATOR.value:
+        # An index entry that later disappears (a reset, /new) does not erase what was known.
+        return dataclasses.replace(
+            session,
+            session_key=record.get("session_key"),
+            channel=record.get("channel"),
+            chat_type=record.get("chat_type"),
+            external_source=record.get("external_source"),
+            participants=tuple(json.loads(record.get("participants") or "[]")),
+            kind=SessionKind(record.get("kind") or SessionKind.INTERACTIVE.value),
+            classified_by=Evidence.RECORD.value,
+        )
+    if session.format in (Format.OPENCLAW, None):
+        facts = chat_facts(session.path)
+        if facts is not None:
+            return dataclasses.replace(
+                session,
+                chat_type=facts.chat_type,
+                kind=facts.kind,
+                participants=facts.participants or session.participants,
+                classified_by=Evidence.TRANSCRIPT.value,
+            )
+    if policy.unclassified == "owner" or any(
+        fnmatch.fnmatchcase(session.session_id, p) for p in policy.owner_sessions
+    ):
+        return dataclasses.replace(
+            session, chat_type="direct", classified_by=Evidence.OPERATOR.value
+        )
+    return session
 
 
 class OriginClass(StrEnum):
@@ -56,6 +121,8 @@ def decide(session: SessionFile, policy: ExcludeSessions, *, tombstoned: bool) -
         return Decision(Status.EXCLUDED, f"policy:channels={session.channel}")
     if _matches(session.chat_type, policy.chat_types):
         return Decision(Status.EXCLUDED, f"policy:chatTypes={session.chat_type}")
+    if session.classified_by is None:
+        return Decision(Status.ADMITTED, UNCLASSIFIED)
     return Decision(Status.ADMITTED)
 
 
@@ -69,8 +136,21 @@ def origin_class(session: SessionFile, message: Message) -> OriginClass:
         return OriginClass.AGENT
     if message.role is Role.SYSTEM:
         return OriginClass.SYSTEM
+    return speaker_class(session)
+
+
+def speaker_class(session: SessionFile) -> OriginClass:
+    """Whose words a session's user lines are. Unknown is untrusted, never the owner."""
+    if session.classified_by is None:
+        return OriginClass.UNTRUSTED
     if session.external_source is not None:
         return OriginClass.UNTRUSTED
     if session.chat_type is not None and session.chat_type.casefold() in _GROUP_CHATS:
         return OriginClass.UNTRUSTED
     return OriginClass.OWNER
+
+
+def trust_of(session: SessionFile, decision: Decision) -> str | None:
+    """What a night derives a session's user lines as: the owner's, untrusted, or nothing
+    (not admitted). A change between nights means what was derived must be derived again."""
+    return speaker_class(session).value if decision.admitted else None

@@ -51,6 +51,18 @@ class ExcludeSessions(_Strict):
     chat_types: tuple[str, ...] = Field(default=(), alias="chatTypes")
 
 
+class AdmissionSettings(_Strict):
+    """What to do with a session nothing classifies: no index entry, no record of an earlier
+    night, no metadata in the transcript. Unknown is untrusted: its lines are kept as
+    evidence but never promoted on their own, until the operator vouches for it here."""
+
+    # Session ids (shell-style patterns: "2026-03-*") the operator says are their own chats.
+    owner_sessions: tuple[str, ...] = ()
+    # "owner" takes every unclassified session for the owner's own (a single-user machine
+    # whose old transcripts carry no metadata); the default keeps them untrusted.
+    unclassified: Literal["untrusted", "owner"] = "untrusted"
+
+
 class TagsSettings(_Strict):
     plugin_dirs: tuple[Path, ...] = ()
     # An explicit list replaces every other source of declarations (see dreaming.tags).
@@ -206,6 +218,7 @@ class Settings(_Strict):
     exclude_sessions: ExcludeSessions = Field(
         default_factory=ExcludeSessions, alias="excludeSessions"
     )
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     tags: TagsSettings = Field(default_factory=TagsSettings)
     corpus: CorpusSettings = Field(default_factory=CorpusSettings)
     candidates: CandidateSettings = Field(default_factory=CandidateSettings)

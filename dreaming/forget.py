@@ -47,6 +47,7 @@ from dreaming.store.models import (
     CorpusDirtyDayRow,
     CorpusLineRow,
     DecisionRow,
+    EntryEvidenceRow,
     EntryRow,
     FileCursorRow,
     LLMCallRow,
@@ -68,6 +69,7 @@ CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
 ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+ENTRY_EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
 RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
 CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
 TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
@@ -78,6 +80,42 @@ DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
 SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a purge removes: whole sessions (forget, a session no longer admitted), or some
+    lines of one session (a transcript edited in place: the lines whose text changed).
+
+    `keep` is text that is still true of the sessions after the purge (the edited file's
+    lines): snippets inside it are not hunted for in memory files, backups and logs."""
+
+    sessions: tuple[str, ...]
+    line_ids: tuple[int, ...] | None = None  # None: every line of the sessions
+    keep: tuple[str, ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        return self.line_ids is None
+
+    def lines(self, agent: str) -> Any:
+        if self.line_ids is None:
+            return and_(LINES.c.agent == agent, LINES.c.session_id.in_(self.sessions))
+        return and_(LINES.c.agent == agent, LINES.c.id.in_(self.line_ids))
+
+    def evidence(self, agent: str) -> Any:
+        if self.line_ids is None:
+            return and_(
+                CAND_EVIDENCE.c.agent == agent, CAND_EVIDENCE.c.session_id.in_(self.sessions)
+            )
+        return and_(
+            CAND_EVIDENCE.c.agent == agent, CAND_EVIDENCE.c.corpus_line_id.in_(self.line_ids)
+        )
+
+    def recalls(self, agent: str) -> Any:
+        if self.line_ids is None:
+            return and_(RECALLS.c.agent == agent, RECALLS.c.session_id.in_(self.sessions))
+        return and_(RECALLS.c.agent == agent, RECALLS.c.corpus_line_id.in_(self.line_ids))
 
 
 @dataclass
@@ -133,28 +171,44 @@ class Purge:
 
     # -- planning (read only) --------------------------------------------------------------
 
-    def _plan(self, conn: Connection, ids: list[str]) -> dict[str, Any]:
+    def _plan(self, conn: Connection, scope: Scope) -> dict[str, Any]:
         a = self.agent
+        ids = list(scope.sessions)
         lines = conn.execute(
-            select(LINES.c.id, LINES.c.text, LINES.c.day).where(
-                and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))
+            select(LINES.c.id, LINES.c.text, LINES.c.day, LINES.c.session_id, LINES.c.line).where(
+                scope.lines(a)
             )
         ).all()
-        purged_entries = sorted(
-            {
-                k
-                for (k,) in conn.execute(
-                    select(ORIGINS.c.entry_key).where(
-                        and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+        if scope.whole:
+            by_origin = select(ORIGINS.c.entry_key).where(
+                and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+            )
+            purged_entries = sorted({k for (k,) in conn.execute(by_origin)})
+        else:
+            # Whole-entry rule, per line: an entry built from a line whose text changed is
+            # gone; the lines that still hold are ingested again and may rebuild it.
+            cited = {(sid, n) for _, _, _, sid, n in lines}
+            purged_entries = sorted(
+                {
+                    k
+                    for k, sid, n in conn.execute(
+                        select(
+                            ENTRY_EVIDENCE.c.entry_key,
+                            ENTRY_EVIDENCE.c.session_id,
+                            ENTRY_EVIDENCE.c.line,
+                        ).where(
+                            and_(ENTRY_EVIDENCE.c.agent == a, ENTRY_EVIDENCE.c.session_id.in_(ids))
+                        )
                     )
-                )
-            }
-        )
+                    if (sid, n) in cited
+                }
+            )
         live = dict(live_entries(conn, a))
         purged_entries = [k for k in purged_entries if k in live]
         mixed, emptied = [], []
+        outside = set(ids) if scope.whole else set()
         for key in purged_entries:
-            others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - set(ids))
+            others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - outside)
             if others:
                 mixed.append({"key": key, "other_sessions": others})
             else:
@@ -163,17 +217,18 @@ class Purge:
             {
                 c
                 for (c,) in conn.execute(
-                    select(CAND_EVIDENCE.c.candidate_id).where(
-                        and_(CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids))
-                    )
+                    select(CAND_EVIDENCE.c.candidate_id).where(scope.evidence(a))
                 )
             }
         )
-        snippets = snippets_of([t for _, t, _ in lines], self.paths.settings)
+        snippets = snippets_of([line.text for line in lines], self.paths.settings)
+        if scope.keep:
+            kept = "\n".join(scope.keep)
+            snippets = {x for x in snippets if x not in kept}
         snippets |= {live[k] for k in purged_entries}
         return {
-            "line_ids": [i for i, _, _ in lines],
-            "days": sorted({d for _, _, d in lines}),
+            "line_ids": [line.id for line in lines],
+            "days": sorted({line.day for line in lines}),
             "entries": purged_entries,
             "mixed": mixed,
             "emptied": emptied,
@@ -181,8 +236,9 @@ class Purge:
             "snippets": snippets,
         }
 
-    def _count(self, conn: Connection, ids: list[str], plan: dict[str, Any]) -> dict[str, int]:
+    def _count(self, conn: Connection, scope: Scope, plan: dict[str, Any]) -> dict[str, int]:
         a = self.agent
+        ids = list(scope.sessions)
         needles = needles_of(plan["snippets"])
 
         def n(table: Any, *cond: Any) -> int:
@@ -218,12 +274,14 @@ class Purge:
             "entries": len(plan["entries"]),
             "index_rows": len(plan["entries"]),
             "candidates": len(plan["candidates"]),
-            "candidate_evidence": n(
-                CAND_EVIDENCE, CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids)
-            ),
-            "recalls": n(RECALLS, RECALLS.c.agent == a, RECALLS.c.session_id.in_(ids)),
-            "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)),
-            "cursors": n(CURSORS, CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)),
+            "candidate_evidence": n(CAND_EVIDENCE, scope.evidence(a)),
+            "recalls": n(RECALLS, scope.recalls(a)),
+            "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+            if scope.whole
+            else n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.entry_key.in_(plan["entries"])),
+            "cursors": n(CURSORS, CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids))
+            if scope.whole
+            else 0,
             "memory_backups": len(backups),
             "llm_calls": len(calls),
             "run_summaries": len(runs),
@@ -244,27 +302,44 @@ class Purge:
             complete_pending(self.engine, self.paths, self.agent)
         with self.engine.connect() as conn:
             report.targets = resolve(conn, self.agent, selector, files)
-            ids = [t.session_id for t in report.targets]
-            plan = self._plan(conn, ids)
-            report.counts = self._count(conn, ids, plan)
-            new_tombstones = [t for t in report.targets if not t.already_forgotten]
-            report.counts["tombstones"] = len(new_tombstones)
+        new_tombstones = [t for t in report.targets if not t.already_forgotten]
+        report.curated_writes = self._curated_writes(report.targets, files)
+        scope = Scope(tuple(t.session_id for t in report.targets))
+        return self._execute(report, scope, new_tombstones, forget=True)
+
+    def rederive(self, scope: Scope, why: dict[str, Any]) -> PurgeReport:
+        """Purge what was derived from `scope` as forget does, but leave no tombstone: the
+        sessions stay readable and the caller ingests them again (a session whose admission
+        changed, lines of a transcript edited in place). Audited in `purges` like a forget."""
+        assert self.engine is not None
+        complete_pending(self.engine, self.paths, self.agent)
+        report = PurgeReport(self.agent, why, dry_run=False)
+        return self._execute(report, scope, [], forget=False)
+
+    def _execute(
+        self, report: PurgeReport, scope: Scope, new_tombstones: list[Target], *, forget: bool
+    ) -> PurgeReport:
+        assert self.engine is not None
+        with self.engine.connect() as conn:
+            plan = self._plan(conn, scope)
+            report.counts = self._count(conn, scope, plan)
+        report.counts["tombstones"] = len(new_tombstones)
         report.entries_removed = plan["entries"]
         report.mixed_lineage = plan["mixed"]
         report.emptied = plan["emptied"]
-        report.curated_writes = self._curated_writes(report.targets, files)
         report.file_lines_removed = self._scrub_files(plan["snippets"], plan["entries"], dry=True)
-        if dry_run:
+        if report.dry_run:
             return report
         now = datetime.now(UTC)
+        selector = report.selector
         with self.engine.begin() as conn:
-            self._delete(conn, ids, plan, new_tombstones, now)
+            self._delete(conn, scope, plan, new_tombstones, now, forget=forget)
             report.purge_id = int(
                 conn.execute(
                     PURGES.insert()
                     .values(
                         agent=self.agent,
-                        selector=json.dumps(selector.to_dict()),
+                        selector=json.dumps(selector),
                         created_at=now,
                         report=json.dumps(report.to_dict(), default=str),
                         pending=json.dumps(sorted(plan["snippets"])),
@@ -279,15 +354,18 @@ class Purge:
     def _delete(
         self,
         conn: Connection,
-        ids: list[str],
+        scope: Scope,
         plan: dict[str, Any],
         tombstones: list[Target],
         now: datetime,
+        *,
+        forget: bool,
     ) -> None:
         a = self.agent
+        ids = list(scope.sessions)
         needles = needles_of(plan["snippets"])
         # 1. corpus
-        conn.execute(delete(LINES).where(and_(LINES.c.agent == a, LINES.c.session_id.in_(ids))))
+        conn.execute(delete(LINES).where(scope.lines(a)))
         if plan["days"]:
             conn.execute(
                 upsert(conn, DIRTY).on_conflict_do_nothing(),
@@ -314,11 +392,7 @@ class Purge:
             )
         memory_sync.mark_dirty(conn, a)
         # 4. state: candidates (re-derived from what remains), recalls, cursors, logs, backups
-        conn.execute(
-            delete(CAND_EVIDENCE).where(
-                and_(CAND_EVIDENCE.c.agent == a, CAND_EVIDENCE.c.session_id.in_(ids))
-            )
-        )
+        conn.execute(delete(CAND_EVIDENCE).where(scope.evidence(a)))
         refresh_candidates(conn, a, plan["candidates"])
         # Whatever status: a candidate no remaining line supports is gone with its sessions.
         supported = select(CAND_EVIDENCE.c.candidate_id).where(
@@ -338,12 +412,11 @@ class Purge:
             .values(status="pending", decided_evidence=0)
         )
         rescore(conn, a, self.paths.settings)
-        conn.execute(
-            delete(RECALLS).where(and_(RECALLS.c.agent == a, RECALLS.c.session_id.in_(ids)))
-        )
-        conn.execute(
-            delete(CURSORS).where(and_(CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)))
-        )
+        conn.execute(delete(RECALLS).where(scope.recalls(a)))
+        if scope.whole:
+            conn.execute(
+                delete(CURSORS).where(and_(CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)))
+            )
         if plan["calls"]:
             conn.execute(delete(CALLS).where(CALLS.c.id.in_(plan["calls"])))
         for run_id in plan["runs"]:
@@ -364,10 +437,13 @@ class Purge:
             else:
                 conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
         # 5. origins of the sessions (entries with them are gone already) and tombstones
-        conn.execute(
-            delete(ORIGINS).where(and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)))
-        )
+        if scope.whole:
+            conn.execute(
+                delete(ORIGINS).where(and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids)))
+            )
         prune_orphans(conn, a)
+        if not forget:
+            return  # re-derived, not forgotten: the sessions stay as they are recorded
         for t in tombstones:
             conn.execute(
                 TOMBSTONES.insert().values(
@@ -575,6 +651,7 @@ def _vacuum_postgres(engine: Engine) -> None:
 __all__ = [
     "Purge",
     "PurgeReport",
+    "Scope",
     "Selector",
     "Target",
     "complete_pending",

@@ -78,6 +78,20 @@ def agent_status(
                 .order_by(SESSIONS.c.session_id)
             )
         ]
+        unclassified = [
+            sid
+            for (sid,) in conn.execute(
+                select(SESSIONS.c.session_id)
+                .where(
+                    and_(
+                        SESSIONS.c.agent == agent,
+                        SESSIONS.c.status == "admitted",
+                        SESSIONS.c.reason == "unclassified",
+                    )
+                )
+                .order_by(SESSIONS.c.session_id)
+            )
+        ]
         forgotten = [
             {"session_id": sid, "session_key": key, "status": "forgotten", "reason": reason}
             for sid, key, reason in conn.execute(
@@ -122,6 +136,8 @@ def agent_status(
         "sessions": {k: by_status.get(k, 0) for k in ("admitted", "excluded", "internal")}
         | {"forgotten": len(forgotten)},
         "not_admitted": not_admitted + [f for f in forgotten if f not in not_admitted],
+        # Admitted as untrusted evidence only: nothing says whose chat they are.
+        "unclassified": unclassified,
         "corpus_lines": lines,
         "candidates": candidates,
         "pending_candidates": candidates.get("pending", 0),

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select, text
 
-from dreaming import corpus, memory_file
+from dreaming import corpus, memory_file, sources
+from dreaming.admission import Status, classify, decide, trust_of
 from dreaming.config import Paths
 from dreaming.lineage import live_entries
 from dreaming.store.migrations import MIGRATIONS, applied
@@ -20,13 +22,16 @@ from dreaming.store.models import (
     CandidateEvidenceRow,
     CorpusLineRow,
     EntryEvidenceRow,
+    FileCursorRow,
     OriginRow,
     PurgeRow,
     RecallRow,
+    SessionRow,
     StateRow,
     TombstoneRow,
 )
 from dreaming.tombstones import file_tombstones
+from dreaming.transcripts import Cursor, cursor_is_valid
 
 LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
 ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
@@ -36,6 +41,8 @@ RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
 TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
 STATE = StateRow.__table__  # type: ignore[attr-defined]
 PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -73,6 +80,8 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
         _check(v, "orphan_origins", _orphans(conn, agent, live))
         _check(v, "entries_without_origins", _unsourced(conn, agent, live))
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
+        _check(v, "admission", _admission(conn, paths, agent))
+        _check(v, "transcripts_unchanged", _transcripts(conn, agent))
         _check(v, "corpus_files", _corpus_files(conn, paths, agent))
         _check(v, "search_index", _index(conn, agent, live))
         pending = conn.execute(
@@ -180,4 +189,89 @@ def _index(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
     problems += [
         f"live entry {k} is not in the search index" for k in sorted(set(live) - set(indexed))
     ]
+    return problems
+
+
+_CONTRIBUTORS = (
+    (LINES, "corpus lines"),
+    (CAND_EVIDENCE, "candidate evidence"),
+    (ORIGINS, "entry origins"),
+    (EVIDENCE, "entry evidence"),
+    (RECALLS, "recalls"),
+)
+
+
+def _admission(conn: Connection, paths: Paths, agent: str) -> list[str]:
+    """Every session that contributes anything is admitted under its classification *now*
+    (index, record, transcript metadata, settings), and its lines were derived as that."""
+    contributing: dict[str, set[str]] = defaultdict(set)
+    for table, label in _CONTRIBUTORS:
+        for (sid,) in conn.execute(
+            select(table.c.session_id).where(table.c.agent == agent).distinct()
+        ):
+            contributing[sid].add(label)
+    if not contributing:
+        return []
+    records = {
+        r["session_id"]: dict(r)
+        for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings()
+    }
+    tombstoned = set(file_tombstones(paths, agent)) | {
+        sid
+        for (sid,) in conn.execute(
+            select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
+        )
+    }
+    on_disk = {sf.session_id: sf for sf in sources.discover(paths, [agent]).get(agent, [])}
+    settings = paths.settings
+    problems = []
+    for sid in sorted(contributing):
+        what = ", ".join(sorted(contributing[sid]))
+        record = records.get(sid)
+        if record is None:
+            problems.append(f"session {sid} has {what} but no admission record")
+            continue
+        sf = on_disk.get(sid)
+        if sf is None:  # the transcript is gone: its last recorded admission stands
+            status, trust = record["status"], record["trust"]
+        else:
+            sf = classify(sf, record, settings.admission)
+            decision = decide(sf, settings.exclude_sessions, tombstoned=sid in tombstoned)
+            status, trust = decision.status.value, trust_of(sf, decision)
+        if status != Status.ADMITTED.value:
+            problems.append(f"session {sid} is {status} now but has {what}")
+        elif trust != record["trust"]:
+            problems.append(
+                f"session {sid} was derived as {record['trust']} but is {trust} now ({what})"
+            )
+        if trust is not None:
+            wrong = conn.execute(
+                select(LINES.c.line).where(
+                    and_(
+                        LINES.c.agent == agent,
+                        LINES.c.session_id == sid,
+                        LINES.c.role == "user",
+                        LINES.c.origin_class != trust,
+                    )
+                )
+            ).first()
+            if wrong is not None:
+                problems.append(f"session {sid}: user line {wrong[0]} is not classed {trust}")
+    return problems
+
+
+def _transcripts(conn: Connection, agent: str) -> list[str]:
+    """Evidence still matches its line: every transcript still holds, byte for byte, what
+    its cursor says was read (an edit before the cursor is re-derived by the next night)."""
+    problems = []
+    for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings():
+        path = Path(r["path"])
+        if not path.exists():
+            continue  # a deleted transcript changes nothing that was derived from it
+        cursor = Cursor(offset=r["offset"], line=r["line"], head=r["head"], size=r["size"])
+        if not cursor_is_valid(path, cursor):
+            problems.append(
+                f"session {r['session_id']}: {path.name} changed before what was read "
+                "(a night re-derives it)"
+            )
     return problems

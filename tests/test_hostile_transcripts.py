@@ -399,6 +399,7 @@ def test_memory_quoted_back_is_not_promoted_again(tmp_path: Path, form: str) -> 
         "s-echo",
         [("user", "Here is what you remember about me:\n" + quoted)],
         start=START + timedelta(days=5),
+        key="agent:main:main:echo",
     )
     app = open_app(root)
     try:
@@ -422,6 +423,7 @@ def test_marker_at_the_end_of_a_claim_leaves_no_debris(tmp_path: Path) -> None:
         "s-debris",
         [("user", "I always take the early train home <!-- /dreaming:entry -->")],
         start=START + timedelta(days=5),
+        key="agent:main:main:debris",
     )
     app = open_app(root)
     try:

@@ -246,6 +246,7 @@ def test_quoted_compact_memory_lines_are_recalls_not_candidates(state: Path) -> 
         "s-echo",
         [("user", "Here is what you remember about me:\n" + quoted + forged)],
         start=DAY + timedelta(days=3),
+        key="agent:main:main:echo",
     )
     light(state)
     engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")

@@ -29,9 +29,11 @@ from .transcript_builders import (
 def test_public_api_is_exactly_the_intended_names() -> None:
     assert sorted(transcripts.__all__) == sorted(
         [
+            "ChatFacts",
             "DEFAULT_MAX_LINE_BYTES",
             "Cursor",
             "TranscriptReader",
+            "chat_facts",
             "cursor_is_valid",
             "detect_format",
             "discover_claude_code",
@@ -232,7 +234,7 @@ def test_cursor_after_a_full_read(tmp_path: Path) -> None:
     assert reader.cursor.offset == size
     assert reader.cursor.line == 2
     assert reader.cursor.size == size
-    assert reader.cursor.head.startswith("b2:")
+    assert reader.cursor.head.startswith("b2f:")
     assert cursor_is_valid(path, reader.cursor)
 
 
@@ -292,7 +294,31 @@ def test_cursor_of_a_deleted_file_is_invalid(tmp_path: Path) -> None:
     assert not cursor_is_valid(path, reader.cursor)
 
 
-def test_cursor_beyond_the_head_still_checks_only_the_head(tmp_path: Path) -> None:
+def test_an_edit_past_the_first_4kb_invalidates_the_cursor(tmp_path: Path) -> None:
+    # sed -i on line 30: the head is unchanged and the file grows, yet what was read changed.
+    lines = [oc_header()] + [oc_message("user", [text(f"m{i} " + "p" * 200)]) for i in range(40)]
+    path = write_jsonl(tmp_path / "s.jsonl", lines)
+    _, first = read(path)
+    path.write_bytes(path.read_bytes().replace(b"m30 ", b"m30 REDACTED-LONGER "))
+    assert path.read_bytes()[:4096] == write_jsonl(tmp_path / "o.jsonl", lines).read_bytes()[:4096]
+    assert not cursor_is_valid(path, first.cursor)
+    messages, second = read(path, start=first.cursor)
+    assert second.restarted
+    assert len(messages) == 40 and "REDACTED-LONGER" in messages[30].text
+
+
+def test_a_cursor_from_an_older_version_cannot_vouch_and_the_file_is_read_again(
+    tmp_path: Path,
+) -> None:
+    path = _hello(tmp_path / "s.jsonl")
+    _, first = read(path)
+    legacy = Cursor(offset=first.cursor.offset, line=1, head="b2:" + "0" * 32, size=1)
+    assert not cursor_is_valid(path, legacy)
+    messages, second = read(path, start=legacy)
+    assert second.restarted and [m.text for m in messages] == ["hello"]
+
+
+def test_an_append_after_the_first_4kb_keeps_the_cursor(tmp_path: Path) -> None:
     lines = [oc_header()] + [oc_message("user", [text(f"m{i} " + "p" * 200)]) for i in range(40)]
     path = write_jsonl(tmp_path / "s.jsonl", lines)
     _, first = read(path)

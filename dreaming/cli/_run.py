@@ -22,6 +22,22 @@ def format_light(data: dict[str, Any]) -> str:
     ]
     for reason, count in s["not_admitted"].items():
         lines.append(f"  not admitted: {count} ({reason})")
+    if s.get("unclassified_count"):
+        lines.append(
+            f"  unclassified: {s['unclassified_count']} (kept as untrusted evidence;"
+            " `dreaming status` says how to admit them)"
+        )
+    if s.get("lines_rederived"):
+        lines.append(
+            f"  edited transcripts: {s['lines_rederived']} changed lines purged and read again"
+        )
+    for change in s.get("reclassified", []):
+        old, new = change["from"], change["to"]
+        lines.append(
+            f"  re-derived {change['session_id']}: {old['status']}/{old['trust'] or '-'} ->"
+            f" {new['status']}/{new['trust'] or '-'} ({change['reason'] or 'admitted'}),"
+            f" {change.get('entries_removed', 0)} entries removed"
+        )
     lines.append(f"  messages: {data['messages']} spoken, {data['corpus_lines']} new corpus lines")
     if data["dropped"]:
         lines.append("  dropped: " + ", ".join(f"{k} {v}" for k, v in data["dropped"].items()))

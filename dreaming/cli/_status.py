@@ -29,6 +29,21 @@ def _format(s: dict[str, Any]) -> str:
     )
     for phase, run in sorted(s["last_runs"].items()):
         out.append(f"  last {phase}: {run['started_at']} {run['outcome']}")
+    if s["unclassified"]:
+        ids = s["unclassified"]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        out.append(
+            f"  unclassified: {len(ids)} session(s) kept as untrusted evidence, never promoted"
+            f" on their own: {shown}"
+        )
+        out.append(
+            "    nothing says whose chat they are (no index entry, no earlier record, no"
+            " metadata in the transcript)."
+        )
+        out.append(
+            "    if they are your own chats, list them in dreaming.toml: [admission]"
+            ' owner_sessions = ["<id>", ...] (patterns allowed), or set unclassified = "owner"'
+        )
     if s["not_admitted"]:
         out.append("  not admitted:")
         for row in s["not_admitted"]:

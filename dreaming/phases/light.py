@@ -30,11 +30,10 @@ from sqlalchemy import (
 )
 
 from dreaming import corpus, faults
-from dreaming.admission import Status, decide, origin_class
+from dreaming.admission import UNCLASSIFIED, Status, classify, decide, origin_class, trust_of
 from dreaming.candidates import (
     Folder,
     advance_clock,
-    mark_stale,
     read_clock,
     refresh_stale,
     rescore,
@@ -55,7 +54,7 @@ from dreaming.store.models import (
 )
 from dreaming.tags import Scope, TagRegistry
 from dreaming.tombstones import file_tombstones
-from dreaming.transcripts import Cursor, TranscriptReader, cursor_is_valid
+from dreaming.transcripts import Cursor, TranscriptReader
 
 SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
@@ -78,7 +77,11 @@ class LightSummary:
     sessions_read: int = 0
     sessions_unchanged: int = 0
     files_rewritten: int = 0
+    lines_rederived: int = 0  # lines of edited transcripts whose text changed or vanished
     not_admitted: Counter[str] = field(default_factory=Counter)
+    unclassified: list[str] = field(default_factory=list)  # admitted as untrusted evidence
+    # Sessions whose admission changed since their last night: what was derived is redone.
+    reclassified: list[dict[str, Any]] = field(default_factory=list)
     messages: int = 0
     corpus_lines: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
@@ -100,7 +103,11 @@ class LightSummary:
                 "read": self.sessions_read,
                 "unchanged": self.sessions_unchanged,
                 "rewritten": self.files_rewritten,
+                "lines_rederived": self.lines_rederived,
                 "not_admitted": dict(sorted(self.not_admitted.items())),
+                "unclassified": self.unclassified[:50],
+                "unclassified_count": len(self.unclassified),
+                "reclassified": self.reclassified[:50],
             },
             "messages": self.messages,
             "corpus_lines": self.corpus_lines,
@@ -127,7 +134,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict[str, Any]:
+def _session_values(
+    sf: SessionFile, status: Status, reason: str | None, trust: str | None
+) -> dict[str, Any]:
     return {
         "agent": sf.agent,
         "session_id": sf.session_id,
@@ -142,6 +151,8 @@ def _session_values(sf: SessionFile, status: Status, reason: str | None) -> dict
         "created_at": _utc(sf.created_at),
         "status": status.value,
         "reason": reason,
+        "classified_by": sf.classified_by,
+        "trust": trust,
     }
 
 
@@ -169,29 +180,8 @@ def _upsert_session(
         )
 
 
-def _remove_session_lines(
-    conn: Connection, agent: str, session_id: str
-) -> tuple[set[int], set[str]]:
-    """Drop a session's corpus lines (its file was rewritten). Returns touched candidates
-    and the days whose files must be rewritten."""
-    where = and_(LINES.c.agent == agent, LINES.c.session_id == session_id)
-    days = {d for (d,) in conn.execute(select(LINES.c.day).where(where).distinct())}
-    touched = {
-        c
-        for (c,) in conn.execute(
-            select(EVIDENCE.c.candidate_id)
-            .where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.session_id == session_id))
-            .distinct()
-        )
-    }
-    conn.execute(
-        delete(EVIDENCE).where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.session_id == session_id))
-    )
-    conn.execute(
-        delete(RECALLS).where(and_(RECALLS.c.agent == agent, RECALLS.c.session_id == session_id))
-    )
-    conn.execute(delete(LINES).where(where))
-    return touched, days
+def _differs(values: dict[str, Any], existing: dict[str, Any] | None) -> bool:
+    return existing is None or any(existing.get(k) != v for k, v in values.items())
 
 
 _BUILT: dict[tuple[str, str], Any] = {}
@@ -293,8 +283,11 @@ class LightPhase:
         self.settings = paths.settings
         self.registry = registry
         self.progress = progress
+        self.agent = ""  # set by run()
+        self.folder: Folder  # loaded by run()
 
     def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
+        self.agent = agent
         started = time.perf_counter()
         summary = LightSummary(agent=agent)
         corpus_dir = self.paths.corpus_dir(agent)
@@ -315,7 +308,7 @@ class LightPhase:
                 r["path"]: dict(r)
                 for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings()
             }
-            folder = Folder.load(
+            self.folder = Folder.load(
                 conn,
                 agent,
                 self.settings,
@@ -328,19 +321,32 @@ class LightPhase:
             if self.progress is not None:
                 self.progress(n, len(files), sf.session_id)
             summary.sessions_seen += 1
+            existing = sessions.get(sf.session_id)
+            sf = classify(sf, existing, self.settings.admission)
             decision = decide(
                 sf, self.settings.exclude_sessions, tombstoned=sf.session_id in tombstoned
             )
-            values = _session_values(sf, decision.status, decision.reason)
+            trust = trust_of(sf, decision)
+            values = _session_values(sf, decision.status, decision.reason, trust)
+            # Derived under another admission (index repaired or lost, policy changed, kind
+            # now known): purge it, and read it again below if it is admitted now.
+            if (
+                existing is not None
+                and decision.status is not Status.FORGOTTEN
+                and existing.get("trust") != trust
+                and self._rederive_session(sf, existing, values, cursors, summary)
+            ):
+                changed = True
+                self.folder = self._reload_folder()
+            if decision.reason == UNCLASSIFIED:
+                summary.unclassified.append(sf.session_id)
             if not decision.admitted:
                 summary.not_admitted[decision.reason or decision.status.value] += 1
-                if decision.status is not Status.FORGOTTEN:
+                if decision.status is not Status.FORGOTTEN and _differs(values, existing):
                     with self.engine.begin() as conn:
-                        _upsert_session(conn, values, sessions.get(sf.session_id), read=False)
+                        _upsert_session(conn, values, existing, read=False)
                 continue
-            touched = self._read_session(
-                sf, values, sessions.get(sf.session_id), cursors, folder, summary
-            )
+            touched = self._read_session(sf, values, existing, cursors, summary)
             if touched is not None:
                 changed = True
                 touched_total |= touched
@@ -366,13 +372,111 @@ class LightPhase:
         summary.duration_s = time.perf_counter() - started
         return summary
 
+    def _reload_folder(self) -> Folder:
+        """The candidate folder read again after a purge changed the candidates under it."""
+        agent = self.agent
+        with self.engine.connect() as conn:
+            return Folder.load(
+                conn,
+                agent,
+                self.settings,
+                self.paths.memory_file(agent),
+                self.paths.dreams_file(agent),
+            )
+
+    def _rederive_session(
+        self,
+        sf: SessionFile,
+        existing: dict[str, Any],
+        values: dict[str, Any],
+        cursors: dict[str, dict[str, Any]],
+        summary: LightSummary,
+    ) -> bool:
+        """Purge what a session's old admission derived (no tombstone), record the new one,
+        and forget its cursor so an admitted session is read again from the start. True when
+        something was purged."""
+        from dreaming.forget import Purge, Scope  # forget reads corpus files through light
+
+        agent = sf.agent
+        with self.engine.connect() as conn:
+            derived = conn.execute(
+                select(func.count()).where(
+                    and_(LINES.c.agent == agent, LINES.c.session_id == sf.session_id)
+                )
+            ).scalar_one() or (str(sf.path) in cursors)
+        change = {
+            "session_id": sf.session_id,
+            "from": {"status": existing.get("status"), "trust": existing.get("trust")},
+            "to": {"status": values["status"], "trust": values["trust"]},
+            "reason": values["reason"],
+            "classified_by": values["classified_by"],
+        }
+        purged = False
+        if derived:
+            why = {"rederive": "admission changed", **change}
+            report = Purge(self.engine, self.paths, agent).rederive(Scope((sf.session_id,)), why)
+            change["purge_id"] = report.purge_id
+            change["entries_removed"] = len(report.entries_removed)
+            change["corpus_lines"] = report.counts.get("corpus_lines", 0)
+            purged = True
+        cursors.pop(str(sf.path), None)
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(CURSORS).where(
+                    and_(CURSORS.c.agent == agent, CURSORS.c.session_id == sf.session_id)
+                )
+            )
+            _upsert_session(conn, values, existing, read=False)
+        existing.update(values)
+        summary.reclassified.append(change)
+        return purged
+
+    def _purge_changed_lines(
+        self, sf: SessionFile, rows: list[dict[str, Any]], summary: LightSummary
+    ) -> set[int]:
+        """Purge the stored lines of `sf` that the file, read whole, no longer holds as they
+        were (text, speaker or class changed, or the line is gone). Returns the candidates
+        that lost evidence."""
+        from dreaming.forget import Purge, Scope  # forget reads corpus files through light
+
+        agent = sf.agent
+        fresh = {r["line"]: (r["text_hash"], r["role"], r["origin_class"]) for r in rows}
+        with self.engine.connect() as conn:
+            stale = [
+                line_id
+                for line_id, n, text_hash, role, cls in conn.execute(
+                    select(
+                        LINES.c.id,
+                        LINES.c.line,
+                        LINES.c.text_hash,
+                        LINES.c.role,
+                        LINES.c.origin_class,
+                    ).where(and_(LINES.c.agent == agent, LINES.c.session_id == sf.session_id))
+                )
+                if fresh.get(n) != (text_hash, role, cls)
+            ]
+            if not stale:
+                return set()
+            touched = {
+                c
+                for (c,) in conn.execute(
+                    select(EVIDENCE.c.candidate_id)
+                    .where(EVIDENCE.c.corpus_line_id.in_(stale))
+                    .distinct()
+                )
+            }
+        why = {"rederive": "transcript edited", "session_id": sf.session_id, "lines": len(stale)}
+        scope = Scope((sf.session_id,), tuple(stale), keep=tuple(r["text"] for r in rows))
+        Purge(self.engine, self.paths, agent).rederive(scope, why)
+        summary.lines_rederived += len(stale)
+        return touched
+
     def _read_session(
         self,
         sf: SessionFile,
         values: dict[str, Any],
         existing: dict[str, Any] | None,
         cursors: dict[str, dict[str, Any]],
-        folder: Folder,
         summary: LightSummary,
     ) -> set[int] | None:
         """Read what is new in one admitted file and commit it. None: nothing was read."""
@@ -386,21 +490,15 @@ class LightPhase:
         prev = None if self.reingest else cursors.get(key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
             summary.sessions_unchanged += 1
-            if existing is not None and (existing["status"], existing["reason"]) != (
-                values["status"],
-                values["reason"],
-            ):
+            if _differs(values, existing):
                 with self.engine.begin() as conn:
                     _upsert_session(conn, values, existing, read=False)
             return None
         start: Cursor | None = None
-        rewritten = False
         if prev is not None:
             start = Cursor(
                 offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"]
             )
-            if not cursor_is_valid(sf.path, start):
-                start, rewritten = None, True
         reader = TranscriptReader(
             sf,
             start=start,
@@ -440,19 +538,24 @@ class LightPhase:
                     "text_hash": corpus.text_hash(text),
                 }
             )
+        if not reader.completed:
+            return None  # unreadable now: nothing read, nothing concluded about its lines
         end = reader.cursor
-        summary.bytes_read += max(end.offset - (start.offset if start else 0), 0)
+        summary.bytes_read += max(end.offset - (reader.started_at or 0), 0)
         if reader.format is not None:
             values["format"] = reader.format.value
         touched: set[int] = set()
+        # Edited before the cursor (or re-read on request): the stored lines whose text no
+        # longer stands are purged as forget would, and the file's text is ingested afresh.
+        if reader.restarted or self.reingest:
+            if reader.restarted and prev is not None:
+                summary.files_rewritten += 1
+            gone = self._purge_changed_lines(sf, rows, summary)
+            if gone:
+                touched |= gone
+                self.folder = self._reload_folder()
         with self.engine.begin() as conn:
             days: set[str] = set()
-            if rewritten:
-                summary.files_rewritten += 1
-                gone, old_days = _remove_session_lines(conn, agent, sf.session_id)
-                mark_stale(conn, gone)
-                touched |= gone
-                days |= old_days
             span = {}
             if rows:
                 span = {
@@ -469,7 +572,7 @@ class LightPhase:
                 conn.execute(insert(LINES), rows)
                 ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
                 new_lines = [(ids[r["line"]], r) for r in rows]
-                touched |= folder.fold(conn, new_lines, summary)
+                touched |= self.folder.fold(conn, new_lines, summary)
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             conn.execute(

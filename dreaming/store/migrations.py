@@ -276,6 +276,28 @@ def _salience(conn: Connection) -> None:
     )
 
 
+@migration("0009_classification")
+def _classification(conn: Connection) -> None:
+    """What classified each session (index, record, transcript, ...; NULL: nothing did) and
+    whose words its user lines were derived as (`trust`: owner | untrusted; NULL when not
+    admitted), so a night notices when that changes. Sessions an index described before this
+    migration keep that as their record; the rest were derived as the owner's."""
+    _run(
+        conn,
+        """
+        ALTER TABLE sessions ADD COLUMN classified_by VARCHAR;
+        ALTER TABLE sessions ADD COLUMN trust VARCHAR;
+        UPDATE sessions SET classified_by = 'index' WHERE session_key IS NOT NULL;
+        UPDATE sessions SET classified_by = 'source' WHERE format IN ('claude-code', 'event-log');
+        UPDATE sessions SET trust = CASE
+            WHEN external_source IS NOT NULL THEN 'untrusted'
+            WHEN lower(chat_type) IN ('group', 'channel', 'supergroup', 'room') THEN 'untrusted'
+            ELSE 'owner' END
+          WHERE status = 'admitted'
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

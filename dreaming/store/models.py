@@ -30,6 +30,8 @@ class SessionRow(SQLModel, table=True):
     reason: str | None = None  # policy:<field>=<value> | forgotten | internal:<kind>
     first_seen: datetime
     last_read: datetime | None = None
+    classified_by: str | None = None  # index | source | record | transcript | operator
+    trust: str | None = None  # owner | untrusted: what its user lines were derived as
 
 
 class FileCursorRow(SQLModel, table=True):

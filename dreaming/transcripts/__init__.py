@@ -10,14 +10,17 @@ from __future__ import annotations
 from ._cursor import Cursor, cursor_is_valid
 from ._detect import detect_format
 from ._discovery import discover_claude_code, discover_event_log, discover_openclaw
+from ._inbound import ChatFacts, chat_facts
 from ._lines import DEFAULT_MAX_LINE_BYTES
 from ._reader import TranscriptReader
 from ._session_keys import session_kind_from_key
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "ChatFacts",
     "Cursor",
     "TranscriptReader",
+    "chat_facts",
     "cursor_is_valid",
     "detect_format",
     "discover_claude_code",

@@ -1,7 +1,9 @@
-"""Where an incremental read of a transcript stopped, and whether that place still exists.
+"""Where an incremental read of a transcript stopped, and whether what it read is still there.
 
-A cursor pins a byte offset *and* a hash of the file's first bytes, so a caller can tell an
-appended file (read on from the cursor) from a rewritten or truncated one (read again from 0).
+A cursor pins a byte offset *and* a hash of every byte before it, so a caller can tell an
+appended file (read on from the cursor) from one edited anywhere before the cursor, rewritten
+or truncated (read again from 0, and what changed re-derived). A hash of the head alone let
+an in-place redaction (`sed -i` on line 60) pass as unchanged.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
-# Enough of the head to tell two transcripts apart (the header line carries a session id and
-# a timestamp) while keeping validation one small read.
-HEAD_BYTES = 4096
+# "b2f:" covers all consumed bytes. Cursors of older versions ("b2:", the first 4 KB only)
+# cannot vouch for the rest: their files are read again once and compared line by line.
+PREFIX = "b2f:"
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,32 +25,52 @@ class Cursor:
 
     offset: int  # byte offset just past the last fully consumed line
     line: int  # lines consumed; the next line's 1-based number is line + 1
-    head: str  # head_hash() of the file's first min(HEAD_BYTES, offset) bytes
+    head: str  # PREFIX + hash of the file's bytes [0, offset)
     size: int  # file size when the cursor was taken
 
 
-def head_hash(data: bytes) -> str:
-    """Hash of a file head, with an algorithm prefix so a later change of hash is visible."""
-    return "b2:" + hashlib.blake2b(data[:HEAD_BYTES], digest_size=16).hexdigest()
+def new_hasher() -> Any:
+    return hashlib.blake2b(digest_size=16)
+
+
+def digest(hasher: Any) -> str:
+    return PREFIX + str(hasher.hexdigest())
+
+
+def hash_range(f: IO[bytes], hasher: Any, start: int, end: int) -> None:
+    """Feed the bytes [start, end) of an open file to `hasher`."""
+    f.seek(start)
+    left = end - start
+    while left > 0:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        left -= len(chunk)
+
+
+def prefix_hasher(f: IO[bytes], cursor: Cursor, size: int) -> Any | None:
+    """A hasher fed the file's bytes before `cursor`, when they are still what the cursor
+    read (ready to take what follows); None when the file changed before it, or is shorter."""
+    if size < cursor.offset or not cursor.head.startswith(PREFIX):
+        return None
+    hasher = new_hasher()
+    hash_range(f, hasher, 0, cursor.offset)
+    return hasher if digest(hasher) == cursor.head else None
 
 
 # The cursor of a file nobody has read yet.
-START = Cursor(offset=0, line=0, head=head_hash(b""), size=0)
+START = Cursor(offset=0, line=0, head=digest(new_hasher()), size=0)
 
 
 def cursor_is_valid(path: Path, cursor: Cursor) -> bool:
-    """Whether `path` still starts with the bytes `cursor` saw and is at least as long.
+    """Whether `path` still holds, byte for byte, what `cursor` consumed.
 
-    False means the file was rewritten or truncated (or is gone): re-read it from 0.
+    False means the file was edited before the cursor, rewritten or truncated (or is gone).
     """
-    want = min(HEAD_BYTES, cursor.offset)
     try:
         with path.open("rb") as f:
             size = f.seek(0, 2)
-            if size < cursor.offset:
-                return False
-            f.seek(0)
-            head = f.read(want)
+            return prefix_hasher(f, cursor, size) is not None
     except OSError:
         return False
-    return len(head) == want and head_hash(head) == cursor.head

@@ -153,6 +153,7 @@ def _openclaw_session(
         kind=facts.kind,
         created_at=created_at,
         extra=extra,
+        classified_by="index",
     )
 
 
@@ -236,6 +237,9 @@ def _claude_session(agent: str, path: Path, kind: SessionKind, project: str) -> 
         format=Format.CLAUDE_CODE,
         kind=kind,
         extra={"project": project},
+        # A Claude Code projects folder is one person's own coding sessions: the operator
+        # named it as a source.
+        classified_by="source",
     )
 
 
@@ -249,7 +253,15 @@ def discover_event_log(root: Path, agent: str) -> list[SessionFile]:
     on nothing but the file's own place (ids stay stable when other files come and go).
     """
     if root.is_file():
-        return [SessionFile(agent=agent, session_id=root.stem, path=root, format=Format.EVENT_LOG)]
+        return [
+            SessionFile(
+                agent=agent,
+                session_id=root.stem,
+                path=root,
+                format=Format.EVENT_LOG,
+                classified_by="source",
+            )
+        ]
     if not root.is_dir():
         return []
     found = [
@@ -258,6 +270,7 @@ def discover_event_log(root: Path, agent: str) -> list[SessionFile]:
             session_id="-".join(path.relative_to(root).with_suffix("").parts),
             path=path,
             format=Format.EVENT_LOG,
+            classified_by="source",
         )
         for path in root.rglob("*.jsonl")
         if path.is_file()

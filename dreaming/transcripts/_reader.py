@@ -11,7 +11,7 @@ from dreaming.messages import Format, Message, SessionFile, SkipCounts, SkipReas
 
 from ._claude_code import parse_claude_code
 from ._common import ParseContext
-from ._cursor import HEAD_BYTES, START, Cursor, head_hash
+from ._cursor import START, Cursor, digest, hash_range, new_hasher, prefix_hasher
 from ._detect import detect_format
 from ._event_log import parse_event_log
 from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
@@ -53,6 +53,10 @@ class TranscriptReader:
         self.skips: SkipCounts = skips if skips is not None else Counter()
         self.max_line_bytes = max_line_bytes
         self.restarted = False
+        # Whether the last iteration read the file to its end (or found it empty, binary or
+        # of no known format: what it holds now, for certain); False when it could not open it.
+        self.completed = False
+        self.started_at: int | None = None  # the offset the last iteration read from
         self.format: Format | None = session.format
         if self.format is None:
             self.format = detect_format(session.path, max_line_bytes=max_line_bytes)
@@ -62,19 +66,24 @@ class TranscriptReader:
 
     def _read(self) -> Iterator[Message]:
         skips = self.skips
-        self.restarted = False
+        self.restarted = self.completed = False
         try:
             f = self.session.path.open("rb")
         except OSError:
             skips[SkipReason.UNREADABLE_FILE.value] += 1
             return
         with f:
-            head = f.read(_BINARY_SNIFF_BYTES)
             size = os.fstat(f.fileno()).st_size
             start = self.cursor
-            if start.offset and not _fits(start, head, size):
+            hasher = prefix_hasher(f, start, size) if start.offset else new_hasher()
+            if hasher is None:  # changed before the cursor: everything is read again
                 start = self.cursor = START
                 self.restarted = True
+                hasher = new_hasher()
+            self.started_at = start.offset
+            f.seek(0)
+            head = f.read(_BINARY_SNIFF_BYTES)
+            self.completed = True  # the early returns below are about what the file holds
             if size == 0:
                 skips[SkipReason.EMPTY_FILE.value] += 1
                 return
@@ -95,23 +104,16 @@ class TranscriptReader:
                 max_line_bytes=self.max_line_bytes,
             )
             ctx = ParseContext(self.session.agent, self.session.session_id, skips)
+            self.completed = False
             yield from _PARSERS[self.format](source, ctx)
+            self.completed = True
             # Reached only when the consumer read everything: a reader abandoned half-way
             # keeps its old cursor, so nothing it did not hand out is skipped next time.
             end = source.offset
-            want = min(HEAD_BYTES, end)
-            if len(head) < want:  # the file was shorter than a head when we opened it
-                f.seek(0)
-                head = f.read(want)
+            hash_range(f, hasher, start.offset, end)
             self.cursor = Cursor(
                 offset=end,
                 line=source.line,
-                head=head_hash(head[:want]),
+                head=digest(hasher),
                 size=os.fstat(f.fileno()).st_size,
             )
-
-
-def _fits(cursor: Cursor, head: bytes, size: int) -> bool:
-    """cursor_is_valid() on bytes already read: the file is long enough and starts the same."""
-    want = min(HEAD_BYTES, cursor.offset)
-    return size >= cursor.offset and len(head) >= want and head_hash(head[:want]) == cursor.head
