@@ -347,3 +347,57 @@ def test_a_file_grown_by_appends_only_is_read_on_not_rederived(fake: FakeOpenCla
     light = night(fake.root)
     assert light["sessions"]["rewritten"] == 0 and light["sessions"]["lines_rederived"] == 0
     assert light["corpus_lines"] == 1
+
+
+# -- in combination with forget and --reingest ---------------------------------------------
+
+
+def forget(state: Path, *args: str) -> None:
+    from dreaming.cli import _forget  # noqa: F401
+
+    cmd(state, "forget", "--agent", "main", *args)
+
+
+def test_a_torn_index_with_reingest_keeps_unknown_sessions_untrusted(
+    fake: FakeOpenClaw,
+) -> None:
+    fake.session("main", "s-x", [("user", STRANGER)])
+    index_path(fake).write_text('{"agent:main:main": {"sessionId": "s-x", "chatT')
+    night(fake.root)
+    light = night(fake.root, "--reingest")
+    assert light["sessions"]["unclassified"] == ["s-x"]
+    assert light["sessions"]["lines_rederived"] == 0
+    assert line_classes(fake.root, "s-x") == {"untrusted"}
+    assert "4471" not in memory(fake.root)
+    # Forgotten, it stays gone through a forced re-read and a repaired index.
+    forget(fake.root, "--session", "s-x")
+    fake.session("main", "s-x", [("user", STRANGER)], key="agent:main:main")
+    night(fake.root, "--reingest")
+    assert "4471" not in _everywhere(fake.root)
+    assert verified(fake.root)[0] == 0
+
+
+def test_a_redaction_then_forget_of_the_session_leaves_nothing(fake: FakeOpenClaw) -> None:
+    path = _long_session(fake)
+    night(fake.root)
+    path.write_bytes(path.read_bytes().replace(b"88231", b"[redacted]"))
+    night(fake.root, "--reingest")
+    assert "88231" not in _everywhere(fake.root)
+    forget(fake.root, "--session", "s1")
+    assert "Lisbon" not in _everywhere(fake.root) and "[redacted]" not in _everywhere(fake.root)
+    night(fake.root)
+    assert "Lisbon" not in _everywhere(fake.root)
+    assert verified(fake.root)[0] == 0
+
+
+def test_an_edit_in_a_session_whose_admission_also_changed(fake: FakeOpenClaw) -> None:
+    path = _long_session(fake)
+    night(fake.root)
+    index_path(fake).write_text("")  # the index is lost the same night the file is redacted
+    path.write_bytes(path.read_bytes().replace(b"88231", b"[redacted]"))
+    light = night(fake.root)
+    # The record of the earlier night still says it is the owner's direct chat.
+    assert light["sessions"]["reclassified"] == []
+    assert "88231" not in _everywhere(fake.root)
+    assert "Lisbon" in memory(fake.root)
+    assert verified(fake.root)[0] == 0

@@ -47,6 +47,7 @@ from dreaming.store.models import (
     CorpusDirtyDayRow,
     CorpusLineRow,
     FileCursorRow,
+    OriginRow,
     RecallRow,
     SessionRow,
     StateRow,
@@ -57,6 +58,7 @@ from dreaming.tombstones import file_tombstones
 from dreaming.transcripts import Cursor, TranscriptReader
 
 SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
 CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
 LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
@@ -317,27 +319,32 @@ class LightPhase:
             )
         changed = False
         touched_total: set[int] = set()
-        for n, sf in enumerate(files, 1):
-            if self.progress is not None:
-                self.progress(n, len(files), sf.session_id)
-            summary.sessions_seen += 1
+        # Admission first, for every file: sessions derived under another admission (index
+        # repaired or lost, policy changed, kind now known) are purged in one go, then read
+        # again below if they are admitted now.
+        planned = []
+        for sf in files:
             existing = sessions.get(sf.session_id)
             sf = classify(sf, existing, self.settings.admission)
             decision = decide(
                 sf, self.settings.exclude_sessions, tombstoned=sf.session_id in tombstoned
             )
-            trust = trust_of(sf, decision)
-            values = _session_values(sf, decision.status, decision.reason, trust)
-            # Derived under another admission (index repaired or lost, policy changed, kind
-            # now known): purge it, and read it again below if it is admitted now.
-            if (
-                existing is not None
-                and decision.status is not Status.FORGOTTEN
-                and existing.get("trust") != trust
-                and self._rederive_session(sf, existing, values, cursors, summary)
-            ):
-                changed = True
-                self.folder = self._reload_folder()
+            values = _session_values(sf, decision.status, decision.reason, trust_of(sf, decision))
+            planned.append((sf, decision, values, existing))
+        moved = [
+            (sf, existing, values)
+            for sf, decision, values, existing in planned
+            if existing is not None
+            and decision.status is not Status.FORGOTTEN
+            and existing.get("trust") != values["trust"]
+        ]
+        if moved and self._rederive_sessions(moved, cursors, summary):
+            changed = True
+            self.folder = self._reload_folder()
+        for n, (sf, decision, values, existing) in enumerate(planned, 1):
+            if self.progress is not None:
+                self.progress(n, len(files), sf.session_id)
+            summary.sessions_seen += 1
             if decision.reason == UNCLASSIFIED:
                 summary.unclassified.append(sf.session_id)
             if not decision.admitted:
@@ -384,52 +391,62 @@ class LightPhase:
                 self.paths.dreams_file(agent),
             )
 
-    def _rederive_session(
+    def _rederive_sessions(
         self,
-        sf: SessionFile,
-        existing: dict[str, Any],
-        values: dict[str, Any],
+        moved: list[tuple[SessionFile, dict[str, Any], dict[str, Any]]],
         cursors: dict[str, dict[str, Any]],
         summary: LightSummary,
     ) -> bool:
-        """Purge what a session's old admission derived (no tombstone), record the new one,
-        and forget its cursor so an admitted session is read again from the start. True when
-        something was purged."""
+        """Purge what the sessions' old admission derived (as forget does, with no tombstone;
+        their cursors go with it, so an admitted one is read again from the start) and record
+        the new admission. True when anything was purged."""
         from dreaming.forget import Purge, Scope  # forget reads corpus files through light
 
-        agent = sf.agent
+        agent = self.agent
+        ids = [sf.session_id for sf, _, _ in moved]
         with self.engine.connect() as conn:
-            derived = conn.execute(
-                select(func.count()).where(
-                    and_(LINES.c.agent == agent, LINES.c.session_id == sf.session_id)
+            derived = {
+                sid
+                for (sid,) in conn.execute(
+                    select(LINES.c.session_id)
+                    .where(and_(LINES.c.agent == agent, LINES.c.session_id.in_(ids)))
+                    .distinct()
                 )
-            ).scalar_one() or (str(sf.path) in cursors)
-        change = {
-            "session_id": sf.session_id,
-            "from": {"status": existing.get("status"), "trust": existing.get("trust")},
-            "to": {"status": values["status"], "trust": values["trust"]},
-            "reason": values["reason"],
-            "classified_by": values["classified_by"],
-        }
-        purged = False
+            } | {sf.session_id for sf, _, _ in moved if str(sf.path) in cursors}
+        changes = [
+            {
+                "session_id": sf.session_id,
+                "from": {"status": existing.get("status"), "trust": existing.get("trust")},
+                "to": {"status": values["status"], "trust": values["trust"]},
+                "reason": values["reason"],
+                "classified_by": values["classified_by"],
+                "entries_removed": 0,
+            }
+            for sf, existing, values in moved
+        ]
         if derived:
-            why = {"rederive": "admission changed", **change}
-            report = Purge(self.engine, self.paths, agent).rederive(Scope((sf.session_id,)), why)
-            change["purge_id"] = report.purge_id
-            change["entries_removed"] = len(report.entries_removed)
-            change["corpus_lines"] = report.counts.get("corpus_lines", 0)
-            purged = True
-        cursors.pop(str(sf.path), None)
+            with self.engine.connect() as conn:
+                made: dict[str, set[str]] = {}
+                for key, sid in conn.execute(
+                    select(ORIGINS.c.entry_key, ORIGINS.c.session_id).where(
+                        and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sorted(derived)))
+                    )
+                ):
+                    made.setdefault(sid, set()).add(key)
+            why = {"rederive": "admission changed", "sessions": changes}
+            scope = Scope(tuple(sorted(derived)))
+            report = Purge(self.engine, self.paths, agent).rederive(scope, why)
+            removed = set(report.entries_removed)
+            for change in changes:
+                change["purge_id"] = report.purge_id
+                change["entries_removed"] = len(made.get(change["session_id"], set()) & removed)
         with self.engine.begin() as conn:
-            conn.execute(
-                delete(CURSORS).where(
-                    and_(CURSORS.c.agent == agent, CURSORS.c.session_id == sf.session_id)
-                )
-            )
-            _upsert_session(conn, values, existing, read=False)
-        existing.update(values)
-        summary.reclassified.append(change)
-        return purged
+            for sf, existing, values in moved:
+                cursors.pop(str(sf.path), None)
+                _upsert_session(conn, values, existing, read=False)
+                existing.update(values)
+        summary.reclassified.extend(changes)
+        return bool(derived)
 
     def _purge_changed_lines(
         self, sf: SessionFile, rows: list[dict[str, Any]], summary: LightSummary
