@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, exists, select, union
+from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming import sources
 from dreaming.config import (
@@ -26,7 +27,7 @@ from dreaming.config import (
     find_config,
     load_settings,
 )
-from dreaming.errors import LockedError, StateError
+from dreaming.errors import LockedError, SchemaTooNewError, StateError
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
@@ -96,6 +97,8 @@ class App:
         if self.fleet:
             return self.shared_engine()
         if agent not in self._engines:
+            if create:
+                self.paths.remember_name(agent)
             self._engines[agent] = open_engine(self.paths.database(agent), create=create)
         return self._engines[agent]
 
@@ -294,6 +297,11 @@ class App:
             except LockedError as err:
                 # Another run has this agent: the others still get their night.
                 busy.append(err)
+                results.append(_skipped(agent, err, options))
+            except (OSError, SQLAlchemyError, SchemaTooNewError) as err:
+                # One agent's broken state (a file it cannot open, a corrupt database) is
+                # that agent's failed night, reported; the others still get theirs.
+                log.error("agent %s failed: %s", agent, err)
                 results.append(_skipped(agent, err, options))
             finally:
                 # A fleet night visits thousands of agents: keep no engine (pool, page

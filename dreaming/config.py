@@ -7,6 +7,7 @@ operator meant to keep out.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
@@ -15,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dreaming.errors import ConfigError
 from dreaming.llm import LLMProfile
@@ -41,6 +42,16 @@ class Source(_Strict):
     kind: SourceKind
     path: Path
     agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_is_a_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                check_agent_id(value, "sources")
+            except ConfigError as err:
+                raise ValueError(str(err).split(": ", 1)[1]) from None
+        return value
 
 
 class ExcludeSessions(_Strict):
@@ -249,6 +260,8 @@ def parse_settings(data: Mapping[str, Any], origin: Path | str) -> Settings:
         settings = Settings.model_validate(dict(data))
     except ValidationError as err:
         raise ConfigError(_format_error(origin, err)) from None
+    for name in settings.agents:
+        check_agent_id(name, f"{origin}: key 'agents'")
     # A profile knows its own name, so its errors can say which one to fix.
     profiles = {
         name: p.model_copy(update={"name": name}) for name, p in settings.llm.profiles.items()
@@ -326,6 +339,33 @@ def find_config(
     return candidate if candidate.is_file() else None
 
 
+# An agent id that is safe as a file name as it is; any other id (a 250-character folder
+# name, spaces, non-ASCII) is stored under a hashed name, so one odd agent cannot stop a night.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def file_stem(agent: str) -> str:
+    """The file name an agent's own files (database, lock, tombstones) are stored under."""
+    if _SAFE_NAME.fullmatch(agent) and not agent.endswith("."):
+        return agent
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._-")[:40] or "agent"
+    digest = hashlib.blake2b(agent.encode("utf-8", "surrogateescape"), digest_size=6)
+    return f"{slug}-{digest.hexdigest()}"
+
+
+def check_agent_id(agent: str, where: str) -> str:
+    """The CLI's rule for an agent id, applied wherever one comes from: a name, never a path."""
+    if (
+        not agent
+        or agent in {".", ".."}
+        or any(c in agent for c in "/\\\0")
+        or not agent.isprintable()
+        or len(agent) > 255
+    ):
+        raise ConfigError(f"{where}: {agent!r} is not a valid agent id (a name, not a path)")
+    return agent
+
+
 class Paths:
     """Where an installation keeps things; one object so nothing else joins paths by hand."""
 
@@ -339,10 +379,10 @@ class Paths:
         return self.state_dir / "dreaming"
 
     def database(self, agent: str) -> Path:
-        return self.home / "agents" / f"{agent}.sqlite"
+        return self.home / "agents" / f"{file_stem(agent)}.sqlite"
 
     def lock(self, agent: str) -> Path:
-        return self.home / "locks" / f"{agent}.lock"
+        return self.home / "locks" / f"{file_stem(agent)}.lock"
 
     def workspace(self, agent: str) -> Path:
         # OpenClaw's convention: the default agent uses `workspace`, others `workspace-<id>`.
@@ -351,7 +391,9 @@ class Paths:
             return configured.workspace
         if self.settings.fleet.workspace_root is not None:
             return self.settings.fleet.workspace_root / agent
-        return self.state_dir / ("workspace" if agent == "main" else f"workspace-{agent}")
+        return self.state_dir / (
+            "workspace" if agent == "main" else f"workspace-{file_stem(agent)}"
+        )
 
     def memory_file(self, agent: str) -> Path:
         return self.workspace(agent) / "MEMORY.md"
@@ -367,7 +409,20 @@ class Paths:
         folder = self.home / "agents"
         if not folder.is_dir():
             return []
-        return sorted(p.stem for p in folder.glob("*.sqlite"))
+        names = []
+        for p in folder.glob("*.sqlite"):
+            # A hashed file name keeps the real id beside it.
+            sidecar = p.with_suffix(".agent")
+            names.append(sidecar.read_text("utf-8") if sidecar.is_file() else p.stem)
+        return sorted(names)
+
+    def remember_name(self, agent: str) -> None:
+        """Write the id beside a database stored under a hashed name (see known_agents)."""
+        if file_stem(agent) != agent:
+            sidecar = self.database(agent).with_suffix(".agent")
+            if not sidecar.exists():
+                sidecar.parent.mkdir(parents=True, exist_ok=True)
+                sidecar.write_text(agent, "utf-8")
 
 
 OutputMode = Literal["text", "json"]

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from dreaming.config import Paths
+from dreaming.config import Paths, file_stem
 
 
 def tombstone_file(paths: Paths, agent: str) -> Path:
-    return paths.home / "tombstones" / f"{agent}.jsonl"
+    return paths.home / "tombstones" / f"{file_stem(agent)}.jsonl"
 
 
 def record_tombstones(

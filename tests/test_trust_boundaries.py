@@ -401,3 +401,44 @@ def test_an_edit_in_a_session_whose_admission_also_changed(fake: FakeOpenClaw) -
     assert "88231" not in _everywhere(fake.root)
     assert "Lisbon" in memory(fake.root)
     assert verified(fake.root)[0] == 0
+
+
+# -- agents with odd names, and agent ids from settings ----------------------------------------
+
+
+def test_an_agent_with_a_250_character_name_gets_its_night_and_so_do_the_others(
+    fake: FakeOpenClaw,
+) -> None:
+    long = "a" * 250
+    fake.session(long, "s-l", [("user", OWNER)], key=f"agent:{long}:main")
+    fake.session("main", "s1", [("user", OWNER)], key="agent:main:main")
+    report = json.loads(cmd(fake.root, "run", "--json").stdout)
+    assert {r["agent"]: r["outcome"] for r in report["runs"]} == {long: "ok", "main": "ok"}
+    assert "French" in memory(fake.root)
+    names = [p.name for p in (fake.root / "dreaming" / "agents").iterdir()]
+    assert all(len(n) < 100 for n in names)
+    listed = json.loads(cmd(fake.root, "status", "--json").stdout)["agents"]
+    assert {a["agent"] for a in listed} == {long, "main"}
+
+
+def test_one_agent_whose_state_cannot_be_opened_fails_alone(fake: FakeOpenClaw) -> None:
+    fake.session("bob", "s-b", [("user", OWNER)], key="agent:bob:main")
+    fake.session("main", "s1", [("user", OWNER)], key="agent:main:main")
+    (fake.root / "dreaming" / "agents").mkdir(parents=True)
+    (fake.root / "dreaming" / "agents" / "bob.sqlite").mkdir()  # not a database
+    result = cmd(fake.root, "run", "--json", ok=False)
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert {r["agent"]: r["outcome"] for r in report["runs"]} == {"bob": "failed", "main": "ok"}
+    assert "French" in memory(fake.root)
+
+
+@pytest.mark.parametrize("agent", ["../../../outside/pwn", "a/b", "..", ""])
+def test_an_agent_id_from_the_settings_must_be_a_name(fake: FakeOpenClaw, agent: str) -> None:
+    (fake.root / "dreaming.toml").write_text(
+        f'[[sources]]\nkind = "event-log"\npath = "{fake.root}/log"\nagent = "{agent}"\n'
+    )
+    result = cmd(fake.root, "run", ok=False)
+    assert result.exit_code != 0
+    assert "not a valid agent id" in result.output
+    assert not (fake.root.parent / "outside").exists()
