@@ -49,7 +49,7 @@ def classify(
 ) -> SessionFile:
     """`session` with what the best evidence says about its chat filled in; unchanged (and
     `classified_by` None) when nothing says anything."""
-    if session.classified_by is not None:
+    if session.classified_by is not None or "skip" in session.extra:
         return session
     learnt = record.get("classified_by") if record is not None else None
     # The operator's word is read from the settings each night, never from the record, so

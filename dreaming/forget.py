@@ -535,7 +535,7 @@ class Purge:
         out: list[dict[str, Any]] = []
         for t in targets:
             sf = by_id.get(t.session_id)
-            if sf is None or not sf.path.exists():
+            if sf is None or "skip" in sf.extra or not sf.path.exists():
                 continue
             for msg in TranscriptReader(sf):
                 for w in msg.writes:

@@ -442,3 +442,56 @@ def test_an_agent_id_from_the_settings_must_be_a_name(fake: FakeOpenClaw, agent:
     assert result.exit_code != 0
     assert "not a valid agent id" in result.output
     assert not (fake.root.parent / "outside").exists()
+
+
+# -- what a sessions folder may hold -------------------------------------------------------------
+
+
+def test_a_link_to_another_agents_transcript_is_not_read_as_this_agents(
+    fake: FakeOpenClaw,
+) -> None:
+    bob = fake.session("bob", "s-bob", [("user", DIRECT + OWNER)], key="agent:bob:main")
+    main_dir = fake.root / "agents" / "main" / "sessions"
+    fake.session("main", "s1", [("user", DIRECT + FACT)], key="agent:main:main")
+    (main_dir / "s-bob.jsonl").symlink_to(bob)
+    (main_dir / "gone.jsonl").symlink_to(main_dir / "nothing-here.jsonl")
+    (main_dir / "folder.jsonl").mkdir()
+    os.mkfifo(main_dir / "pipe.jsonl")  # would block a reader forever
+    report = json.loads(cmd(fake.root, "run", "--json").stdout)
+    light = report["agents"]["main"]["light"]
+    assert light["sessions"]["seen"] == 5
+    assert light["skips"] == {
+        "dangling-symlink": 1,
+        "not-a-file": 1,
+        "not-a-regular-file": 1,
+        "symlink-outside-folder": 1,
+    }
+    assert "French" not in memory(fake.root)  # bob's words stay bob's
+    forget(fake.root, "--session", "s1")
+    cmd(fake.root, "forget", "--agent", "bob", "--session", "s-bob")
+    assert "French" not in _everywhere(fake.root)
+
+
+def test_files_whose_ids_collide_are_all_read(fake: FakeOpenClaw) -> None:
+    from tests.transcript_builders import cc_user, ev, write_jsonl
+
+    log = fake.root / "log"
+    ts = "2026-03-01T09:00:00Z"
+    write_jsonl(log / "a" / "b-c.jsonl", [ev("user/message", OWNER, source="user", ts=ts)])
+    write_jsonl(log / "a-b" / "c.jsonl", [ev("user/message", FACT, source="user", ts=ts)])
+    cc = fake.root / "cc"
+    write_jsonl(cc / "p1" / "short.jsonl", [cc_user("I live in Oslo with my wife Ingrid.")])
+    write_jsonl(cc / "p2" / "short.jsonl", [cc_user("My son Lars plays the cello.")])
+    (fake.root / "dreaming.toml").write_text(
+        f'read_state_dir = false\n[[sources]]\nkind = "event-log"\npath = "{log}"\nagent = "ev"\n'
+        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "cc"\n'
+    )
+    report = json.loads(cmd(fake.root, "run", "--phase", "light", "--json").stdout)
+    ev, cc_light = report["agents"]["ev"]["light"], report["agents"]["cc"]["light"]
+    assert ev["sessions"]["read"] == 2 and cc_light["sessions"]["read"] == 2
+    with sqlite3.connect(fake.root / "dreaming" / "agents" / "ev.sqlite") as conn:
+        ids = sorted(r[0] for r in conn.execute("SELECT session_id FROM sessions"))
+    assert ids[0] == "a-b-c" and ids[1].startswith("a-b-c~") and len(ids) == 2
+    # Stable: a second night reads nothing new and hides nothing.
+    again = json.loads(cmd(fake.root, "run", "--phase", "light", "--json").stdout)
+    assert again["agents"]["ev"]["light"]["sessions"]["unchanged"] == 2

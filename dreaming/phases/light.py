@@ -324,6 +324,10 @@ class LightPhase:
         # again below if they are admitted now.
         planned = []
         for sf in files:
+            if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
+                summary.sessions_seen += 1
+                summary.skips[sf.extra["skip"]] += 1
+                continue
             existing = sessions.get(sf.session_id)
             sf = classify(sf, existing, self.settings.admission)
             decision = decide(

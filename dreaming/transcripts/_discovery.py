@@ -9,8 +9,11 @@ Every function returns its SessionFiles sorted by path, so runs are deterministi
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
+import stat
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,8 +69,11 @@ def discover_openclaw(root: Path, agents: Collection[str] | None = None) -> list
         if not sessions_dir.is_dir():
             continue
         index = _load_index(sessions_dir / "sessions.json")
-        for path in _files(sessions_dir, "*.jsonl"):
+        for path, unreadable in _entries(sessions_dir, "*.jsonl"):
             if any(marker in path.name for marker in _NOT_TRANSCRIPT_MARKERS):
+                continue
+            if unreadable is not None:
+                found.append(_skipped(agent_dir.name, path, Format.OPENCLAW, unreadable))
                 continue
             found.append(_openclaw_session(agent_dir.name, path, index.find(path)))
     return sorted(found, key=lambda s: s.path)
@@ -208,7 +214,10 @@ def discover_claude_code(root: Path, agent: str) -> list[SessionFile]:
     # Pointed at one project folder rather than at projects/: take its files as one project.
     projects = [root] if any(True for _ in _files(root, "*.jsonl")) else _subdirs(root)
     for project in projects:
-        for path in _files(project, "*.jsonl"):
+        for path, unreadable in _entries(project, "*.jsonl"):
+            if unreadable is not None:
+                found.append(_skipped(agent, path, Format.CLAUDE_CODE, unreadable))
+                continue
             # Older Claude Code kept sidechain agents beside the sessions as agent-<id>.jsonl.
             kind = _agent_file_kind(path) or SessionKind.INTERACTIVE
             found.append(_claude_session(agent, path, kind, project.name))
@@ -218,7 +227,7 @@ def discover_claude_code(root: Path, agent: str) -> list[SessionFile]:
                 session = _claude_session(agent, path, kind, project.name)
                 session.extra["parent_session"] = session_dir.name
                 found.append(session)
-    return sorted(found, key=lambda s: s.path)
+    return _unique_ids(found, root)
 
 
 def _agent_file_kind(path: Path) -> SessionKind | None:
@@ -264,21 +273,52 @@ def discover_event_log(root: Path, agent: str) -> list[SessionFile]:
         ]
     if not root.is_dir():
         return []
-    found = [
-        SessionFile(
-            agent=agent,
-            session_id="-".join(path.relative_to(root).with_suffix("").parts),
-            path=path,
-            format=Format.EVENT_LOG,
-            classified_by="source",
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        sid = "-".join(path.relative_to(root).with_suffix("").parts)
+        unreadable = _unreadable(path, root)
+        if unreadable is not None:
+            found.append(_skipped(agent, path, Format.EVENT_LOG, unreadable))
+            continue
+        found.append(
+            SessionFile(
+                agent=agent,
+                session_id=sid,
+                path=path,
+                format=Format.EVENT_LOG,
+                classified_by="source",
+            )
         )
-        for path in root.rglob("*.jsonl")
-        if path.is_file()
-    ]
-    return sorted(found, key=lambda s: s.path)
+    return _unique_ids(found, root)
+
+
+def _unique_ids(found: list[SessionFile], root: Path) -> list[SessionFile]:
+    """Sorted by path, with one session id per file. Two files whose ids collide (event log
+    `a/b-c.jsonl` and `a-b/c.jsonl`; Claude Code `p1/short.jsonl` and `p2/short.jsonl`): the
+    first by path keeps the plain id, the others get a suffix from their own path, so no
+    file is hidden behind another and ids stay stable while the files stay."""
+    found = sorted(found, key=lambda s: s.path)
+    seen: set[str] = set()
+    out = []
+    for sf in found:
+        if sf.session_id in seen:
+            rel = str(sf.path.relative_to(root)) if sf.path.is_relative_to(root) else str(sf.path)
+            tag = hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
+            sf = dataclasses.replace(sf, session_id=f"{sf.session_id}~{tag}")
+        seen.add(sf.session_id)
+        out.append(sf)
+    return out
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _skipped(agent: str, path: Path, fmt: Format, why: str) -> SessionFile:
+    """A name that looks like a transcript but cannot be read as one: seen, and skipped
+    with its reason (`extra["skip"]`), never opened."""
+    return SessionFile(
+        agent=agent, session_id=path.stem, path=path, format=fmt, extra={"skip": why}
+    )
 
 
 def _subdirs(folder: Path) -> list[Path]:
@@ -289,7 +329,32 @@ def _subdirs(folder: Path) -> list[Path]:
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:
+    return [p for p, why in _entries(folder, pattern) if why is None]
+
+
+def _entries(folder: Path, pattern: str) -> list[tuple[Path, str | None]]:
+    """Every name matching `pattern`, with why it cannot be read as a transcript (None: it
+    can). Nothing is opened here: a FIFO would block a reader forever."""
     try:
-        return sorted(p for p in folder.glob(pattern) if p.is_file())
+        found = sorted(folder.glob(pattern))
     except OSError:
         return []
+    return [(p, _unreadable(p, folder)) for p in found]
+
+
+def _unreadable(path: Path, folder: Path) -> str | None:
+    try:
+        if path.is_symlink():
+            target = path.resolve(strict=True)
+            # Another agent's transcript linked into this folder is that agent's words: a
+            # link may not leave the folder it sits in.
+            if not target.is_relative_to(folder.resolve()):
+                return "symlink-outside-folder"
+        mode = path.stat().st_mode
+    except (OSError, RuntimeError):
+        return "dangling-symlink" if path.is_symlink() else "unreadable-file"
+    if stat.S_ISDIR(mode):
+        return "not-a-file"
+    if not stat.S_ISREG(mode):
+        return "not-a-regular-file"  # FIFO, socket, device
+    return None
