@@ -417,16 +417,29 @@ class App:
         log.info("run %s for %s done: %s", run_id, agent, outcome)
         return result
 
-    def forget(self, agent: str, selector: Selector, *, dry_run: bool) -> dict[str, Any]:
+    def forget(
+        self, agent: str, selector: Selector, *, dry_run: bool, pre_tombstone: bool = False
+    ) -> dict[str, Any]:
         """Purge everything derived from the selected sessions of `agent` (see forget.py).
 
-        A dry run writes nothing at all: no tombstone, no lock file, no database."""
+        A dry run writes nothing at all: no tombstone, no lock file, no database. A session
+        id nothing knows is an error (a typo would otherwise tombstone nothing and leave the
+        real session), unless `pre_tombstone` says forgetting it before it appears is meant."""
         files = sources.discover(self.paths, [agent]).get(agent, [])
         has_state = self.has_state(agent)
         if not files and not has_state:
             self.agents([agent])  # unknown agent: a clean error naming the known ones
+        engine = self.engine(agent, create=False) if has_state else None
+        if not pre_tombstone and selector.sessions:
+            probe = Purge(engine, self.paths, agent).run(selector, files, dry_run=True)
+            unknown = [t.session_id for t in probe.targets if not t.resolved]
+            if unknown:
+                raise StateError(
+                    f"agent {agent} has no session {', '.join(map(repr, unknown))}"
+                    " (nothing forgotten; see `dreaming status` for its sessions, or pass"
+                    " --pre-tombstone to keep such a session out before it ever appears)"
+                )
         if dry_run:
-            engine = self.engine(agent, create=False) if has_state else None
             return Purge(engine, self.paths, agent).run(selector, files, dry_run=True).to_dict()
         engine = self.engine(agent)
         with self.lock(agent, "forget"):

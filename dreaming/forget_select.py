@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -79,6 +80,7 @@ def resolve(
             "external_source": f.external_source,
             "participants": list(f.participants),
             "created_at": f.created_at,
+            "parent": f.extra.get("parent_session"),
         }
     tombstoned: set[str] = set()
     if conn is not None:
@@ -90,6 +92,7 @@ def resolve(
                 "external_source": r["external_source"],
                 "participants": json.loads(r["participants"] or "[]"),
                 "created_at": r["created_at"],
+                "parent": _parent_of(r["path"]),
             }
         for sid, key in conn.execute(
             select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
@@ -137,7 +140,20 @@ def resolve(
         for s in known.values():
             if _participant_matches(selector.participant, s["participants"]):
                 out.setdefault(s["session_id"], target(s))
+    # A Claude Code subagent's transcript (<session>/subagents/agent-*.jsonl) is part of the
+    # session that started it: it goes with its parent.
+    parents = {t.session_id for t in out.values() if t.resolved}
+    for s in known.values():
+        if s.get("parent") in parents:
+            out.setdefault(s["session_id"], target(s))
     return [out[k] for k in sorted(out)]
+
+
+def _parent_of(path: str | None) -> str | None:
+    if not path:
+        return None
+    p = PurePath(path)
+    return p.parent.parent.name if p.parent.name == "subagents" else None
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

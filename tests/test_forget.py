@@ -196,16 +196,17 @@ def test_unresolved_ids_are_reported_and_tombstoned(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     root = seed(tmp_path / "s", fake_openai.base_url)
-    report = cli_json(
-        root,
-        "forget",
-        "--agent",
-        "main",
-        "--session",
-        "no-such-session",
-        "--session",
-        "agent:main:main:kept-1",
-    )
+    args = ["forget", "--agent", "main", "--session", "no-such-session"]
+    args += ["--session", "agent:main:main:kept-1"]
+    # A typo is an error that forgets nothing, not a tombstone for nothing.
+    from dreaming.cli import _forget  # noqa: F401
+
+    config = ["--config", str(root / "dreaming.toml")]
+    refused = CliRunner().invoke(cli, ["--state-dir", str(root), *config, *args, "--json"])
+    assert refused.exit_code == 1 and "has no session 'no-such-session'" in refused.output
+    assert "--pre-tombstone" in refused.output
+    assert not (root / "dreaming" / "tombstones" / "main.jsonl").exists()
+    report = cli_json(root, *args, "--pre-tombstone")
     assert report["unresolved"] == ["no-such-session"]
     assert {s["session_id"] for s in report["sessions"]} == {"no-such-session", "kept-1"}
     # A later file with that id is never read.

@@ -38,7 +38,7 @@ FACT = "My sister Anna lives in Lisbon and works as an architect at Atelier Sol.
 
 
 def cmd(state: Path, *args: str, ok: bool = True) -> Any:
-    from dreaming.cli import _run, _status, _verify  # noqa: F401
+    from dreaming.cli import _forget, _run, _status, _verify  # noqa: F401
 
     result = CliRunner().invoke(
         cli,
@@ -274,7 +274,8 @@ def _everywhere(state: Path) -> str:
     """Every byte the state folder holds: database files, WAL, corpus, workspace files."""
     out = []
     for path in sorted(state.rglob("*")):
-        if path.is_file() and "sessions" not in path.parts:
+        sources = path.relative_to(state).parts[0] in {"agents", "cc", "log"}
+        if path.is_file() and not sources:  # the transcripts themselves are the operator's
             out.append(path.read_bytes().decode("utf-8", "replace"))
     return "\n".join(out)
 
@@ -495,3 +496,33 @@ def test_files_whose_ids_collide_are_all_read(fake: FakeOpenClaw) -> None:
     # Stable: a second night reads nothing new and hides nothing.
     again = json.loads(cmd(fake.root, "run", "--phase", "light", "--json").stdout)
     assert again["agents"]["ev"]["light"]["sessions"]["unchanged"] == 2
+
+
+def test_a_claude_code_subagent_transcript_is_forgotten_with_its_parent(
+    fake: FakeOpenClaw,
+) -> None:
+    from tests.transcript_builders import cc_user, write_jsonl
+
+    cc = fake.root / "cc"
+    write_jsonl(cc / "p1" / "sess.jsonl", [cc_user("My vault code is 31337, keep it safe.")])
+    write_jsonl(
+        cc / "p1" / "sess" / "subagents" / "agent-a1.jsonl",
+        [cc_user("Task: check the vault with code 31337 and the Oslo office keys.")],
+    )
+    (fake.root / "dreaming.toml").write_text(
+        f'read_state_dir = false\n[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "main"\n'
+    )
+    night(fake.root)
+    assert "31337" in corpus(fake.root)
+    dry = json.loads(
+        cmd(
+            fake.root, "forget", "--agent", "main", "--session", "sess", "--dry-run", "--json"
+        ).stdout
+    )
+    assert {s["session_id"] for s in dry["sessions"]} == {"sess", "agent-a1"}
+    assert dry["counts"]["corpus_lines"] == 2
+    forget(fake.root, "--session", "sess")
+    assert "31337" not in _everywhere(fake.root)
+    night(fake.root)
+    assert "31337" not in _everywhere(fake.root)
+    assert verified(fake.root)[0] == 0

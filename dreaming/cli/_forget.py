@@ -67,6 +67,11 @@ def format_report(r: dict[str, Any]) -> str:
 @click.option("--since", help="With --hook-source: sessions created on or after this date.")
 @click.option("--participant", help="Every session this participant took part in.")
 @click.option("--dry-run", is_flag=True, help="Print the complete report, write nothing.")
+@click.option(
+    "--pre-tombstone",
+    is_flag=True,
+    help="With --session: tombstone ids no session has yet, so they are never read.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def forget(
@@ -77,6 +82,7 @@ def forget(
     since: str | None,
     participant: str | None,
     dry_run: bool,
+    pre_tombstone: bool,
     as_json: bool,
 ) -> None:
     """Purge every memory derived from sessions, a source class or a participant."""
@@ -89,7 +95,7 @@ def forget(
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    report = ctx.app.forget(agent, selector, dry_run=dry_run)
+    report = ctx.app.forget(agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone)
     if as_json:
         emit_json(report)
     else:
