@@ -510,7 +510,8 @@ def test_a_claude_code_subagent_transcript_is_forgotten_with_its_parent(
         [cc_user("Task: check the vault with code 31337 and the Oslo office keys.")],
     )
     (fake.root / "dreaming.toml").write_text(
-        f'read_state_dir = false\n[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "main"\n'
+        "read_state_dir = false\n"
+        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "main"\n'
     )
     night(fake.root)
     assert "31337" in corpus(fake.root)
