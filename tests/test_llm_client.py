@@ -142,7 +142,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
 
 
 def test_success_reports_usage_cost_and_a_record(server: FakeOpenAI, fake_time: FakeTime) -> None:
-    server.enqueue(Reply(GOOD, prompt_tokens=1000, completion_tokens=500))
+    server.enqueue(Reply(GOOD, prompt_tokens=300, completion_tokens=500))
     client = make_client(
         server.base_url, fake_time, price_input_per_mtok=2.0, price_output_per_mtok=8.0
     )
@@ -151,8 +151,8 @@ def test_success_reports_usage_cost_and_a_record(server: FakeOpenAI, fake_time: 
 
     assert result.parsed == Verdict(**GOOD)
     assert json.loads(result.raw_text) == GOOD
-    assert (result.input_tokens, result.output_tokens) == (1000, 500)
-    assert result.cost_usd == pytest.approx(1000 * 2 / 1e6 + 500 * 8 / 1e6)
+    assert (result.input_tokens, result.output_tokens) == (300, 500)
+    assert result.cost_usd == pytest.approx(300 * 2 / 1e6 + 500 * 8 / 1e6)
     assert result.attempts == 1
     assert result.mode == "json_schema"
     assert result.model == DEFAULT_MODEL
@@ -164,6 +164,23 @@ def test_success_reports_usage_cost_and_a_record(server: FakeOpenAI, fake_time: 
     assert json.loads(call.request)[1] == {"role": "user", "content": '{"candidate": "c1"}'}
     assert call.response == result.raw_text
     assert fake_time.sleeps == []
+
+
+def test_usage_a_server_overstates_is_capped_at_what_the_request_could_use(
+    server: FakeOpenAI, fake_time: FakeTime
+) -> None:
+    # A reply claiming a billion tokens once charged $750.
+    server.enqueue(Reply(GOOD, prompt_tokens=10**9, completion_tokens=10**9))
+    client = make_client(
+        server.base_url, fake_time, price_input_per_mtok=2.0, price_output_per_mtok=8.0
+    )
+    result = ask(client)
+    assert result.input_tokens < 10_000
+    assert result.output_tokens < 100_000  # at most the output limit it was sent with
+    assert result.cost_usd is not None and result.cost_usd < 0.1
+    [call] = result.calls
+    assert call.outcome is CallOutcome.OK
+    assert "usage capped" in (call.error or "") and "1000000000" in (call.error or "")
 
 
 def test_cost_is_none_without_a_price(server: FakeOpenAI, fake_time: FakeTime) -> None:

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from dreaming.llm.ledger import RateLimiter
 
 _log = logging.getLogger("dreaming.llm")
+# What a chat template may add to a prompt beyond its bytes (role headers, a default system
+# preamble such as Llama 3.1's dates): honest usage stays under the cap with it.
+_TEMPLATE_SLACK = 256
 
 # Sent when the profile says the server needs no key; the `openai` package insists on one.
 _NO_KEY = "sk-no-key-required"
@@ -369,6 +372,20 @@ class _Call(Generic[ReplyT]):
             output_tokens = (
                 estimate_tokens(text or "") if reported_output is None else reported_output
             )
+            # A server's usage is a claim: no request can cost more than its prompt's hard
+            # bound plus the output limit it was sent with. More is capped, and flagged.
+            usage_note = None
+            input_cap = _TEMPLATE_SLACK + prompt_token_bound(
+                plain, self.schema if mode == "json_schema" else None
+            )
+            if input_tokens > input_cap or output_tokens > self.max_output_tokens:
+                usage_note = (
+                    f"usage capped: the server reported {input_tokens}+{output_tokens} tokens,"
+                    f" more than the request could use ({input_cap}+{self.max_output_tokens})"
+                )
+                _log.warning("%s: %s", profile.name, usage_note)
+                input_tokens = min(input_tokens, input_cap)
+                output_tokens = min(output_tokens, self.max_output_tokens)
             self._charge(input_tokens, output_tokens)
         except BaseException:
             if self._owing:
@@ -379,6 +396,7 @@ class _Call(Generic[ReplyT]):
             raise
 
         def record(outcome: CallOutcome, error: str | None = None) -> None:
+            notes = "; ".join(n for n in (error, usage_note) if n)
             self._record(
                 mode,
                 outcome,
@@ -390,7 +408,7 @@ class _Call(Generic[ReplyT]):
                 usage_estimated=usage_estimated,
                 response=text,
                 http_status=200,
-                error=error,
+                error=notes or None,
             )
 
         try:
