@@ -12,7 +12,8 @@ put or pass itself off as something else:
   corrupt MEMORY.md, where an entry is one line ending in its key comment);
 - no injected or markup tags (``<relevant_memories>``; the registry's blocks for the
   ``dreaming-ingestion`` scope);
-- no raw metadata (``score=0.9``, ``confidence: high``, line references ``#L12``).
+- no raw metadata (``score=0.9``, ``confidence: high``, line references ``#L12``);
+- no link that runs or embeds something when followed (``javascript:``, ``data:text/html``).
 
 :func:`entry_text_problems` reports those (the deep phase rejects a model's text that has
 any); :func:`sanitize_entry_text` removes them. Both use the same patterns, and sanitizing
@@ -68,6 +69,13 @@ _DELIMITER = re.compile(r"<<<[^<>\n]{0,200}>>>")
 _TAG = re.compile(r"</?[A-Za-z_][\w.:-]*(?:\s[^<>]*)?/?>")
 
 _FENCE = re.compile(r"`{3,}|~{3,}")
+
+# A link a Markdown renderer would make live and that runs or embeds something when followed
+# (a diary or memory shown in a UI): the scheme is removed, the rest stays readable text.
+_UNSAFE_LINK = re.compile(
+    r"\b(?:javascript|vbscript|livescript)\s*:|\bdata\s*:\s*[a-z]+/[\w.+-]+|\bfile:/",
+    re.IGNORECASE,
+)
 
 _META_KEYS = r"score|confidence|relevance|similarity|salience"
 # A probability or a level: a credit score of 720 is a fact, a score of 0.92 is metadata.
@@ -148,6 +156,8 @@ def entry_text_problems(
         tag = "injected context"
     if tag is not None:
         problems.append(f"contains an injected or markup tag ({tag!r})")
+    if (found := _first(_UNSAFE_LINK, text)) is not None:
+        problems.append(f"contains an unsafe link ({found!r})")
     meta = _first(_METADATA, text) or _first(_BRACKET_REF, text) or _first(LINE_REF_RE, text)
     if meta is not None:
         problems.append(f"contains raw metadata ({meta!r})")
@@ -165,6 +175,7 @@ def _pass(text: str, max_chars: int, registry: TagRegistry | None) -> str:
     text = _DELIMITER.sub(" ", text)
     text = _TAG.sub(" ", text)
     text = _FENCE.sub("", text)
+    text = _UNSAFE_LINK.sub(" ", text)
     text = _BRACKET_REF.sub(" ", text)
     text = _METADATA.sub(" ", text)
     text = LINE_REF_RE.sub(" ", text)

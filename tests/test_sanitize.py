@@ -315,3 +315,24 @@ def test_sanitized_text_is_one_entry_line_of_memory_md(text: str) -> None:
     assert doc.render() == content
     assert [(b.key, b.text, b.compact, b.edited) for b in doc.blocks] == [(key, clean, True, False)]
     assert doc.headings == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See [the notes](javascript:alert(document.cookie)) for details.",
+        "Open <JavaScript:fetch('//evil')> now.",
+        "The logo is ![x](data:text/html;base64,PHNjcmlwdD4=) here.",
+        "Run vbscript:msgbox(1) for fun.",
+    ],
+)
+def test_links_that_run_something_are_neither_accepted_nor_kept(text: str) -> None:
+    assert any("unsafe link" in p for p in entry_text_problems(text))
+    cleaned = sanitize_entry_text(text)
+    assert not re.search(r"(?i)javascript\s*:|vbscript\s*:|data\s*:\s*text/", cleaned)
+    assert entry_text_problems(cleaned) == []
+
+
+def test_ordinary_words_before_a_colon_are_not_links() -> None:
+    for text in ("My data: 5 GB a month.", "The file: notes.txt is shared."):
+        assert entry_text_problems(text) == []
