@@ -27,7 +27,7 @@ from dreaming.config import (
     find_config,
     load_settings,
 )
-from dreaming.errors import LockedError, SchemaTooNewError, StateError
+from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
@@ -298,7 +298,7 @@ class App:
                 # Another run has this agent: the others still get their night.
                 busy.append(err)
                 results.append(_skipped(agent, err, options))
-            except (OSError, SQLAlchemyError, SchemaTooNewError) as err:
+            except (OSError, SQLAlchemyError, SchemaTooNewError, WorkspaceFileError) as err:
                 # One agent's broken state (a file it cannot open, a corrupt database) is
                 # that agent's failed night, reported; the others still get theirs.
                 log.error("agent %s failed: %s", agent, err)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dreaming.memory_file import atomic_write
+from dreaming.memory_file import atomic_write, load_text
 
 ENTRY_RE = re.compile(
     r"<!-- dreaming:diary (?P<day>\d{4}-\d{2}-\d{2}) -->\n(?P<body>.*?)\n"
@@ -50,10 +50,7 @@ def with_entry(text: str, day: str, body: str) -> str:
 
 
 def read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+    return load_text(path) or ""
 
 
 def write_entry(path: Path, day: str, body: str) -> bool:

@@ -42,6 +42,11 @@ class SchemaTooNewError(StateError):
         self.supported = supported
 
 
+class WorkspaceFileError(StateError):
+    """A file in an agent's workspace (MEMORY.md, DREAMS.md) that dreaming cannot keep
+    faithfully: not UTF-8, not a regular file. That agent's night fails; nothing is rewritten."""
+
+
 class LockedError(StateError):
     def __init__(self, agent: str, holder: str) -> None:
         super().__init__(f"agent {agent!r} is busy: another run holds its lock ({holder})")

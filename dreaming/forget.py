@@ -35,6 +35,7 @@ from dreaming import faults, memory_file, memory_sync
 from dreaming.candidates import refresh_candidates, rescore
 from dreaming.config import Paths
 from dreaming.corpus import reference
+from dreaming.errors import WorkspaceFileError
 from dreaming.forget_select import Selector, Target, parse_since, resolve
 from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_entries
 from dreaming.messages import SessionFile
@@ -518,8 +519,10 @@ class Purge:
         removed: dict[str, int] = {}
         for path in self.memory_files():
             try:
-                content = path.read_text(encoding="utf-8")
-            except (FileNotFoundError, UnicodeDecodeError):
+                content = memory_file.load_text(path)
+            except WorkspaceFileError:
+                continue  # not a file forget can rewrite exactly; `verify` names it
+            if content is None:
                 continue
             cleaned, count = scrub_text(content, needles, set(entries))
             if count:

@@ -26,11 +26,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from dreaming.errors import WorkspaceFileError
 
 # The key carries its algorithm ("m:" = blake2b-64 of the normalized text) so a later change
 # of hash shows up as a different prefix instead of silently splitting the data.
@@ -186,10 +189,30 @@ def render_heading(group: str) -> str:
 
 
 def read(path: Path) -> Document:
+    return parse(load_text(path) or "")
+
+
+def load_text(path: Path) -> str | None:
+    """A workspace file's text with its line endings as "\n" (None: no such file). CRLF
+    files are written back as CRLF by `atomic_write`; what cannot be kept byte for byte (not
+    UTF-8, not a file) is refused with a clear error rather than rewritten."""
     try:
-        return parse(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
-        return Document(())
+        return None
+    except IsADirectoryError:
+        raise WorkspaceFileError(f"{path} is a directory, not a file") from None
+    except OSError as err:
+        raise WorkspaceFileError(f"{path}: cannot read it ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise WorkspaceFileError(
+            f"{path}: not valid UTF-8 (byte {err.start}, line {line}); dreaming will not"
+            " rewrite a file it cannot read exactly: fix that byte and run again"
+        ) from None
+    return text.replace("\r\n", "\n")
 
 
 # -- grouping -------------------------------------------------------------------------------
@@ -403,18 +426,47 @@ def _has_entries(segments: Sequence[Segment], heading: int) -> bool:
 
 
 def atomic_write(path: Path, content: str) -> None:
-    """Write via a temp file in the same folder + fsync + rename: readers see old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write via a temp file in the same folder + fsync + rename: readers see old or new.
+
+    What the file was stays as it was: a symlink keeps pointing where it did (its target is
+    written, so a file shared through the link updates), the mode is kept (a new file gets
+    0644 less the umask, as any editor would make it, not mkstemp's 0600), and a CRLF file
+    stays CRLF."""
+    target = path.resolve() if path.is_symlink() else path
+    if target.is_dir():
+        raise WorkspaceFileError(f"{path} is a directory, not a file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        before = target.stat()
+        mode = stat.S_IMODE(before.st_mode)
+        with target.open("rb") as fh:
+            crlf = b"\r\n" in fh.read(64 * 1024)
+    except FileNotFoundError:
+        mode, crlf = 0o666 & ~_umask(), False
+    if crlf:
+        content = content.replace("\r\n", "\n").replace("\n", "\r\n")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(content)
             fh.flush()
+            os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
-        Path(tmp).replace(path)
+        Path(tmp).replace(target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    # Read, not set-and-restore: os.umask() would change it for every thread meanwhile.
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def keys_of(blocks: Iterable[Block]) -> set[str]:

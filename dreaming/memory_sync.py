@@ -65,10 +65,7 @@ def mark_dirty(conn: Connection, agent: str) -> None:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    return memory_file.load_text(path)
 
 
 def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, and_, select, text
 from dreaming import corpus, memory_file, sources
 from dreaming.admission import Status, classify, decide, trust_of
 from dreaming.config import Paths
+from dreaming.errors import WorkspaceFileError
 from dreaming.lineage import live_entries
 from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.models import (
@@ -100,7 +101,10 @@ def _schema(conn: Connection) -> list[str]:
 
 
 def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> list[str]:
-    doc = memory_file.read(paths.memory_file(agent))
+    try:
+        doc = memory_file.read(paths.memory_file(agent))
+    except WorkspaceFileError as err:
+        return [str(err)]
     problems = []
     edited = {b.key for b in doc.edited_blocks()}
     for key in sorted(edited):

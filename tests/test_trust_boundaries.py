@@ -527,3 +527,89 @@ def test_a_claude_code_subagent_transcript_is_forgotten_with_its_parent(
     night(fake.root)
     assert "31337" not in _everywhere(fake.root)
     assert verified(fake.root)[0] == 0
+
+
+# -- MEMORY.md byte fidelity -----------------------------------------------------------------
+
+
+def _owner_night(fake: FakeOpenClaw) -> None:
+    fake.session("main", "s1", [("user", OWNER), ("user", FACT)], key="agent:main:main")
+
+
+def test_a_crlf_memory_file_keeps_its_line_endings_and_the_operators_text(
+    fake: FakeOpenClaw,
+) -> None:
+    _owner_night(fake)
+    ws = fake.root / "workspace"
+    ws.mkdir()
+    mine = "# My notes\r\n\r\nThe boiler is serviced in May.\r\n"
+    (ws / "MEMORY.md").write_bytes(mine.encode())
+    night(fake.root)
+    raw = (ws / "MEMORY.md").read_bytes()
+    assert raw.startswith(mine.encode())
+    assert b"French" in raw
+    assert raw.count(b"\n") == raw.count(b"\r\n")  # no bare LF anywhere
+    assert verified(fake.root)[0] == 0
+    again = night(fake.root)
+    assert again["sessions"]["unchanged"] == 1
+    assert (ws / "MEMORY.md").read_bytes() == raw
+
+
+def test_a_memory_file_that_is_not_utf8_fails_that_agent_clearly_and_is_not_touched(
+    fake: FakeOpenClaw,
+) -> None:
+    _owner_night(fake)
+    fake.session("bob", "s-b", [("user", OWNER)], key="agent:bob:main")
+    ws = fake.root / "workspace"
+    ws.mkdir()
+    bad = b"# Notes\n\nCaf\xe9 on Tuesdays.\n"
+    (ws / "MEMORY.md").write_bytes(bad)
+    result = cmd(fake.root, "run", "--json", ok=False)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    report = json.loads(result.stdout)
+    outcomes = {r["agent"]: (r["outcome"], r.get("error", "")) for r in report["runs"]}
+    assert outcomes["bob"][0] == "ok"
+    assert outcomes["main"][0] == "failed" and "not valid UTF-8" in outcomes["main"][1]
+    assert (ws / "MEMORY.md").read_bytes() == bad
+    code, output = verified(fake.root)
+    assert code != 0 and "not valid UTF-8" in output and "Traceback" not in output
+
+
+def test_a_directory_named_memory_md_fails_that_agent_clearly(fake: FakeOpenClaw) -> None:
+    _owner_night(fake)
+    (fake.root / "workspace" / "MEMORY.md").mkdir(parents=True)
+    result = cmd(fake.root, "run", "--json", ok=False)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["outcome"] == "failed" and "is a directory" in run["error"]
+
+
+def test_a_symlinked_memory_file_stays_a_link_and_its_target_is_updated(
+    fake: FakeOpenClaw, tmp_path: Path
+) -> None:
+    _owner_night(fake)
+    shared = tmp_path / "shared" / "MEMORY.md"
+    shared.parent.mkdir()
+    shared.write_text("# Shared\n")
+    ws = fake.root / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").symlink_to(shared)
+    night(fake.root)
+    assert (ws / "MEMORY.md").is_symlink()
+    assert "French" in shared.read_text() and shared.read_text().startswith("# Shared\n")
+
+
+def test_workspace_files_keep_their_mode(fake: FakeOpenClaw) -> None:
+    _owner_night(fake)
+    ws = fake.root / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text("# Notes\n")
+    os.chmod(ws / "MEMORY.md", 0o644)
+    night(fake.root)
+    assert (ws / "MEMORY.md").stat().st_mode & 0o777 == 0o644
+    # Files dreaming creates are readable by a gateway running as another user.
+    assert (ws / "DREAMS.md").stat().st_mode & 0o044 == 0o044
+    os.chmod(ws / "DREAMS.md", 0o640)
+    fake.session("main", "s2", [("user", "My daughter Ana starts school in Porto.")], key="k2")
+    night(fake.root)
+    assert (ws / "DREAMS.md").stat().st_mode & 0o777 == 0o640
