@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select, text
+from sqlalchemy import Connection, Engine, and_, func, select, text
 
 from dreaming import corpus, memory_file, sources
 from dreaming.admission import Status, classify, decide, trust_of
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
 from dreaming.lineage import live_entries
+from dreaming.repair import ADOPTED
 from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.models import (
     CandidateEvidenceRow,
@@ -80,6 +81,7 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
         _check(v, "memory_file", _memory_file(paths, agent, live, v))
         _check(v, "orphan_origins", _orphans(conn, agent, live))
         _check(v, "entries_without_origins", _unsourced(conn, agent, live))
+        _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
         _check(v, "admission", _admission(conn, paths, agent))
         _check(v, "transcripts_unchanged", _transcripts(conn, agent))
@@ -112,8 +114,16 @@ def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> 
     blocks = [b.key for b in doc.blocks]
     for key in sorted({k for k in blocks if blocks.count(k) > 1}):
         problems.append(f"block {key} appears more than once")
-    for key in sorted(set(blocks) - set(live) - edited):
+    strays = sorted(set(blocks) - set(live) - edited)
+    for key in strays:
         problems.append(f"block {key} has no live entry")
+    if strays:
+        # The usual cause: the database was deleted or replaced after the file was written.
+        v.notes.append(
+            f"{len(strays)} managed MEMORY.md line(s) have no entry behind them; if the"
+            f" database was lost, `dreaming repair --agent {agent}` adopts them"
+            " (their sources unknown)"
+        )
     for key in sorted(set(live) - set(blocks)):
         problems.append(f"live entry {key} has no block in MEMORY.md")
     return problems
@@ -128,6 +138,17 @@ def _orphans(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
             if key not in live:
                 problems.append(f"{label} rows for {key}, which is not a live entry")
     return problems
+
+
+def _adopted(conn: Connection, agent: str, v: Verdict) -> None:
+    count = conn.execute(
+        select(func.count()).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id == ADOPTED))
+    ).scalar_one()
+    if count:
+        v.notes.append(
+            f"{count} entries were adopted from MEMORY.md by `dreaming repair`: their sources"
+            " are unknown"
+        )
 
 
 def _unsourced(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
@@ -214,6 +235,7 @@ def _admission(conn: Connection, paths: Paths, agent: str) -> list[str]:
             select(table.c.session_id).where(table.c.agent == agent).distinct()
         ):
             contributing[sid].add(label)
+    contributing.pop(ADOPTED, None)  # no session: its sources are unknown, and said so
     if not contributing:
         return []
     records = {

@@ -613,3 +613,29 @@ def test_workspace_files_keep_their_mode(fake: FakeOpenClaw) -> None:
     fake.session("main", "s2", [("user", "My daughter Ana starts school in Porto.")], key="k2")
     night(fake.root)
     assert (ws / "DREAMS.md").stat().st_mode & 0o777 == 0o640
+
+
+def test_after_the_database_is_lost_repair_adopts_memory_md_and_says_its_sources_are_unknown(
+    fake: FakeOpenClaw,
+) -> None:
+    from dreaming.cli import _repair  # noqa: F401
+
+    _owner_night(fake)
+    night(fake.root)
+    before = memory(fake.root)
+    assert "French" in before
+    for p in (fake.root / "dreaming" / "agents").glob("main.sqlite*"):
+        p.unlink()
+    night(fake.root)  # a new, empty database: it knows none of the file's entries
+    code, output = verified(fake.root)
+    assert code != 0 and "dreaming repair --agent main" in output
+    dry = json.loads(cmd(fake.root, "repair", "--agent", "main", "--dry-run", "--json").stdout)
+    assert dry["adopted"] and memory(fake.root) == before
+    text = cmd(fake.root, "repair", "--agent", "main").stdout
+    assert "adopted" in text and "sources are unknown" in text
+    assert "French" in memory(fake.root)
+    code, output = verified(fake.root)
+    assert code == 0, output
+    assert "adopted from MEMORY.md" in output
+    assert night(fake.root) is not None
+    assert "French" in memory(fake.root) and verified(fake.root)[0] == 0
