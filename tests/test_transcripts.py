@@ -151,10 +151,19 @@ def test_empty_file_is_counted_once(tmp_path: Path) -> None:
 
 def test_binary_file_is_counted_and_not_parsed(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    path.write_bytes(json.dumps(oc_header()).encode() + b"\n\x00\x01\x02\x89PNG\n")
+    path.write_bytes(b"\x00\x01\x02\x89PNG\n" + json.dumps(oc_header()).encode() + b"\n")
     messages, reader = read(path, Format.OPENCLAW)
     assert messages == []
     assert reader.skips == {SkipReason.BINARY_FILE.value: 1}
+
+
+def test_binary_junk_after_a_valid_line_costs_only_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(json.dumps(oc_header()).encode() + b"\n\x00\x01\x02\x89PNG\n")
+    messages, reader = read(path, Format.OPENCLAW)
+    assert messages == []
+    assert SkipReason.BINARY_FILE.value not in reader.skips
+    assert sum(reader.skips.values()) == 1
 
 
 def test_unknown_format_is_counted_and_yields_nothing(tmp_path: Path) -> None:
@@ -213,8 +222,11 @@ def test_detect_format_of_missing_empty_and_binary_files(tmp_path: Path) -> None
     assert detect_format(tmp_path / "missing.jsonl") is None
     (tmp_path / "empty.jsonl").write_bytes(b"")
     assert detect_format(tmp_path / "empty.jsonl") is None
-    (tmp_path / "bin.jsonl").write_bytes(b'{"type": "session"}\n\x00')
+    (tmp_path / "bin.jsonl").write_bytes(b'\x00\x89PNG\n{"type": "session"}\n')
     assert detect_format(tmp_path / "bin.jsonl") is None
+    # A NUL after a transcript's first line is a bad line, not a binary file.
+    (tmp_path / "nul.jsonl").write_bytes(b'{"type": "session"}\n\x00\n')
+    assert detect_format(tmp_path / "nul.jsonl") is Format.OPENCLAW
 
 
 def test_given_format_skips_sniffing(tmp_path: Path) -> None:
@@ -466,3 +478,15 @@ def test_arbitrary_bytes_never_crash_the_reader(
     # Whatever the content, reading on from the cursor adds nothing.
     again, _ = read(path, fmt, start=reader.cursor, max_line_bytes=cap)
     assert again == []
+
+
+def test_a_nul_inside_one_line_costs_that_line_not_the_file(tmp_path: Path) -> None:
+    good = oc_message("user", [text("kept")])
+    path = write_jsonl(tmp_path / "s.jsonl", [oc_header(), good, good])
+    raw = path.read_bytes().splitlines(keepends=True)
+    raw[1] = raw[1].replace(b"kept", b"ke\x00pt")  # a raw NUL inside the first message
+    path.write_bytes(b"".join(raw))
+    messages, reader = read(path)
+    assert [m.text for m in messages] == ["kept"]
+    assert SkipReason.BINARY_FILE.value not in reader.skips
+    assert sum(reader.skips.values()) == 1

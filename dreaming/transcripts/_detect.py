@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,9 @@ def detect_format(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -
     """
     try:
         with path.open("rb") as f:
-            if b"\0" in f.read(_BINARY_SNIFF_BYTES):
-                return None
+            head = f.read(_BINARY_SNIFF_BYTES)
+            if b"\0" in head and not starts_as_json(head):
+                return None  # binary; a NUL inside a later line costs only that line
             source = LineSource(
                 f,
                 offset=0,
@@ -79,3 +81,13 @@ def detect_format(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -
     except OSError:
         return None
     return None
+
+
+def starts_as_json(head: bytes) -> bool:
+    """Whether a file's first line is a JSON object (a NUL later on is a bad line, not a
+    binary file)."""
+    first = head.split(b"\n", 1)[0]
+    try:
+        return isinstance(json.loads(first), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -12,7 +12,7 @@ from dreaming.messages import Format, Message, SessionFile, SkipCounts, SkipReas
 from ._claude_code import parse_claude_code
 from ._common import ParseContext
 from ._cursor import START, Cursor, digest, hash_range, new_hasher, prefix_hasher
-from ._detect import detect_format
+from ._detect import detect_format, starts_as_json
 from ._event_log import parse_event_log
 from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
 from ._openclaw import parse_openclaw
@@ -87,7 +87,9 @@ class TranscriptReader:
             if size == 0:
                 skips[SkipReason.EMPTY_FILE.value] += 1
                 return
-            if b"\0" in head:
+            if b"\0" in head and not starts_as_json(head):
+                # A NUL inside a transcript's lines costs only those lines (malformed); a
+                # file that does not even start as JSON is not a transcript.
                 skips[SkipReason.BINARY_FILE.value] += 1
                 return
             if self.format is None:
