@@ -36,8 +36,16 @@ def text_hash(text: str) -> str:
     return "b2:" + hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
 
 
+# What a file name may hold that would break a corpus line: a line break splits the line in
+# two, a bracket ends the reference early. Written as %XX, as in a URL.
+_UNSAFE_IN_REF = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\[\]%]")
+
+
 def reference(agent: str, session_id: str, line: int) -> str:
-    return f"{agent}/sessions/{agent}/{session_id}#L{line}"
+    def safe(part: str) -> str:
+        return _UNSAFE_IN_REF.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), part)
+
+    return f"{safe(agent)}/sessions/{safe(agent)}/{safe(session_id)}#L{line}"
 
 
 def day_of(ts: datetime | None, fallback: str) -> str:

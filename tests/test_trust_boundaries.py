@@ -639,3 +639,14 @@ def test_after_the_database_is_lost_repair_adopts_memory_md_and_says_its_sources
     assert "adopted from MEMORY.md" in output
     assert night(fake.root) is not None
     assert "French" in memory(fake.root) and verified(fake.root)[0] == 0
+
+
+def test_a_newline_in_a_session_file_name_does_not_split_a_corpus_line(
+    fake: FakeOpenClaw,
+) -> None:
+    path = fake.session("main", "s1", [("user", FACT)], key="agent:main:main")
+    path.rename(path.with_name("odd\nname.jsonl"))
+    night(fake.root)
+    lines = corpus(fake.root).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[main/sessions/main/odd%0Aname#L2] ")
+    assert verified(fake.root)[0] == 0
