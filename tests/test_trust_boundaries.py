@@ -467,6 +467,20 @@ def test_a_link_to_another_agents_transcript_is_not_read_as_this_agents(
         "not-a-regular-file": 1,
         "symlink-outside-folder": 1,
     }
+    named = {Path(f["file"]).name: f["reasons"] for f in light["skipped_files"]}
+    assert named == {
+        "gone.jsonl": {"dangling-symlink": 1},
+        "folder.jsonl": {"not-a-file": 1},
+        "pipe.jsonl": {"not-a-regular-file": 1},
+        "s-bob.jsonl": {"symlink-outside-folder": 1},
+    }
+    run_id = report["runs"][0]["run_id"]
+    from dreaming.cli import _runs  # noqa: F401
+
+    shown = json.loads(
+        cmd(fake.root, "runs", "show", str(run_id), "--agent", "main", "--json").stdout
+    )
+    assert "pipe.jsonl" in json.dumps(shown)
     assert "French" not in memory(fake.root)  # bob's words stay bob's
     forget(fake.root, "--session", "s1")
     cmd(fake.root, "forget", "--agent", "bob", "--session", "s-bob")

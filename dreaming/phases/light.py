@@ -70,6 +70,7 @@ RESCORE_KEY = "rescore_pending"
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 
 Progress = Callable[[int, int, str], None]
+MAX_SKIPPED_FILES = 100
 
 
 @dataclass
@@ -97,6 +98,15 @@ class LightSummary:
     clock: str | None = None
     duration_s: float = 0.0
 
+    # Which files the skips came from (capped): a count alone does not say what to fix.
+    skipped_files: list[dict[str, Any]] = field(default_factory=list)
+
+    def note_skips(self, sf: SessionFile, found: Counter[str]) -> None:
+        if found and len(self.skipped_files) < MAX_SKIPPED_FILES:
+            self.skipped_files.append(
+                {"session_id": sf.session_id, "file": str(sf.path), "reasons": dict(found)}
+            )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent,
@@ -115,6 +125,7 @@ class LightSummary:
             "corpus_lines": self.corpus_lines,
             "dropped": dict(sorted(self.dropped.items())),
             "skips": dict(sorted(self.skips.items())),
+            "skipped_files": self.skipped_files,
             "candidates": {
                 "new": self.candidates_new,
                 "updated": self.candidates_updated,
@@ -327,6 +338,7 @@ class LightPhase:
             if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
                 summary.sessions_seen += 1
                 summary.skips[sf.extra["skip"]] += 1
+                summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
                 continue
             existing = sessions.get(sf.session_id)
             sf = classify(sf, existing, self.settings.admission)
@@ -507,6 +519,7 @@ class LightPhase:
             st = sf.path.stat()
         except OSError:
             summary.skips["unreadable-file"] += 1
+            summary.note_skips(sf, Counter({"unreadable-file": 1}))
             return None
         prev = None if self.reingest else cursors.get(key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
@@ -520,6 +533,7 @@ class LightPhase:
             start = Cursor(
                 offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"]
             )
+        before = Counter(summary.skips)
         reader = TranscriptReader(
             sf,
             start=start,
@@ -559,6 +573,7 @@ class LightPhase:
                     "text_hash": corpus.text_hash(text),
                 }
             )
+        summary.note_skips(sf, summary.skips - before)
         if not reader.completed:
             return None  # unreadable now: nothing read, nothing concluded about its lines
         end = reader.cursor
