@@ -15,6 +15,7 @@ the mark cleared together with the hash of what was written. So after a crash:
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,9 @@ class SyncReport:
     repaired: bool = False
     edited_by_person: list[str] = field(default_factory=list)
     removed_by_person: list[str] = field(default_factory=list)
+    # Keys whose managed line appeared more than once (a paste, a merge conflict): the
+    # copies were removed, one line kept.
+    duplicates_removed: list[str] = field(default_factory=list)
     chars: int = 0
 
 
@@ -118,6 +122,9 @@ def write(
     report = report or SyncReport()
     with engine.connect() as conn:
         current, new = render(conn, agent, path)
+    if current is not None:
+        seen = Counter(b.key for b in memory_file.parse(current).blocks if not b.edited)
+        report.duplicates_removed = sorted(k for k, n in seen.items() if n > 1)
     report.chars = len(new)
     if backup and current is not None and current != new:
         with engine.begin() as conn:

@@ -664,3 +664,19 @@ def test_a_newline_in_a_session_file_name_does_not_split_a_corpus_line(
     lines = corpus(fake.root).splitlines()
     assert len(lines) == 1 and lines[0].startswith("[main/sessions/main/odd%0Aname#L2] ")
     assert verified(fake.root)[0] == 0
+
+
+def test_a_duplicated_managed_line_is_reported_when_it_is_removed(fake: FakeOpenClaw) -> None:
+    _owner_night(fake)
+    night(fake.root)
+    path = fake.root / "workspace" / "MEMORY.md"
+    line = next(x for x in path.read_text().splitlines(keepends=True) if "French" in x)
+    path.write_text(path.read_text() + "\n" + line)  # pasted twice by hand
+    fake.session("main", "s2", [("user", "Please remember that my gym locker code is 4471.")], key="k2")
+    report = json.loads(cmd(fake.root, "run", "--json").stdout)
+    deep = report["agents"]["main"]["deep"]
+    (key,) = deep["memory"]["duplicates_removed"]
+    assert key in line
+    assert path.read_text().count(line.strip()) == 1
+    text = cmd(fake.root, "run").stdout
+    assert "appeared more than once" not in text  # reported once, when it happened

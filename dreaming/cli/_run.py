@@ -83,6 +83,8 @@ def format_deep(data: dict[str, Any]) -> str:
         lines.append(f"  MEMORY.md block {key} was edited by a person: left as it is")
     for key in mem["removed_by_person"]:
         lines.append(f"  MEMORY.md block {key} was removed by a person: entry retired")
+    for key in mem.get("duplicates_removed", []):
+        lines.append(f"  MEMORY.md line {key} appeared more than once: the copies were removed")
     if data["dry_run"]:
         for d in data["decisions"]:
             lines.append(

@@ -88,6 +88,7 @@ class DeepSummary:
     memory_repaired: bool = False
     edited_by_person: list[str] = field(default_factory=list)
     removed_by_person: list[str] = field(default_factory=list)
+    duplicates_removed: list[str] = field(default_factory=list)
     entries: int = 0
     decisions: list[dict[str, Any]] = field(default_factory=list)
     diff: str = ""
@@ -116,6 +117,7 @@ class DeepSummary:
                 "repaired": self.memory_repaired,
                 "edited_by_person": self.edited_by_person,
                 "removed_by_person": self.removed_by_person,
+                "duplicates_removed": self.duplicates_removed,
             },
             "entries": self.entries,
             "decisions": self.decisions,
@@ -270,6 +272,7 @@ class DeepPhase:
             summary.memory_repaired = report.repaired
             summary.edited_by_person = report.edited_by_person
             summary.removed_by_person = report.removed_by_person
+            summary.duplicates_removed = report.duplicates_removed
         if self.dry_run:
             with self.engine.connect() as conn:
                 outer = conn.begin()
@@ -675,6 +678,9 @@ class DeepPhase:
                 self.engine, agent, memory_path, self.run_id, backup=not summary.memory_written
             )
             summary.memory_written |= report.written
+            for key in report.duplicates_removed:
+                if key not in summary.duplicates_removed:
+                    summary.duplicates_removed.append(key)
 
     def _fit(
         self,
