@@ -672,7 +672,9 @@ def test_a_duplicated_managed_line_is_reported_when_it_is_removed(fake: FakeOpen
     path = fake.root / "workspace" / "MEMORY.md"
     line = next(x for x in path.read_text().splitlines(keepends=True) if "French" in x)
     path.write_text(path.read_text() + "\n" + line)  # pasted twice by hand
-    fake.session("main", "s2", [("user", "Please remember that my gym locker code is 4471.")], key="k2")
+    fake.session(
+        "main", "s2", [("user", "Please remember that my gym locker code is 4471.")], key="k2"
+    )
     report = json.loads(cmd(fake.root, "run", "--json").stdout)
     deep = report["agents"]["main"]["deep"]
     (key,) = deep["memory"]["duplicates_removed"]
