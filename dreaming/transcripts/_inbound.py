@@ -30,8 +30,13 @@ from dreaming.messages import SessionKind
 
 # Enough for the first few dozen messages; a metadata block is a few hundred bytes.
 HEAD_BYTES = 256 * 1024
+# Only blocks the gateway put there count: they open the message (after any blocks that
+# plugins injected in front, such as <relevant-memories>) and follow one another. A block
+# quoted later in the text (inside a forwarded email, say) is content, and must not be able
+# to vouch for the session it arrived in.
+_LEADING_INJECTED = re.compile(r"\s*<([A-Za-z][\w-]*)[^>]*>.*?</\1>", re.S)
 _BLOCK = re.compile(
-    r"(Conversation info|Sender) \(untrusted metadata\):\s*```json\s*(\{.*?\})\s*```", re.S
+    r"\s*(Conversation info|Sender) \(untrusted metadata\):\s*```json\s*(\{.*?\})\s*```", re.S
 )
 _GROUP_KEYS = ("group_subject", "group_channel", "group_space", "is_forum", "topic_id")
 
@@ -67,7 +72,7 @@ def chat_facts(path: Path) -> ChatFacts | None:
             kind = _internal_kind(message)
             if kind is not None:
                 return ChatFacts(kind=kind)
-        for name, body in _BLOCK.findall(_text(message.get("content"))):
+        for name, body in _leading_blocks(_text(message.get("content"))):
             try:
                 meta = json.loads(body)
             except ValueError:
@@ -87,6 +92,17 @@ def chat_facts(path: Path) -> ChatFacts | None:
         chat_type="group" if group else "direct",
         participants=tuple(dict.fromkeys(participants))[:16],
     )
+
+
+def _leading_blocks(text: str) -> list[tuple[str, str]]:
+    pos = 0
+    while m := _LEADING_INJECTED.match(text, pos):
+        pos = m.end()
+    found = []
+    while m := _BLOCK.match(text, pos):
+        found.append((m[1], m[2]))
+        pos = m.end()
+    return found
 
 
 def _message(raw: bytes) -> dict[str, Any] | None:
