@@ -119,7 +119,7 @@ def test_two_schedulers_firing_together_enqueue_each_agent_once(
             for service in services:
                 service.start()
             for service in services:
-                fires = service.run_next(timeout=10)
+                fires = service.run_next(timeout=120)
                 assert fires is not None and [f.scheduled_at for f in fires] == [fire]
                 outcomes.append(fires[0].tally())
             for service in services:
