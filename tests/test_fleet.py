@@ -97,7 +97,10 @@ def test_a_duplicate_enqueue_is_refused_not_doubled(
 def test_two_schedulers_firing_together_enqueue_each_agent_once(
     tmp_path: Path, pg_database: PgDatabase
 ) -> None:
-    root = build_fleet(tmp_path / "fleet", 4, pg_database.dsn, FAST_FLEET)
+    # The fire is claimed at a travelled-to time months ago; the worker's periodic prune (real
+    # time) must not count those claims as old enough to drop while the test runs.
+    keep = FAST_FLEET.replace("[fleet]\n", "[fleet]\nkeep_finished_jobs_h = 1000000\n")
+    root = build_fleet(tmp_path / "fleet", 4, pg_database.dsn, keep)
     (root / "jobs" / "nightly.toml").write_text(
         'name = "nightly"\nphases = ["light", "rem", "deep"]\nagents = "*"\n'
         '[trigger]\ncron = "*/10 * * * *"\ntimezone = "UTC"\n'
