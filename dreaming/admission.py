@@ -45,10 +45,15 @@ UNCLASSIFIED = "unclassified"
 
 
 def classify(
-    session: SessionFile, record: Mapping[str, Any] | None, policy: AdmissionSettings
+    session: SessionFile,
+    record: Mapping[str, Any] | None,
+    policy: AdmissionSettings,
+    *,
+    scan: bool = True,
 ) -> SessionFile:
     """`session` with what the best evidence says about its chat filled in; unchanged (and
-    `classified_by` None) when nothing says anything."""
+    `classified_by` None) when nothing says anything. `scan=False` skips reading the
+    transcript's metadata (the caller knows the file has not changed since it found none)."""
     if session.classified_by is not None or "skip" in session.extra:
         return session
     learnt = record.get("classified_by") if record is not None else None
@@ -66,7 +71,7 @@ def classify(
             kind=SessionKind(record.get("kind") or SessionKind.INTERACTIVE.value),
             classified_by=Evidence.RECORD.value,
         )
-    if session.format in (Format.OPENCLAW, None):
+    if scan and session.format in (Format.OPENCLAW, None):
         facts = chat_facts(session.path)
         if facts is not None:
             return dataclasses.replace(

@@ -193,6 +193,19 @@ def _upsert_session(
         )
 
 
+def _may_have_changed(sf: SessionFile, cursors: dict[str, dict[str, Any]]) -> bool:
+    """False when the file is as it was when last read (an unclassified session's metadata
+    was looked for then, and found missing): no need to read its head again every night."""
+    cursor = cursors.get(str(sf.path))
+    if cursor is None:
+        return True
+    try:
+        st = sf.path.stat()
+    except OSError:
+        return True
+    return (cursor["size"], cursor["mtime_ns"]) != (st.st_size, st.st_mtime_ns)
+
+
 def _differs(values: dict[str, Any], existing: dict[str, Any] | None) -> bool:
     return existing is None or any(existing.get(k) != v for k, v in values.items())
 
@@ -341,7 +354,9 @@ class LightPhase:
                 summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
                 continue
             existing = sessions.get(sf.session_id)
-            sf = classify(sf, existing, self.settings.admission)
+            sf = classify(
+                sf, existing, self.settings.admission, scan=_may_have_changed(sf, cursors)
+            )
             decision = decide(
                 sf, self.settings.exclude_sessions, tombstoned=sf.session_id in tombstoned
             )
