@@ -206,8 +206,24 @@ def _may_have_changed(sf: SessionFile, cursors: dict[str, dict[str, Any]]) -> bo
     return (cursor["size"], cursor["mtime_ns"]) != (st.st_size, st.st_mtime_ns)
 
 
+# What an unread session's record must keep up to date: its admission and what it rests on.
+# (Timestamps are left out: SQLite gives them back without a zone, so they never compare
+# equal, and a write per unchanged file each night is what this avoids.)
+_ADMISSION_KEYS = (
+    "status",
+    "reason",
+    "classified_by",
+    "trust",
+    "session_key",
+    "channel",
+    "chat_type",
+    "external_source",
+    "kind",
+)
+
+
 def _differs(values: dict[str, Any], existing: dict[str, Any] | None) -> bool:
-    return existing is None or any(existing.get(k) != v for k, v in values.items())
+    return existing is None or any(existing.get(k) != values[k] for k in _ADMISSION_KEYS)
 
 
 _BUILT: dict[tuple[str, str], Any] = {}
