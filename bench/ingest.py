@@ -125,7 +125,9 @@ def baseline(paths: list[Path]) -> dict[str, Any]:
 
 
 def _link_state(data: SynthSet, state: Path, every: int = 1) -> int:
-    """A fresh state dir whose agents/<id>/sessions/ link to (every n-th of) the set's files."""
+    """A fresh state dir whose agents/<id>/sessions/ hold (every n-th of) the set's files as
+    hard links (a copy across file systems): a symlink out of a sessions folder is never
+    followed, since it may be another agent's transcript."""
     chosen = data.files[::every]
     for f in chosen:
         src = data.root / f.path
@@ -135,7 +137,10 @@ def _link_state(data: SynthSet, state: Path, every: int = 1) -> int:
             index = src.parent / "sessions.json"
             if index.is_file():
                 shutil.copyfile(index, dst.parent / "sessions.json")
-        os.symlink(src, dst)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
     return sum(f.bytes for f in chosen)
 
 
