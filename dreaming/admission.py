@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dreaming.config import AdmissionSettings, ExcludeSessions
+from dreaming.config import AdmissionSettings, ExcludeSessions, Settings
 from dreaming.messages import INTERNAL_KINDS, Format, Message, Role, SessionFile, SessionKind
 from dreaming.transcripts import chat_facts
 
@@ -153,6 +153,21 @@ def speaker_class(session: SessionFile) -> OriginClass:
     if session.chat_type is not None and session.chat_type.casefold() in _GROUP_CHATS:
         return OriginClass.UNTRUSTED
     return OriginClass.OWNER
+
+
+def admit(
+    session: SessionFile,
+    record: Mapping[str, Any] | None,
+    settings: Settings,
+    *,
+    tombstoned: bool,
+    scan: bool = True,
+) -> tuple[SessionFile, Decision, str | None]:
+    """One session's admission tonight: classified, decided, and what its user lines are
+    derived as. The light phase applies it; `verify` checks what was derived against it."""
+    session = classify(session, record, settings.admission, scan=scan)
+    decision = decide(session, settings.exclude_sessions, tombstoned=tombstoned)
+    return session, decision, trust_of(session, decision)
 
 
 def trust_of(session: SessionFile, decision: Decision) -> str | None:

@@ -440,7 +440,10 @@ def atomic_write(path: Path, content: str) -> None:
         before = target.stat()
         mode = stat.S_IMODE(before.st_mode)
         with target.open("rb") as fh:
-            crlf = b"\r\n" in fh.read(64 * 1024)
+            # The first line ending says which kind the file uses: a small read, not the file.
+            head = fh.read(4096)
+        end = head.find(b"\n")
+        crlf = end > 0 and head[end - 1 : end] == b"\r"
     except FileNotFoundError:
         mode, crlf = 0o666 & ~_umask(), False
     if crlf:

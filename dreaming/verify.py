@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select, text
 
 from dreaming import corpus, memory_file, sources
-from dreaming.admission import Status, classify, decide, trust_of
+from dreaming.admission import Status, admit
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
 from dreaming.lineage import live_entries
@@ -261,9 +261,8 @@ def _admission(conn: Connection, paths: Paths, agent: str) -> list[str]:
         if sf is None:  # the transcript is gone: its last recorded admission stands
             status, trust = record["status"], record["trust"]
         else:
-            sf = classify(sf, record, settings.admission)
-            decision = decide(sf, settings.exclude_sessions, tombstoned=sid in tombstoned)
-            status, trust = decision.status.value, trust_of(sf, decision)
+            _, decision, trust = admit(sf, record, settings, tombstoned=sid in tombstoned)
+            status = decision.status.value
         if status != Status.ADMITTED.value:
             problems.append(f"session {sid} is {status} now but has {what}")
         elif trust != record["trust"]:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 from dreaming import corpus, faults
-from dreaming.admission import UNCLASSIFIED, Status, classify, decide, origin_class, trust_of
+from dreaming.admission import UNCLASSIFIED, Status, admit, origin_class
 from dreaming.candidates import (
     Folder,
     advance_clock,
@@ -370,13 +370,14 @@ class LightPhase:
                 summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
                 continue
             existing = sessions.get(sf.session_id)
-            sf = classify(
-                sf, existing, self.settings.admission, scan=_may_have_changed(sf, cursors)
+            sf, decision, trust = admit(
+                sf,
+                existing,
+                self.settings,
+                tombstoned=sf.session_id in tombstoned,
+                scan=_may_have_changed(sf, cursors),
             )
-            decision = decide(
-                sf, self.settings.exclude_sessions, tombstoned=sf.session_id in tombstoned
-            )
-            values = _session_values(sf, decision.status, decision.reason, trust_of(sf, decision))
+            values = _session_values(sf, decision.status, decision.reason, trust)
             planned.append((sf, decision, values, existing))
         moved = [
             (sf, existing, values)
