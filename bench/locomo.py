@@ -596,7 +596,7 @@ def measure(
             sql(
                 "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
                 " coalesce(sum(cost_usd), 0) FROM llm_calls"
-                " WHERE agent = :a AND outcome != 'over_budget'"
+                " WHERE agent = :a AND outcome NOT IN ('over_budget', 'unreachable')"
             ),
             {"a": agent},
         ).one()

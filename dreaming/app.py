@@ -27,14 +27,28 @@ from dreaming.config import (
     find_config,
     load_settings,
 )
-from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
+from dreaming.errors import (
+    LockedError,
+    NoAgentsError,
+    SchemaTooNewError,
+    StateError,
+    WorkspaceFileError,
+)
 from dreaming.forget import Purge, Selector, complete_pending
+from dreaming.llm import CircuitBreaker
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
 from dreaming.phases.deep import run_budget as make_run_budget
-from dreaming.phases.light import LightPhase, Progress
+from dreaming.phases.light import LightPhase
 from dreaming.phases.rem import RemPhase
-from dreaming.runs import close_abandoned, finish_run, start_run
+from dreaming.progress import Progress
+from dreaming.runs import (
+    close_abandoned,
+    delete_run,
+    finish_run,
+    run_has_calls,
+    start_run,
+)
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.engine import HeldLock
 from dreaming.store.models import RunRow, SessionRow
@@ -172,7 +186,10 @@ class App:
         discovery opens every file."""
         found = self.discover(only) if discovered is None else discovered
         if not only:
-            return sorted(set(found) | set(self.known_agents()))
+            names = sorted(set(found) | set(self.known_agents()))
+            if not names and not self._has_agent_folders():
+                raise NoAgentsError(self.nothing_found())
+            return names
         missing = [a for a in only if a not in found and not self.has_state(a)]
         if missing:
             known = sorted(set(found) | set(self.known_agents()))
@@ -180,6 +197,33 @@ class App:
                 f"unknown agent(s): {', '.join(missing)} (known: {', '.join(known) or 'none'})"
             )
         return list(only)
+
+    def _has_agent_folders(self) -> bool:
+        """An OpenClaw root with agent folders but no transcripts yet is a real install."""
+        folder = self.paths.state_dir / "agents"
+        return (
+            self.settings.read_state_dir
+            and folder.is_dir()
+            and any(p.is_dir() for p in folder.iterdir())
+        )
+
+    def nothing_found(self) -> str:
+        """What was looked for, for the error a state folder with no agents gets."""
+        state = self.paths.state_dir
+        places = []
+        if self.settings.read_state_dir:
+            places.append(f"OpenClaw transcripts in {state / 'agents'}/<agent>/sessions/")
+        places += [f"{s.kind.value} transcripts in {s.path}" for s in self.settings.sources]
+        places.append(
+            "dreaming's state in the fleet database"
+            if self.fleet
+            else f"dreaming's state in {self.paths.home / 'agents'}"
+        )
+        return (
+            f"no agents found under {state}: looked for "
+            + "; ".join(places)
+            + " (is --state-dir or DREAMING_STATE_DIR right?)"
+        )
 
     def run_light(
         self, agents: Sequence[str] | None = None, progress: Progress | None = None
@@ -199,14 +243,18 @@ class App:
             for r in self.run(["deep"], agents, dry_run=dry_run, budget=budget, llm=llm)
         ]
 
-    def client_factory(self, profile_name: str | None) -> Callable[[], LLMClient] | None:
+    def client_factory(
+        self, profile_name: str | None, breaker: CircuitBreaker | None = None
+    ) -> Callable[[], LLMClient] | None:
+        """Clients for one run; those sharing `breaker` stop calling an endpoint whose
+        failure retries did not cure."""
         if profile_name is None:
             return None
         from dreaming.llm import LLMClient  # the HTTP stack loads only when a run needs it
 
         profile = self.settings.llm.profiles[profile_name]
         limiter = self.rate_limiter(profile_name)
-        return lambda: LLMClient(profile, env=self.env, rate_limiter=limiter)
+        return lambda: LLMClient(profile, env=self.env, rate_limiter=limiter, breaker=breaker)
 
     def limits_engine(self) -> Engine:
         """Where limits shared by every agent live: the fleet database, or on one machine
@@ -265,8 +313,10 @@ class App:
         progress: Progress | None = None,
         reingest: bool = False,
         workers: int = 1,
+        deep: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run `phases` (in their natural order) for each agent: one lock, one run record."""
+        """Run `phases` (in their natural order) for each agent: one lock, one run record.
+        `deep` overrides [deep] settings for this run (promote's --limit, --min-score)."""
         ordered = [p for p in PHASES if p in phases]
         unknown = set(phases) - set(PHASES)
         if unknown:
@@ -282,6 +332,7 @@ class App:
             "budget": budget,
             "profile": profile,
             "reingest": reingest,
+            "deep": dict(deep) if deep else None,
         }
         if workers > 1 and len(names) > 1:
             return self._run_parallel(names, ordered, files, options, workers)
@@ -358,6 +409,7 @@ class App:
         profile: str | None = None,
         progress: Progress | None = None,
         reingest: bool = False,
+        deep: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The unit of work: one job's phases for one agent, under the agent's lock.
 
@@ -370,9 +422,13 @@ class App:
                 complete_pending(engine, self.paths, agent)  # an interrupted purge first
                 if abandoned := close_abandoned(engine, agent):
                     log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
-            run_id = None if dry_run else start_run(engine, agent, list(phases), job)
+            # A preview that may call the model gets a run record, so what it spent shows
+            # in `runs` as in `status`; one that called nothing leaves no trace.
+            preview = dry_run and profile is not None
+            run_id = start_run(engine, agent, list(phases), job) if not dry_run or preview else None
             result["run_id"] = run_id
             outcome = "ok"
+            degraded: list[str] = []  # where a fallback decided what the model should have
             # One budget for the whole run: REM's diary and deep's decisions draw on it together.
             run_budget = (
                 make_run_budget(engine, agent, budget or self.settings.budget, ledger=self.ledger())
@@ -380,7 +436,7 @@ class App:
                 else None
             )
             llm_phase: dict[str, Any] = {  # what REM and deep share for this run
-                "client_factory": self.client_factory(profile),
+                "client_factory": self.client_factory(profile, CircuitBreaker()),
                 "budget": budget,
                 "dry_run": dry_run,
                 "run_id": run_id,
@@ -396,12 +452,24 @@ class App:
                         result["phases"]["light"] = light.run(agent, files).to_dict()
                     elif phase == "rem":
                         rem = RemPhase(engine, self.paths, self.registry, **llm_phase)
-                        result["phases"]["rem"] = rem.run(agent).to_dict()
+                        rem_summary = rem.run(agent)
+                        if rem_summary.degraded:
+                            degraded.append(f"rem: {rem_summary.degraded}")
+                        result["phases"]["rem"] = rem_summary.to_dict()
                     elif phase == "deep":
-                        deep = DeepPhase(engine, self.paths, self.registry, **llm_phase)
-                        summary = deep.run(agent)
+                        settings = self.settings.deep.model_copy(update=dict(deep or {}))
+                        deep_phase = DeepPhase(
+                            engine,
+                            self.paths,
+                            self.registry,
+                            settings=settings,
+                            progress=progress,
+                            **llm_phase,
+                        )
+                        summary = deep_phase.run(agent)
                         if summary.ended_on_budget:
                             outcome = "budget"
+                        degraded += [f"deep: {why}" for why in summary.degraded]
                         result["phases"]["deep"] = summary.to_dict()
                 held.check()  # ...and is not recorded as a clean run
             except BaseException as err:
@@ -411,7 +479,19 @@ class App:
                 raise
             for data in result["phases"].values():
                 data["run_id"] = run_id
+            if degraded:
+                # A fault to alert on outranks a budget kept: the model was wanted and failed.
+                outcome = "degraded"
+                result["reason"] = "; ".join(degraded)
+            result["degraded"] = degraded
+            if dry_run:
+                outcome = "preview"
             result["outcome"] = outcome
+            if preview and run_id is not None and not run_has_calls(engine, agent, run_id):
+                delete_run(engine, run_id)
+                run_id = result["run_id"] = None
+                for data in result["phases"].values():
+                    data["run_id"] = None
             if run_id is not None:
                 finish_run(engine, run_id, outcome, result)
         log.info("run %s for %s done: %s", run_id, agent, outcome)

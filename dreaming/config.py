@@ -164,6 +164,9 @@ class DeepSettings(_Strict):
     max_memory_chars: int = Field(default=20_000, ge=200)
     runaway_skip_batches: int = Field(default=3, ge=1)
     on_budget: Literal["wait", "deterministic"] = "wait"
+    # The endpoint failed for good this run (retries did not cure it): the remaining
+    # candidates are decided by the deterministic path, or wait for the next run.
+    on_llm_failure: Literal["deterministic", "wait"] = "deterministic"
 
 
 class RemSettings(_Strict):

@@ -4,12 +4,14 @@
     ├── ConfigError                a settings or job file is invalid (names file and key)
     ├── StateError                 the state folder or a database cannot be used
     │   ├── SchemaTooNewError      a database written by a newer dreaming
+    │   ├── NoAgentsError          the state folder has no agents at all (a wrong path?)
     │   └── LockedError            another run holds the agent's lock
     ├── InputError                 a transcript or other input cannot be read at all
     ├── LLMError                   an LLM call failed for good
     │   ├── LLMConfigError         missing key, unknown profile, no price for a budget
     │   ├── LLMRequestError        a 4xx the retry policy must not retry (bad request, auth)
     │   ├── TransientError         worth retrying: 429, 5xx, timeouts, connection errors
+    │   ├── EndpointDownError      the run's circuit breaker is open: no call was made
     │   └── InvalidReplyError      the reply did not validate
     └── BudgetExceededError        a call would go past the run's or the day's budget
 
@@ -45,6 +47,11 @@ class SchemaTooNewError(StateError):
 class WorkspaceFileError(StateError):
     """A file in an agent's workspace (MEMORY.md, DREAMS.md) that dreaming cannot keep
     faithfully: not UTF-8, not a regular file. That agent's night fails; nothing is rewritten."""
+
+
+class NoAgentsError(StateError):
+    """Nothing in the state folder or the configured sources looks like an agent: most
+    likely a wrong --state-dir, which must not pass for a quiet night."""
 
 
 class LockedError(StateError):
@@ -88,6 +95,11 @@ class TransientError(LLMError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class EndpointDownError(LLMError):
+    """An earlier call of this run failed at the transport and retries did not cure it, so
+    the run sends nothing more to that endpoint (the caller takes its fallback)."""
 
 
 class InvalidReplyError(LLMError):

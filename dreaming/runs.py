@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, insert, select, update
+from sqlalchemy import Engine, and_, delete, func, insert, select, update
 
+from dreaming.llm._records import UNCHARGED_OUTCOMES
 from dreaming.store.models import LLMCallRow, RunRow
 
 RUNS = RunRow.__table__  # type: ignore[attr-defined]
@@ -62,6 +63,24 @@ def finish_run(engine: Engine, run_id: int, outcome: str, summary: dict[str, Any
             .where(RUNS.c.id == run_id)
             .values(ended_at=utcnow(), outcome=outcome, summary=json.dumps(summary, default=str))
         )
+
+
+def run_has_calls(engine: Engine, agent: str, run_id: int) -> bool:
+    """Whether the run left any LLM call record (sent or refused by the budget)."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(CALLS.c.id)
+            .where(and_(CALLS.c.agent == agent, CALLS.c.run_id == run_id))
+            .limit(1)
+        ).first()
+    return found is not None
+
+
+def delete_run(engine: Engine, run_id: int) -> None:
+    """Drop a run record that turned out to have nothing to say (a preview that called no
+    model)."""
+    with engine.begin() as conn:
+        conn.execute(delete(RUNS).where(RUNS.c.id == run_id))
 
 
 def record_skipped(
@@ -179,7 +198,7 @@ def _usage(conn: Any, agent: str, run_ids: list[int]) -> dict[int, LLMUsage]:
             and_(
                 CALLS.c.agent == agent,
                 CALLS.c.run_id.in_(run_ids),
-                CALLS.c.outcome != "over_budget",  # refused before sending: nothing spent
+                CALLS.c.outcome.not_in(UNCHARGED_OUTCOMES),  # never sent: nothing spent
             )
         )
         .group_by(CALLS.c.run_id)

@@ -13,13 +13,16 @@ from pydantic import BaseModel, ConfigDict
 
 import dreaming.llm
 from dreaming.errors import (
+    EndpointDownError,
     InvalidReplyError,
     LLMConfigError,
     LLMRequestError,
     TransientError,
 )
 from dreaming.llm import (
+    Budget,
     CallOutcome,
+    CircuitBreaker,
     LLMClient,
     LLMProfile,
     RetryPolicy,
@@ -120,6 +123,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
         "Budget",
         "CallOutcome",
         "CallRecord",
+        "CircuitBreaker",
         "Completion",
         "LLMClient",
         "LLMProfile",
@@ -431,8 +435,85 @@ def test_connection_refused_is_transient(fake_time: FakeTime) -> None:
     with pytest.raises(TransientError, match="cannot reach") as caught:
         ask(make_client(url, fake_time, max_attempts=2))
     calls = calls_of(caught.value)
-    assert [c.outcome for c in calls] == [CallOutcome.RETRIED, CallOutcome.FAILED]
-    assert all(c.http_status is None and c.usage_estimated for c in calls)
+    assert [c.outcome for c in calls] == [CallOutcome.UNREACHABLE, CallOutcome.UNREACHABLE]
+    assert all(c.http_status is None and c.input_tokens == 0 for c in calls)
+
+
+def test_a_request_that_never_reached_a_server_costs_nothing(fake_time: FakeTime) -> None:
+    budget = Budget(max_usd=1.0, max_calls=10)
+    client = make_client(
+        closed_port_url(),
+        fake_time,
+        max_attempts=3,
+        price_input_per_mtok=1.0,
+        price_output_per_mtok=1.0,
+    )
+    with pytest.raises(TransientError):
+        ask(client, budget=budget)
+    assert budget.spent_usd == 0 and budget.spent_tokens == 0 and budget.calls == 0
+    assert budget.remaining_calls == 10
+
+
+def test_a_timeout_after_sending_is_charged_its_hard_bound(
+    server: FakeOpenAI, fake_time: FakeTime
+) -> None:
+    budget = Budget(max_usd=1.0)
+    client = make_client(
+        server.base_url,
+        fake_time,
+        timeout_s=0.3,
+        max_attempts=1,
+        max_output_tokens=100,
+        price_input_per_mtok=1.0,
+        price_output_per_mtok=1.0,
+    )
+    server.enqueue(Delay(3.0, then=GOOD))
+    with pytest.raises(TransientError) as caught:
+        ask(client, budget=budget)
+    [call] = calls_of(caught.value)
+    assert call.outcome is CallOutcome.FAILED and call.usage_estimated
+    assert call.output_tokens == 100, "the output limit it was sent with"
+    assert call.input_tokens >= len('{"candidate": "c1"}'), "the prompt's byte bound"
+    assert budget.calls == 1
+    assert budget.spent_tokens == call.input_tokens + call.output_tokens
+
+
+def test_the_breaker_opens_after_retries_fail_and_later_calls_are_not_sent(
+    server: FakeOpenAI, fake_time: FakeTime
+) -> None:
+    breaker = CircuitBreaker()
+    url = closed_port_url()
+    first = make_client(url, fake_time, max_attempts=2)
+    first.breaker = breaker
+    with pytest.raises(TransientError):
+        ask(first)
+    assert url in breaker.opened and "cannot reach" in breaker.opened[url]
+    sleeps = len(fake_time.sleeps)
+    second = make_client(url, fake_time, max_attempts=4)  # another client of the same run
+    second.breaker = breaker
+    with pytest.raises(EndpointDownError, match="not asked again") as caught:
+        ask(second)
+    assert calls_of(caught.value) == [] and len(fake_time.sleeps) == sleeps, "no retry loop"
+    # Another endpoint is not affected, and a fresh run's breaker tries again.
+    other = make_client(server.base_url, fake_time)
+    other.breaker = breaker
+    server.enqueue(GOOD)
+    assert ask(other).parsed.action == "add"
+
+
+def test_errors_that_retries_do_not_address_leave_the_breaker_closed(
+    server: FakeOpenAI, fake_time: FakeTime
+) -> None:
+    breaker = CircuitBreaker()
+    client = make_client(server.base_url, fake_time)
+    client.breaker = breaker
+    server.enqueue(ErrorReply(400, "bad request"), "not json at all", GOOD)
+    with pytest.raises(LLMRequestError):
+        ask(client)
+    with pytest.raises(InvalidReplyError):
+        ask(client)
+    assert breaker.opened == {}
+    assert ask(client).parsed.action == "add"
 
 
 def test_400_fails_fast(server: FakeOpenAI, fake_time: FakeTime) -> None:

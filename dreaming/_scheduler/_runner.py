@@ -27,7 +27,7 @@ from dreaming.app import App
 from dreaming.config import BudgetSettings, Paths
 from dreaming.errors import ConfigError, DreamingError, LockedError, StateError
 from dreaming.jobs import Job, JobFile, bundled_jobs_dir, load_job
-from dreaming.phases.light import Progress
+from dreaming.progress import Progress
 from dreaming.runs import record_skipped
 
 log = logging.getLogger("dreaming.scheduler")
@@ -97,6 +97,7 @@ def describe_job(job_file: JobFile, now: datetime | None = None) -> dict[str, An
 class AgentOutcome(StrEnum):
     OK = "ok"
     BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
+    DEGRADED = "degraded"  # a fallback decided what the model should have (reason given)
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)

@@ -11,7 +11,7 @@ import click
 from dreaming.app import App
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json, note
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_result
 from dreaming.jobs import load_jobs
@@ -86,7 +86,8 @@ def run_job(
 
     An agent that another run holds is skipped and reported ("locked by ..."); the others
     run. Queued, an agent whose task is already waiting is skipped ("already waiting").
-    Exit status: 0 when no agent failed (skipped agents included), 1 otherwise.
+    Exit status: 1 when an agent failed, 3 when one was degraded (a fallback decided what
+    the model should have), else 0 (skipped agents included).
     """
     app = ctx.app
     runner = InProcessRunner(app, jobs_dir(app.paths))
@@ -95,8 +96,9 @@ def run_job(
     if executor == "procrastinate":
         _enqueue(app, name, agents, dry, as_json)
         return
-    note(app.registry.banner())
-    with progress("light", enabled=not as_json and "light" in job.phases and not dry) as bar:
+    if ctx.verbose:
+        note(app.registry.banner())
+    with progress(enabled=not as_json) as bar:
         results = runner.run(name, agents=list(agents) or None, dry_run=dry, progress=bar)
     if as_json:
         emit_json(
@@ -116,7 +118,12 @@ def run_job(
     else:
         click.echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
     if any(r["outcome"] == AgentOutcome.FAILED for r in results):
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
+    if any(r.get("degraded") for r in results):
+        for r in results:
+            if r.get("degraded"):
+                note(f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}")
+        sys.exit(EXIT_DEGRADED)
 
 
 def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:

@@ -13,7 +13,7 @@ import click
 
 from dreaming import __version__
 from dreaming.app import App
-from dreaming.errors import ConfigError, DreamingError
+from dreaming.errors import ConfigError, DreamingError, NoAgentsError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "DREAMING_DEBUG"
@@ -22,9 +22,10 @@ DEBUG_ENV = "DREAMING_DEBUG"
 class Context:
     """What every command gets: where state lives, and the App opened on first use."""
 
-    def __init__(self, state_dir: Path | None, config: Path | None) -> None:
+    def __init__(self, state_dir: Path | None, config: Path | None, verbose: int = 0) -> None:
         self.state_dir = state_dir
         self.config = config
+        self.verbose = verbose  # -v: the tag registry banner and INFO logs
         self._app: App | None = None
 
     @property
@@ -51,7 +52,7 @@ class DreamingGroup(click.Group):
             if os.environ.get(DEBUG_ENV):
                 raise
             click.echo(f"dreaming: error: {err}", err=True)
-            sys.exit(2 if isinstance(err, ConfigError) else 1)
+            sys.exit(2 if isinstance(err, ConfigError | NoAgentsError) else 1)
 
 
 @click.group(cls=DreamingGroup)
@@ -77,7 +78,7 @@ def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    context = Context(state_dir, config)
+    context = Context(state_dir, config, verbose)
     ctx.obj = context
     ctx.call_on_close(context.close)
 

@@ -20,3 +20,9 @@ def is_tty() -> bool:
 def note(message: str) -> None:
     """Diagnostics go to stderr so stdout stays machine-readable."""
     click.echo(message, err=True)
+
+
+# Exit statuses a cron line can alert on (the README lists them): 2 is a usage, settings
+# or state-folder error (click's own usage errors exit 2 too).
+EXIT_FAILED = 1
+EXIT_DEGRADED = 3

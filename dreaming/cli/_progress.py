@@ -1,47 +1,113 @@
-"""Progress for long runs: a rich bar on a terminal, a few plain lines otherwise."""
+"""Progress for long runs: a bar per phase on a terminal, one summary line per phase
+elsewhere (a cron night's stderr stays a few lines)."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from dreaming.phases.light import Progress as ProgressFn
+from dreaming.progress import Progress as ProgressFn
+from dreaming.progress import Tick
 
 
 @contextlib.contextmanager
-def progress(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
+def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
+    """A Progress for `App.run`, or None when nothing should be shown (--json)."""
     if not enabled:
         yield None
         return
     console = Console(stderr=True)
     if console.is_terminal:
-        with Progress(
+        with _Bars(console) as bars:
+            yield bars.tick
+        return
+    totals = _Totals()
+    try:
+        yield totals.tick
+    finally:
+        for line in totals.lines():
+            click.echo(line, err=True)
+
+
+class _Bars:
+    """One rich bar per phase and agent, cleared when the run ends (stdout has the result)."""
+
+    def __init__(self, console: Console) -> None:
+        self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
+            TextColumn("{task.fields[size]}"),
             TimeElapsedColumn(),
             console=console,
             transient=True,
-        ) as bar:
-            task = bar.add_task(label, total=None)
+        )
+        self.tasks: dict[tuple[str, str], TaskID] = {}
 
-            def update(done: int, total: int, item: str) -> None:
-                bar.update(task, completed=done, total=total, description=f"{label} {item[:24]}")
+    def __enter__(self) -> _Bars:
+        self.bar.__enter__()
+        return self
 
-            yield update
-        return
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
 
-    last = {"pct": -1}
+    def tick(self, t: Tick) -> None:
+        key = (t.phase, t.agent)
+        size = f"{_bytes(t.bytes_done)} of {_bytes(t.bytes_total)}" if t.bytes_total else ""
+        if key not in self.tasks:
+            self.tasks[key] = self.bar.add_task(
+                f"{t.phase} {t.agent}", total=t.total, unit=t.unit, size=size
+            )
+        self.bar.update(self.tasks[key], completed=t.done, total=t.total, size=size)
 
-    def plain(done: int, total: int, item: str) -> None:
-        # Every 10% when not a terminal: logs stay readable, cron mail stays short.
-        pct = (done * 10) // max(total, 1)
-        if pct != last["pct"]:
-            last["pct"] = pct
-            click.echo(f"{label}: {done}/{total} sessions", err=True)
 
-    yield plain
+@dataclass
+class _Phase:
+    agents: set[str] = field(default_factory=set)
+    done: dict[str, int] = field(default_factory=dict)
+    bytes: dict[str, int] = field(default_factory=dict)
+    unit: str = ""
+    started: float = field(default_factory=time.monotonic)
+    ended: float = 0.0
+
+
+class _Totals:
+    """What each phase did across the run's agents, for one line per phase at the end."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, _Phase] = {}
+
+    def tick(self, t: Tick) -> None:
+        phase = self.phases.setdefault(t.phase, _Phase(unit=t.unit))
+        phase.agents.add(t.agent)
+        phase.done[t.agent] = t.done
+        phase.bytes[t.agent] = t.bytes_done
+        phase.ended = time.monotonic()
+
+    def lines(self) -> list[str]:
+        out = []
+        for name, p in self.phases.items():
+            agents = len(p.agents)
+            size = sum(p.bytes.values())
+            out.append(
+                f"{name}: {sum(p.done.values())} {p.unit}"
+                + (f" ({_bytes(size)})" if size else "")
+                + f" for {agents} agent{'s' if agents != 1 else ''}"
+                + f" in {max(p.ended - p.started, 0.0):.1f}s"
+            )
+        return out
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json, note
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.config import BudgetSettings
 
@@ -44,17 +44,21 @@ def format_light(data: dict[str, Any]) -> str:
     if data["skips"]:
         lines.append("  skipped: " + ", ".join(f"{k} {v}" for k, v in data["skips"].items()))
     c = data["candidates"]
+    again = max(0, c["updated"] - c["new"])
     lines.append(
-        f"  candidates: {c['new']} new, {c['updated']} updated, {c['pending']} pending;"
-        f" {data['recalls']} recalls of existing entries"
+        f"  candidates (statements that may become memory): {c['new']} new,"
+        f" {again} heard again; {c['pending']} not in memory yet"
+        " (`dreaming candidates` says why)"
     )
+    if data["recalls"]:
+        lines.append(f"  recalls: {data['recalls']} lines repeat what memory already holds")
     return "\n".join(lines)
 
 
 def format_deep(data: dict[str, Any]) -> str:
     llm = data["llm"]
     head = f"agent {data['agent']}: deep phase" + (
-        " (dry run: nothing written)" if data["dry_run"] else ""
+        " (preview: nothing written)" if data["dry_run"] else ""
     )
     lines = [
         head,
@@ -76,8 +80,9 @@ def format_deep(data: dict[str, Any]) -> str:
         lines.append("  ended on budget: the remaining candidates wait for the next run")
     if data["runaway_stop"]:
         lines.append("  stopped early: the model skipped every candidate in consecutive batches")
-    for fb in data["fallbacks"]:
-        lines.append(f"  fallback: {fb[:200]}")
+    for why in data.get("degraded", []):
+        lines.append(f"  degraded: {why[:300]}")
+    lines += [f"  fallback{n}: {fb[:200]}" for fb, n in collapse(data["fallbacks"])]
     mem = data["memory"]
     for key in mem["edited_by_person"]:
         lines.append(f"  MEMORY.md block {key} was edited by a person: left as it is")
@@ -86,12 +91,31 @@ def format_deep(data: dict[str, Any]) -> str:
     for key in mem.get("duplicates_removed", []):
         lines.append(f"  MEMORY.md line {key} appeared more than once: the copies were removed")
     if data["dry_run"]:
-        for d in data["decisions"]:
-            lines.append(
-                f"  {d['action']:<9} {d['candidate']} -> {d['entry'] or '-'}  {d['text'] or ''}"
-            )
-        lines.append(data["diff"] or "  (MEMORY.md would not change)")
+        lines += [format_decision(d) for d in data["decisions"]]
+        lines.append(
+            data["diff"].rstrip("\n") if data["diff"] else "  (MEMORY.md would not change)"
+        )
     return "\n".join(lines)
+
+
+def format_decision(d: dict[str, Any]) -> str:
+    """One decision as a preview shows it: the candidate as it was said, what becomes of it,
+    and why (who decided, and the model's reason)."""
+    said = (d.get("candidate_text") or d["candidate"]).strip()
+    out = [f'  {d["action"]:<9} "{said[:160]}"']
+    if d["action"] != "skip":
+        into = f" into {', '.join(t[:8] for t in d['targets'])}" if d["targets"] else ""
+        out.append(f"            ->{into} {d['text'] or ''}".rstrip())
+    out.append(f"            why ({d['path']}): {d['reason'] or '-'}")
+    return "\n".join(out)
+
+
+def collapse(messages: list[str]) -> list[tuple[str, str]]:
+    """Repeated messages once each, in first-seen order, with " (N times)" when repeated."""
+    counts: dict[str, int] = {}
+    for m in messages:
+        counts[m] = counts.get(m, 0) + 1
+    return [(m, f" ({n} times)" if n > 1 else "") for m, n in counts.items()]
 
 
 def _budget(
@@ -136,10 +160,12 @@ def run_phases(
     budget: BudgetSettings | None = None,
     reingest: bool = False,
     workers: int = 1,
+    deep: dict[str, Any] | None = None,
 ) -> None:
     app = ctx.app
-    note(app.registry.banner())
-    with progress("light", enabled=not as_json and "light" in wanted) as bar:
+    if ctx.verbose:
+        note(app.registry.banner())
+    with progress(enabled=not as_json) as bar:
         results = app.run(
             wanted,
             list(agents) or None,
@@ -150,6 +176,7 @@ def run_phases(
             progress=bar,
             reingest=reingest,
             workers=workers,
+            deep=deep,
         )
     if as_json:
         emit_json(
@@ -163,27 +190,36 @@ def run_phases(
                         "agent": r["agent"],
                         "run_id": r["run_id"],
                         "outcome": r["outcome"],
-                        **({"error": r["error"]} if "error" in r else {}),
+                        **{k: r[k] for k in ("error", "reason") if r.get(k)},
                     }
                     for r in results
                 ],
             }
         )
-        _exit_on_problems(results)
-        return
-    text = [format_result(r) for r in results if "error" not in r]
-    click.echo("\n".join(text) if text else f"no agents found under {app.paths.state_dir}")
-    _exit_on_problems(results)
+    else:
+        text = [format_result(r) for r in results if "error" not in r]
+        click.echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
+        if dry_run and any("deep" in r["phases"] for r in results):
+            click.echo("preview only: run again with --apply to write MEMORY.md")
+    exit_on_problems(results)
 
 
-def _exit_on_problems(results: list[dict[str, Any]]) -> None:
-    """A busy or failed agent is one line on stderr each and exit status 1; the agents
-    that ran have been reported above."""
-    problems = [r for r in results if "error" in r]
-    for r in problems:
-        click.echo(f"dreaming: error: {r['error']}", err=True)
-    if problems:
-        sys.exit(1)
+def exit_on_problems(results: list[dict[str, Any]]) -> None:
+    """A busy, failed or degraded agent is one line on stderr each; the exit status says
+    the worst: 1 when an agent failed, 3 when one was degraded (a fallback decided what
+    the model should have), else 0. The agents that ran have been reported above."""
+    for r in results:
+        if "error" in r:
+            click.echo(f"dreaming: error: {r['error']}", err=True)
+        elif r.get("degraded"):
+            click.echo(
+                f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}",
+                err=True,
+            )
+    if any("error" in r for r in results):
+        sys.exit(EXIT_FAILED)
+    if any(r.get("degraded") for r in results):
+        sys.exit(EXIT_DEGRADED)
 
 
 PHASES = ["light", "rem", "deep"]
@@ -247,13 +283,49 @@ def run(
 @cli.command()
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
 @click.option(
-    "--dry-run", is_flag=True, help="Show decisions and the MEMORY.md diff, write nothing."
+    "--apply", is_flag=True, help="Write the decisions to MEMORY.md (without it: a preview)."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Preview only: decisions and the MEMORY.md diff (the default)."
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Consider at most this many candidates.")
+@click.option(
+    "--min-score",
+    type=click.FloatRange(min=0),
+    help="Consider only candidates scoring at least this (default: [deep] min_score).",
 )
 @click.option("--budget-usd", type=float, help="Cap this run's LLM spending (USD).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def promote(
-    ctx: Context, agents: tuple[str, ...], dry_run: bool, budget_usd: float | None, as_json: bool
+    ctx: Context,
+    agents: tuple[str, ...],
+    apply: bool,
+    dry_run: bool,
+    limit: int | None,
+    min_score: float | None,
+    budget_usd: float | None,
+    as_json: bool,
 ) -> None:
-    """Promote candidates into MEMORY.md now (an on-demand deep run)."""
-    run_phases(ctx, ["deep"], agents, as_json, dry_run=dry_run, budget_usd=budget_usd)
+    """Promote candidates into MEMORY.md now (an on-demand deep run).
+
+    Previews by default: each decision with the candidate's text and the reason, and the
+    MEMORY.md diff; nothing is written. --apply writes. A preview that asked the model is
+    recorded in `dreaming runs` (outcome `preview`) with what it cost.
+    """
+    if apply and dry_run:
+        raise click.UsageError("--apply and --dry-run contradict each other")
+    overrides: dict[str, Any] = {}
+    if limit is not None:
+        overrides["max_candidates"] = limit
+    if min_score is not None:
+        overrides["min_score"] = min_score
+    run_phases(
+        ctx,
+        ["deep"],
+        agents,
+        as_json,
+        dry_run=not apply,
+        budget_usd=budget_usd,
+        deep=overrides or None,
+    )

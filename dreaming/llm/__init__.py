@@ -7,6 +7,7 @@
     Reservation     one attempt's worst case, held in the Ledger until it is settled
     RateLimiter     a fleet-wide requests-per-minute limit per profile
     RetryPolicy     what is retried, how long to wait, when to stop
+    CircuitBreaker  a run's memory of endpoints that failed for good: no more calls to them
     CallRecord      one HTTP attempt, as the call log stores it
     Completion      the validated reply and what it took
 
@@ -16,6 +17,7 @@ this layer raises.
 
 from typing import TYPE_CHECKING, Any
 
+from dreaming.llm._breaker import CircuitBreaker
 from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
 from dreaming.llm._profile import LLMProfile, StructuredMode, StructuredOutput
 from dreaming.llm._records import CallOutcome, CallRecord, Completion, calls_of, raw_text_of
@@ -52,6 +54,7 @@ __all__ = [
     "Budget",
     "CallOutcome",
     "CallRecord",
+    "CircuitBreaker",
     "Completion",
     "LLMClient",
     "LLMProfile",

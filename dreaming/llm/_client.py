@@ -27,7 +27,13 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
-from dreaming.errors import BudgetExceededError, LLMConfigError, LLMError, TransientError
+from dreaming.errors import (
+    BudgetExceededError,
+    EndpointDownError,
+    LLMConfigError,
+    LLMError,
+    TransientError,
+)
 from dreaming.llm._pricing import (
     cost_usd,
     estimate_prompt_tokens,
@@ -42,6 +48,7 @@ from dreaming.llm._schema import schema_instructions, strict_schema
 from dreaming.llm.budget import Budget
 
 if TYPE_CHECKING:
+    from dreaming.llm._breaker import CircuitBreaker
     from dreaming.llm.ledger import RateLimiter
 
 _log = logging.getLogger("dreaming.llm")
@@ -65,7 +72,8 @@ class LLMClient:
 
     Raises LLMConfigError at construction when the profile names a key variable that `env`
     does not set. `clock`/`sleep`/`wall_clock` are injectable so tests never wait. A
-    `rate_limiter` (fleet mode) is acquired right before every request.
+    `rate_limiter` (fleet mode) is acquired right before every request. A `breaker` shared
+    by a run's clients stops calls to an endpoint whose failure retries did not cure.
     """
 
     def __init__(
@@ -79,9 +87,11 @@ class LLMClient:
         sleep: Callable[[float], None] = time.sleep,
         wall_clock: Callable[[], float] = time.time,
         rate_limiter: RateLimiter | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.profile = profile
         self.rate_limiter = rate_limiter
+        self.breaker = breaker
         self.retry_policy = retry_policy or RetryPolicy.from_profile(profile)
         self._clock = clock
         self._sleep = sleep
@@ -117,13 +127,20 @@ class LLMClient:
     ) -> Completion[ReplyT]:
         """Ask for one JSON object matching `schema`, validated with `reply_model`.
 
-        Raises BudgetExceededError (the call was not made), LLMConfigError, LLMRequestError
-        (not retried), TransientError (retries exhausted) or InvalidReplyError (not retried:
-        the caller may re-ask with the error shown). Every error carries the attempts'
-        CallRecords as `.calls` (read them with `calls_of`).
+        Raises BudgetExceededError (the call was not made), EndpointDownError (the breaker
+        is open: not made either), LLMConfigError, LLMRequestError (not retried),
+        TransientError (retries exhausted; opens the breaker) or InvalidReplyError (not
+        retried: the caller may re-ask with the error shown). Every error carries the
+        attempts' CallRecords as `.calls` (read them with `calls_of`).
         """
         if not _SCHEMA_NAME.match(schema_name):
             raise ValueError(f"schema_name must match {_SCHEMA_NAME.pattern}, got {schema_name!r}")
+        if self.breaker is not None:
+            try:
+                self.breaker.check(self.profile.base_url)
+            except EndpointDownError as exc:
+                _attach_calls(exc, [])
+                raise
         call = _Call(
             self,
             system=system,
@@ -214,6 +231,8 @@ class _Call(Generic[ReplyT]):
                 retry_after=exc.retry_after,
             )
             _attach_calls(error, self.records)
+            if self.client.breaker is not None:
+                self.client.breaker.trip(self.profile.base_url, str(exc))
             raise error from exc
         except (LLMError, BudgetExceededError) as exc:
             self._mark_last_failed()
@@ -323,15 +342,35 @@ class _Call(Generic[ReplyT]):
                     exc, profile, mode, timeout_s=timeout, now=self.client._wall_clock()
                 )
                 fall_back = failure.schema_unsupported and profile.structured_output == "auto"
-                self._charge(estimate, 0)
+                charged_in, charged_out = estimate, 0
+                if not failure.reached_server:  # never sent: nothing to pay, not a call
+                    sent = False
+                    charged_in = 0
+                    self._release()
+                    outcome = CallOutcome.UNREACHABLE
+                else:
+                    if failure.status is None:
+                        # Sent, then no answer (a timeout, a dropped connection): the
+                        # server may have done all the work, so it costs its hard bound.
+                        charged_in = prompt_token_bound(
+                            plain, self.schema if mode == "json_schema" else None
+                        )
+                        charged_out = self.max_output_tokens
+                    self._charge(charged_in, charged_out)
+                    outcome = (
+                        CallOutcome.RETRIED
+                        if failure.transient or fall_back
+                        else CallOutcome.FAILED
+                    )
                 self._record(
                     mode,
-                    CallOutcome.RETRIED if failure.transient or fall_back else CallOutcome.FAILED,
+                    outcome,
                     request,
                     started_at,
                     duration,
-                    input_tokens=estimate,
-                    usage_estimated=True,
+                    input_tokens=charged_in,
+                    output_tokens=charged_out,
+                    usage_estimated=failure.reached_server,
                     response=failure.body,
                     http_status=failure.status,
                     error=(
@@ -489,9 +528,10 @@ class _Call(Generic[ReplyT]):
             error=error,
         )
         self.records.append(record)
-        level = logging.INFO if outcome is CallOutcome.OK else logging.WARNING
+        # Every attempt is in the call log, and the run's summary says what failed: stderr
+        # gets them with -v only (a failing model would print one line per batch).
         _log.log(
-            level,
+            logging.INFO,
             "%s attempt %d (%s): %s in %.2fs, %d+%d tokens%s%s",
             self.label,
             self.attempt,

@@ -20,6 +20,19 @@ class CallOutcome(StrEnum):
     FAILED = "failed"  # failed for good (last attempt, or not worth retrying)
     INVALID = "invalid"  # the server answered but the reply did not validate
     OVER_BUDGET = "over_budget"  # refused before sending: it could exceed the budget
+    # Never reached a server (connection refused, DNS, TLS, no free connection): nothing
+    # was sent, so nothing is charged, and it does not count as a call either.
+    UNREACHABLE = "unreachable"
+
+    @property
+    def charged(self) -> bool:
+        """Whether the attempt was sent, so counts as a call and costs what it used."""
+        return self not in _UNCHARGED
+
+
+_UNCHARGED = frozenset({CallOutcome.OVER_BUDGET, CallOutcome.UNREACHABLE})
+# The stored outcome values of attempts that cost nothing (for SQL filters).
+UNCHARGED_OUTCOMES: tuple[str, ...] = tuple(sorted(o.value for o in _UNCHARGED))
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ _SCHEMA_UNSUPPORTED = re.compile(
 _SCHEMA_REJECTION_STATUSES = frozenset({400, 422, 500})
 # 408 is the server saying it timed out; the rest of 4xx will fail the same way again.
 _TRANSIENT_4XX = frozenset({408, 429})
+# Transport failures raised before a request leaves this machine: no connection was made
+# (refused, DNS, TLS handshake, proxy), or none could be had in time.
+_NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.ProxyError)
 # A 429 that means "no money left" is not worth waiting for.
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
@@ -165,6 +168,9 @@ class Failure:
     status: int | None = None
     body: str | None = None
     schema_unsupported: bool = False
+    # False when the request never left this machine (refused, DNS, TLS, no connection
+    # slot): nothing was sent, so nothing is charged.
+    reached_server: bool = True
 
     @property
     def transient(self) -> bool:
@@ -181,12 +187,23 @@ def classify(
 ) -> Failure:
     """Map an exception from the `openai` package onto dreaming's error hierarchy."""
     where = f"model {profile.model!r} at {profile.base_url} (profile {profile.name!r})"
+    cause = exc.__cause__ or exc.__context__
     if isinstance(exc, openai.APITimeoutError):
+        if isinstance(cause, _NOT_SENT):
+            return Failure(
+                TransientError(
+                    f"cannot reach {profile.base_url}: no connection within"
+                    f" {timeout_s:g}s ({type(cause).__name__})"
+                ),
+                reached_server=False,
+            )
         return Failure(TransientError(f"{where}: no answer within {timeout_s:g}s"))
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
         detail = f"{exc.message} ({cause})" if cause else exc.message
-        return Failure(TransientError(f"cannot reach {profile.base_url}: {detail}"))
+        return Failure(
+            TransientError(f"cannot reach {profile.base_url}: {detail}"),
+            reached_server=not isinstance(cause, _NOT_SENT),
+        )
     if isinstance(exc, openai.APIResponseValidationError):
         return Failure(
             InvalidReplyError(f"{where}: the server sent a malformed response: {exc.message}"),

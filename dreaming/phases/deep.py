@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, and_, func, or_, select
 from dreaming import claims as claims_mod
 from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync, salience
 from dreaming.candidates import read_clock, refresh_stale, rescore
-from dreaming.config import BudgetSettings, Paths
+from dreaming.config import BudgetSettings, DeepSettings, Paths
 from dreaming.decisions import (
     Action,
     BatchInvalid,
@@ -37,8 +37,15 @@ from dreaming.decisions import (
     reply_schema,
     validate,
 )
-from dreaming.errors import BudgetExceededError, InvalidReplyError, LLMError
+from dreaming.errors import (
+    BudgetExceededError,
+    EndpointDownError,
+    InvalidReplyError,
+    LLMError,
+    TransientError,
+)
 from dreaming.llm import Budget, CallRecord, calls_of
+from dreaming.progress import Progress, Tick
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.dialect import upsert
 from dreaming.store.models import (
@@ -84,6 +91,9 @@ class DeepSummary:
     cost_usd: float = 0.0
     ended_on_budget: bool = False
     runaway_stop: bool = False
+    # Why the model did not decide what it should have (it failed, or could not be reached):
+    # the run is `degraded`. Empty when it decided everything, or when no model is set.
+    degraded: list[str] = field(default_factory=list)
     memory_written: bool = False
     memory_repaired: bool = False
     edited_by_person: list[str] = field(default_factory=list)
@@ -112,6 +122,7 @@ class DeepSummary:
             },
             "ended_on_budget": self.ended_on_budget,
             "runaway_stop": self.runaway_stop,
+            "degraded": self.degraded,
             "memory": {
                 "written": self.memory_written,
                 "repaired": self.memory_repaired,
@@ -189,7 +200,7 @@ def record_calls(
             for c in calls
         ],
     )
-    sent = [c for c in calls if c.outcome.value != "over_budget"]
+    sent = [c for c in calls if c.outcome.charged]
     usd = sum(c.cost_usd or 0.0 for c in sent)
     tokens = sum(c.input_tokens + c.output_tokens for c in sent)
     conn.execute(
@@ -239,11 +250,14 @@ class DeepPhase:
         dry_run: bool = False,
         run_id: int | None = None,
         run_budget: Budget | None = None,
+        settings: DeepSettings | None = None,
+        progress: Progress | None = None,
     ) -> None:
+        self.progress = progress
         self.run_budget = run_budget  # shared with the run's other phases when given
         self.engine = engine
         self.paths = paths
-        self.settings = paths.settings.deep
+        self.settings = settings or paths.settings.deep  # a run may narrow it (promote --limit)
         self.sim = paths.settings.candidates.similarity
         self.registry = registry
         self.client_factory = client_factory
@@ -252,6 +266,9 @@ class DeepPhase:
         self.run_id = run_id
         self._dry_conn: Connection | None = None
         self._pending_calls: list[CallRecord] = []
+        self._texts: dict[int, str] = {}  # candidate id -> its text, for the decision log
+        self._unavailable: str | None = None  # the endpoint failed for good this run
+        self._last_failure: str | None = None  # the model's latest other failure
 
     # -- connections: a dry run works in one transaction it rolls back at the end ----------
 
@@ -355,6 +372,7 @@ class DeepPhase:
             selected = self._select(conn, agent)
             live_at_start = len(lineage.live_entries(conn, agent))
         summary.selected = len(selected)
+        self._texts = {c.id: c.text for c in selected}
         if not selected:
             return  # a quiet night costs nothing (invariant 10)
         use_llm = self.client_factory is not None
@@ -366,13 +384,18 @@ class DeepPhase:
         retire_cap = math.ceil(self.settings.max_retire_fraction * live_at_start)
         retired = 0
         all_skip_streak = 0
+        fallen_back = 0  # batches the deterministic path decided because the model failed
+        size = self.settings.batch_size
+        planned = -(-len(selected) // size)
         try:
-            for start in range(0, len(selected), self.settings.batch_size):
-                batch = selected[start : start + self.settings.batch_size]
+            for start in range(0, len(selected), size):
+                if self.progress is not None and summary.batches:
+                    self.progress(Tick("deep", agent, summary.batches, planned, "batches"))
+                batch = selected[start : start + size]
                 summary.batches += 1
                 path = "deterministic"
                 decisions: list[lineage.Applied] | None = None
-                if use_llm and not summary.ended_on_budget:
+                if use_llm and not summary.ended_on_budget and self._unavailable is None:
                     if client is None:
                         assert self.client_factory is not None
                         client = self.client_factory()
@@ -386,6 +409,11 @@ class DeepPhase:
                     if summary.ended_on_budget and self.settings.on_budget == "wait":
                         summary.deferred["budget"] += len(selected) - start
                         break
+                    if self._unavailable is not None and self.settings.on_llm_failure == "wait":
+                        summary.deferred["llm_unavailable"] += len(selected) - start
+                        break
+                    if use_llm and not summary.ended_on_budget:
+                        fallen_back += 1
                     decisions = self._decide_deterministic(agent, batch)
                 retired += sum(
                     len(d.targets)
@@ -404,6 +432,22 @@ class DeepPhase:
         finally:
             if client is not None:
                 client.close()
+            self._note_degraded(summary, fallen_back)
+        if self.progress is not None:  # the last tick says how many batches there were
+            self.progress(Tick("deep", agent, summary.batches, summary.batches, "batches"))
+
+    def _note_degraded(self, summary: DeepSummary, fallen_back: int) -> None:
+        """Say why the model did not decide what it should have, if it did not."""
+        cause = self._unavailable or self._last_failure
+        if fallen_back:
+            summary.degraded.append(
+                f"{fallen_back} of {summary.batches} batches decided without the model"
+                + (f" ({cause})" if cause else "")
+            )
+        if waiting := summary.deferred.get("llm_unavailable"):
+            summary.degraded.append(
+                f"{waiting} candidates wait for the model ({cause or 'it is unavailable'})"
+            )
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[Connection]:
@@ -496,11 +540,19 @@ class DeepPhase:
                 # A reply that is not even the schema's shape: re-ask once, like any other
                 # reply that does not validate.
                 self._log_calls(agent, calls_of(err), summary)
-                error = str(err)
+                error = self._last_failure = str(err)
                 summary.fallbacks.append(f"invalid: {err}")
                 continue
+            except (TransientError, EndpointDownError) as err:
+                # Retries did not cure it (or an earlier call's failure opened the run's
+                # breaker): no more calls this run; the rest go as on_llm_failure says.
+                self._log_calls(agent, calls_of(err), summary)
+                self._unavailable = str(err)
+                summary.fallbacks.append(f"llm: {err}")
+                return None
             except LLMError as err:
                 self._log_calls(agent, calls_of(err), summary)
+                self._last_failure = str(err)
                 summary.fallbacks.append(f"llm: {err}")
                 return None
             self._log_calls(agent, completion.calls, summary)
@@ -529,7 +581,7 @@ class DeepPhase:
                         ]
                     )
             except BatchInvalid as err:
-                error = str(err)
+                error = self._last_failure = f"decisions that did not validate: {err}"
                 summary.fallbacks.append(f"invalid: {err}")
                 continue
             return [
@@ -658,6 +710,7 @@ class DeepPhase:
                 summary.decisions.append(
                     {
                         "candidate": d.candidate_key,
+                        "candidate_text": self._texts.get(d.candidate_id),
                         "action": d.action.value,
                         "targets": list(d.targets),
                         "entry": key,
@@ -726,7 +779,7 @@ class DeepPhase:
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
         for c in calls:
-            if c.outcome.value == "over_budget":
+            if not c.outcome.charged:
                 continue
             summary.llm_calls += 1
             summary.input_tokens += c.input_tokens

@@ -40,6 +40,7 @@ from dreaming.candidates import (
 )
 from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
+from dreaming.progress import Progress, Tick
 from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
@@ -69,7 +70,6 @@ STATE = StateRow.__table__  # type: ignore[attr-defined]
 RESCORE_KEY = "rescore_pending"
 DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 
-Progress = Callable[[int, int, str], None]
 MAX_SKIPPED_FILES = 100
 
 
@@ -389,9 +389,23 @@ class LightPhase:
         if moved and self._rederive_sessions(moved, cursors, summary):
             changed = True
             self.folder = self._reload_folder()
+        sizes = [_size(sf.path) for sf, *_ in planned] if self.progress is not None else []
+        bytes_done = 0
         for n, (sf, decision, values, existing) in enumerate(planned, 1):
             if self.progress is not None:
-                self.progress(n, len(files), sf.session_id)
+                bytes_done += sizes[n - 1]
+                self.progress(
+                    Tick(
+                        "light",
+                        agent,
+                        n,
+                        len(planned),
+                        "files",
+                        bytes_done,
+                        sum(sizes),
+                        sf.session_id,
+                    )
+                )
             summary.sessions_seen += 1
             if decision.reason == UNCLASSIFIED:
                 summary.unclassified.append(sf.session_id)
@@ -666,3 +680,10 @@ class LightPhase:
         faults.checkpoint("light.after_commit")
         summary.sessions_read += 1
         return touched
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone or unreadable: reading it will say so
+        return 0

@@ -75,6 +75,7 @@ class RemSummary:
     diary_text: str = ""
     llm_calls: int = 0
     fallback: str | None = None
+    degraded: str | None = None  # the model failed, so the deterministic diary stood in
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +98,7 @@ class RemSummary:
             "diary_text": self.diary_text,
             "llm_calls": self.llm_calls,
             "fallback": self.fallback,
+            "degraded": self.degraded,
             "dry_run": self.dry_run,
         }
 
@@ -302,6 +304,8 @@ class RemPhase:
             )
         except (BudgetExceededError, LLMError) as err:
             summary.fallback = str(err)
+            if isinstance(err, LLMError):  # over budget is a limit kept, not a fault
+                summary.degraded = f"diary written without the model ({err})"
             self._log(agent, calls_of(err), summary)
             return None
         finally:
@@ -317,7 +321,7 @@ class RemPhase:
         return f"## {summary.day}\n\n{text}"
 
     def _log(self, agent: str, calls: list[Any], summary: RemSummary) -> None:
-        summary.llm_calls += sum(1 for c in calls if c.outcome.value != "over_budget")
+        summary.llm_calls += sum(1 for c in calls if c.outcome.charged)
         with self.engine.begin() as conn:
             record_calls(conn, agent, self.run_id, calls)
 

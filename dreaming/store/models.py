@@ -155,7 +155,8 @@ class RunRow(SQLModel, table=True):
     phases: str  # comma-separated
     started_at: datetime
     ended_at: datetime | None = None
-    outcome: str = "running"  # running | ok | failed | budget | interrupted | skipped | abandoned
+    # running | ok | degraded | budget | failed | interrupted | skipped | abandoned | preview
+    outcome: str = "running"
     summary: str = "{}"  # JSON
     worker: str | None = None  # host:pid of the process that ran it (fleets spread runs)
 
