@@ -31,9 +31,7 @@ from tests.fake_openai import (
 ENV = {"OPENAI_API_KEY": DEFAULT_KEY}
 
 
-def state(
-    root: Path, base_url: str | None, deep: str = "", batch: int = 1, **profile: Any
-) -> Path:
+def state(root: Path, base_url: str | None, deep: str = "", batch: int = 1, **profile: Any) -> Path:
     """The demo's state folder with deep on `base_url`, one candidate per batch (so a dead
     endpoint would cost one retry loop per candidate without a breaker)."""
     demo.build(root)
