@@ -1,9 +1,11 @@
-"""`dreaming logs` (the LLM call log read back), with the real client against the loopback
-fake OpenAI server."""
+"""`dreaming logs` (the LLM call log read back) and `dreaming llm check` (one request to a
+profile's endpoint), with the real client against the loopback fake OpenAI server."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,17 @@ from tests.deep_helpers import build_state, decide_all
 from tests.fake_openai import (
     DEFAULT_KEY,
     DEFAULT_MODEL,
+    Delay,
     ErrorReply,
     FakeOpenAI,
+    Reply,
+    closed_port_url,
+    running_fake_openai,
 )
 
 
 def invoke(root: Path, *args: str) -> Result:
-    from dreaming.cli import _logs, _run  # noqa: F401  (registers commands)
+    from dreaming.cli import _llm, _logs, _run  # noqa: F401  (registers commands)
 
     base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
     return CliRunner().invoke(cli, [*base, *args])
@@ -164,3 +170,135 @@ def test_logs_with_no_calls_recorded(tmp_path: Path) -> None:
     result = invoke(root, "logs")
     assert result.exit_code == 0
     assert result.stdout == f"no LLM calls recorded under {root / 'dreaming'}\n"
+
+
+# -- dreaming llm check ---------------------------------------------------------------------
+
+
+def say_ok(request: dict[str, Any]) -> Reply:
+    return Reply({"ok": True}, model="fake-model-2025-01-01")
+
+
+def test_llm_check_reports_a_working_endpoint(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = with_profile(tmp_path / "s", fake_openai.base_url)
+    fake_openai.default = say_ok
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_KEY)
+    report = as_json(root, "llm", "check")  # the profile deep uses
+    assert report["ok"] is True and report["error"] is None
+    assert (report["profile"], report["base_url"]) == ("test", fake_openai.base_url)
+    assert report["served_model"] == "fake-model-2025-01-01"
+    assert report["json_schema"] is True and report["mode"] == "json_schema"
+    assert report["input_tokens"] == fake_openai.prompt_tokens > 0
+    assert report["output_tokens"] == fake_openai.completion_tokens > 0
+    assert report["cost_usd"] == pytest.approx(
+        (report["input_tokens"] + 2 * report["output_tokens"]) / 1e6
+    )
+    assert report["latency_s"] > 0 and len(report["requests"]) == 1
+    [sent] = fake_openai.chat_requests
+    assert sent.json["response_format"]["type"] == "json_schema"
+    assert sent.json["max_tokens"] <= 256  # a small request, whatever the profile allows
+
+    text = invoke(root, "llm", "check", "test")
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert lines[0] == "profile:    test"
+    assert lines[1] == f"base_url:   {fake_openai.base_url}"
+    assert lines[2] == f"model:      {DEFAULT_MODEL} (the server reports fake-model-2025-01-01)"
+    assert lines[3].startswith("latency:    ") and lines[3].endswith("s (1 request)")
+    assert lines[4].startswith("tokens:     ") and " output; cost $0.0000" in lines[4]
+    assert lines[5] == "structured: json_schema accepted"
+    assert lines[6] == "ok: profile 'test' can serve a night"
+
+
+def test_llm_check_reports_the_json_object_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for server in running_fake_openai(json_schema_supported=False):
+        server.default = say_ok
+        root = with_profile(tmp_path / "s", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_KEY)
+        report = as_json(root, "llm", "check")
+        assert report["ok"] is True
+        assert report["json_schema"] is False and report["mode"] == "json_object"
+        assert [(r["mode"], r["http_status"]) for r in report["requests"]] == [
+            ("json_schema", 500),
+            ("json_object", 200),
+        ]
+        text = invoke(root, "llm", "check")
+        assert text.exit_code == 0, text.output
+        assert (
+            "structured: json_schema rejected (HTTP 500): the json_object fallback will be used"
+            in text.stdout
+        )
+
+
+def test_llm_check_fails_fast_on_a_refused_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = closed_port_url()
+    root = with_profile(tmp_path / "s", url)
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_KEY)
+    started = time.monotonic()
+    result = invoke(root, "llm", "check")
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert error_line(result).startswith(f"dreaming: error: cannot reach {url}: ")
+    assert took < 5, f"the check took {took:.1f}s against a refused port"
+    assert "profile:    test" in result.stdout and "ok:" not in result.stdout
+
+    report = json.loads(invoke(root, "llm", "check", "--json").stdout)
+    assert report["ok"] is False and report["error"].startswith(f"cannot reach {url}")
+    assert len(report["requests"]) <= 2 and report["json_schema"] is None
+
+
+def test_llm_check_fails_on_a_rejected_key(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = with_profile(tmp_path / "s", fake_openai.base_url)
+    fake_openai.default = say_ok
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-the-right-key")
+    result = invoke(root, "llm", "check")
+    assert result.exit_code == 1, result.output
+    assert error_line(result).startswith(
+        "dreaming: error: the server rejected the API key: set OPENAI_API_KEY (profile 'test')"
+        " [HTTP 401: Incorrect API key provided"
+    )
+    assert len(fake_openai.chat_requests) == 1  # a refused key is not retried
+
+
+def test_llm_check_gives_up_at_its_timeout(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = with_profile(tmp_path / "s", fake_openai.base_url)
+    fake_openai.enqueue(Delay(30, {"ok": True}))
+    monkeypatch.setenv("OPENAI_API_KEY", DEFAULT_KEY)
+    started = time.monotonic()
+    result = invoke(root, "llm", "check", "--timeout", "0.5")
+    assert result.exit_code == 1, result.output
+    assert re.search(r"no answer within 0\.[0-9]+s \(gave up after 1 attempt", error_line(result))
+    assert time.monotonic() - started < 5
+
+
+def test_llm_check_settings_errors_exit_2(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = with_profile(tmp_path / "s", fake_openai.base_url, deep=None)
+    unnamed = invoke(root, "llm", "check")
+    assert unnamed.exit_code == 2
+    assert error_line(unnamed) == (
+        "dreaming: error: no profile given and [deep] llm is not set: name one (known: test)"
+    )
+    unknown = invoke(root, "llm", "check", "nope")
+    assert unknown.exit_code == 2
+    assert error_line(unknown) == (
+        "dreaming: error: no LLM profile 'nope' under [llm.profiles] (known: test)"
+    )
+    no_key = invoke(root, "llm", "check", "test")  # OPENAI_API_KEY is not set
+    assert no_key.exit_code == 2
+    assert error_line(no_key).startswith(
+        "dreaming: error: no API key for model 'fake-model' (profile 'test'): set the "
+        "OPENAI_API_KEY environment variable"
+    )
+    assert fake_openai.chat_requests == []

@@ -89,6 +89,7 @@ def main() -> None:
         _entries,
         _forget,
         _jobs,
+        _llm,
         _logs,
         _repair,
         _run,
