@@ -90,6 +90,8 @@ def main() -> None:
         _entries,
         _forget,
         _jobs,
+        _llm,
+        _logs,
         _repair,
         _run,
         _runs,
