@@ -95,13 +95,18 @@ class _Totals:
         for name, p in self.phases.items():
             agents = len(p.agents)
             size = sum(p.bytes.values())
+            done = sum(p.done.values())
+            unit = _SINGULAR.get(p.unit, p.unit) if done == 1 else p.unit
             out.append(
-                f"{name}: {sum(p.done.values())} {p.unit}"
+                f"{name}: {done} {unit}"
                 + (f" ({_bytes(size)})" if size else "")
                 + f" for {agents} agent{'s' if agents != 1 else ''}"
                 + f" in {max(p.ended - p.started, 0.0):.1f}s"
             )
         return out
+
+
+_SINGULAR = {"files": "file", "batches": "batch"}
 
 
 def _bytes(n: int) -> str:

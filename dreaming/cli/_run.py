@@ -104,7 +104,7 @@ def format_decision(d: dict[str, Any]) -> str:
     said = (d.get("candidate_text") or d["candidate"]).strip()
     out = [f'  {d["action"]:<9} "{said[:160]}"']
     if d["action"] != "skip":
-        into = f" into {', '.join(t[:8] for t in d['targets'])}" if d["targets"] else ""
+        into = f" into {', '.join(d['targets'])}:" if d["targets"] else ""
         out.append(f"            ->{into} {d['text'] or ''}".rstrip())
     out.append(f"            why ({d['path']}): {d['reason'] or '-'}")
     return "\n".join(out)
