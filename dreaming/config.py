@@ -167,6 +167,9 @@ class DeepSettings(_Strict):
     # The endpoint failed for good this run (retries did not cure it): the remaining
     # candidates are decided by the deterministic path, or wait for the next run.
     on_llm_failure: Literal["deterministic", "wait"] = "deterministic"
+    # "review": decisions are staged as proposals for `dreaming review`, not written.
+    apply: Literal["auto", "review"] = "auto"
+    review_expire_days: float = Field(default=14.0, gt=0)
 
 
 class RemSettings(_Strict):

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, text, update
 
 from dreaming import claims as claims_mod
-from dreaming import faults, memory_file, memory_sync
+from dreaming import faults, journal, memory_file, memory_sync, review
 from dreaming.candidates import refresh_candidates, rescore
 from dreaming.config import Paths
 from dreaming.corpus import reference
@@ -437,6 +437,10 @@ class Purge:
                 )
             else:
                 conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+        # Undo images and review proposals hold the purged text too: they go, and a run
+        # that needed them can no longer be undone (purges win).
+        journal.forget_sessions(conn, a, ids, lambda text: carries(text, needles))
+        review.forget_sessions(conn, a, ids, lambda text: carries(text, needles))
         # 5. origins of the sessions (entries with them are gone already) and tombstones
         if scope.whole:
             conn.execute(

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, and_, bindparam, delete, select, update
 
-from dreaming import entry_index
+from dreaming import entry_index, journal
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
 from dreaming.store.dialect import upsert
@@ -228,6 +228,14 @@ def apply(
     and a `bookkeeping` it flushes there, in the same transaction."""
     now = _now()
     result_key: str | None = None
+    # What this decision is about to change, as it is now: `runs undo` puts it back.
+    journal.capture(
+        conn,
+        agent,
+        run_id,
+        [entry_key(decision.text), *decision.targets] if decision.text is not None else [],
+        [decision.candidate_id, *(cid for cid, _ in decision.also)],
+    )
     evidence_count = conn.execute(
         select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == decision.candidate_id)
     ).scalar_one()

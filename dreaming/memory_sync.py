@@ -31,6 +31,9 @@ STATE = StateRow.__table__  # type: ignore[attr-defined]
 BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
 DIRTY_KEY = "memory_dirty"
 HASH_KEY = "memory_hash"
+# Set with the dirty mark by an undo: the next write lays the entries into the file that
+# run started from (its backup), so MEMORY.md returns byte for byte even after a crash.
+BASE_KEY = "memory_base_run"
 
 
 @dataclass
@@ -64,12 +67,34 @@ def _set(conn: Connection, agent: str, key: str, value: str) -> None:
     )
 
 
-def mark_dirty(conn: Connection, agent: str) -> None:
+def mark_dirty(conn: Connection, agent: str, base_run: int | None = None) -> None:
     _set(conn, agent, DIRTY_KEY, "1")
+    if base_run is not None:
+        _set(conn, agent, BASE_KEY, str(base_run))
 
 
 def _read(path: Path) -> str | None:
     return memory_file.load_text(path)
+
+
+def operator_text(content: str) -> str:
+    """The file with every managed line and heading taken out: the operator's own text."""
+    return memory_file.apply_entries(memory_file.parse(content), []).render()
+
+
+def _base(conn: Connection, agent: str, run_id: int, current: str) -> str | None:
+    """MEMORY.md as it was before run `run_id` first changed it, when laying entries into
+    it keeps the operator's text as it is now and no block was edited by a person since;
+    else None (the entries go into the current file)."""
+    value = conn.execute(
+        select(BACKUPS.c.content)
+        .where(and_(BACKUPS.c.agent == agent, BACKUPS.c.run_id == run_id))
+        .order_by(BACKUPS.c.id)
+        .limit(1)
+    ).scalar()
+    if value is None or memory_file.parse(current).edited_blocks():
+        return None
+    return str(value) if operator_text(str(value)) == operator_text(current) else None
 
 
 def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
@@ -100,10 +125,14 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
     return report
 
 
-def render(conn: Connection, agent: str, path: Path) -> tuple[str | None, str]:
-    """(current file content or None, the content the database says it should have)."""
+def render(
+    conn: Connection, agent: str, path: Path, base: str | None = None
+) -> tuple[str | None, str]:
+    """(current file content or None, the content the database says it should have). The
+    entries are laid into `base` when given (an undo restores the file a run started from),
+    else into the current file."""
     current = _read(path)
-    doc = memory_file.parse(current or "")
+    doc = memory_file.parse((current or "") if base is None else base)
     entries = live_entries(conn, agent)
     return current, memory_file.apply_entries(doc, entries, group_of=salience.group_of).render()
 
@@ -116,12 +145,15 @@ def write(
     report: SyncReport | None = None,
     *,
     backup: bool = True,
+    base: str | None = None,
 ) -> SyncReport:
     """Render MEMORY.md from the database, back up the old file, write atomically, clear
     the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
     report = report or SyncReport()
     with engine.connect() as conn:
-        current, new = render(conn, agent, path)
+        if base is None and (run := _get(conn, agent, BASE_KEY)) is not None:
+            base = _base(conn, agent, int(run), _read(path) or "")
+        current, new = render(conn, agent, path, base)
     if current is not None:
         seen = Counter(b.key for b in memory_file.parse(current).blocks if not b.edited)
         report.duplicates_removed = sorted(k for k, n in seen.items() if n > 1)
@@ -146,6 +178,10 @@ def write(
         report.written = True
     faults.checkpoint("memory.after_write")
     with engine.begin() as conn:
-        conn.execute(delete(STATE).where(and_(STATE.c.agent == agent, STATE.c.key == DIRTY_KEY)))
+        conn.execute(
+            delete(STATE).where(
+                and_(STATE.c.agent == agent, STATE.c.key.in_([DIRTY_KEY, BASE_KEY]))
+            )
+        )
         _set(conn, agent, HASH_KEY, content_hash(new))
     return report

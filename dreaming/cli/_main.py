@@ -93,6 +93,7 @@ def main() -> None:
         _llm,
         _logs,
         _repair,
+        _review,
         _run,
         _runs,
         _scheduler,

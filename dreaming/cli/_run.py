@@ -80,6 +80,11 @@ def format_deep(data: dict[str, Any]) -> str:
         lines.append("  ended on budget: the remaining candidates wait for the next run")
     if data["runaway_stop"]:
         lines.append("  stopped early: the model skipped every candidate in consecutive batches")
+    if data.get("proposed"):
+        lines.append(
+            f"  staged for review: {data['proposed']} proposals (`dreaming review list`);"
+            " MEMORY.md is unchanged by them"
+        )
     for why in data.get("degraded", []):
         lines.append(f"  degraded: {why[:300]}")
     lines += [f"  fallback{n}: {fb[:200]}" for fb, n in collapse(data["fallbacks"])]
@@ -288,6 +293,11 @@ def run(
 @click.option(
     "--dry-run", is_flag=True, help="Preview only: decisions and the MEMORY.md diff (the default)."
 )
+@click.option(
+    "--review",
+    is_flag=True,
+    help="Stage the decisions as proposals for `dreaming review` instead of writing them.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Consider at most this many candidates.")
 @click.option(
     "--min-score",
@@ -302,6 +312,7 @@ def promote(
     agents: tuple[str, ...],
     apply: bool,
     dry_run: bool,
+    review: bool,
     limit: int | None,
     min_score: float | None,
     budget_usd: float | None,
@@ -310,12 +321,15 @@ def promote(
     """Promote candidates into MEMORY.md now (an on-demand deep run).
 
     Previews by default: each decision with the candidate's text and the reason, and the
-    MEMORY.md diff; nothing is written. --apply writes. A preview that asked the model is
-    recorded in `dreaming runs` (outcome `preview`) with what it cost.
+    MEMORY.md diff; nothing is written. --apply writes; --review stages the decisions for a
+    person (`dreaming review`). A preview that asked the model is recorded in `dreaming
+    runs` (outcome `preview`) with what it cost.
     """
     if apply and dry_run:
         raise click.UsageError("--apply and --dry-run contradict each other")
-    overrides: dict[str, Any] = {}
+    if review and dry_run:
+        raise click.UsageError("--review stages proposals (MEMORY.md is not written): no --dry-run")
+    overrides: dict[str, Any] = {"apply": "review"} if review else {}
     if limit is not None:
         overrides["max_candidates"] = limit
     if min_score is not None:
@@ -325,7 +339,7 @@ def promote(
         ["deep"],
         agents,
         as_json,
-        dry_run=not apply,
+        dry_run=not (apply or review),
         budget_usd=budget_usd,
         deep=overrides or None,
     )

@@ -117,3 +117,46 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
             click.echo(format_result({"phases": phase_data}))
         except (KeyError, TypeError):  # a summary written by another version: show it raw
             click.echo(json.dumps(phase_data, indent=2, default=str))
+
+
+@runs.command("undo")
+@click.argument("run_id", type=int)
+@click.option("--agent", help="The agent whose run it is (run ids are per agent).")
+@click.option("--cascade", is_flag=True, help="Undo later runs that changed the same entries.")
+@click.option("--dry-run", is_flag=True, help="Say what would be restored; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def undo(
+    ctx: Context, run_id: int, agent: str | None, cascade: bool, dry_run: bool, as_json: bool
+) -> None:
+    """Take run RUN_ID back: entries, their lineage and MEMORY.md's managed lines return to
+    how they were before its decisions. The operator's text and blocks a person edited
+    since are left alone; nothing a purge removed comes back."""
+    from dreaming.oversight import undo as undo_run
+
+    app = ctx.app
+    owners = [
+        a
+        for a in _agents(ctx, (agent,) if agent else ())
+        if get_run(app.engine(a, create=False), a, run_id) is not None
+    ]
+    if not owners:
+        where = f"agent {agent!r}" if agent else "any agent"
+        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+    if len(owners) > 1:
+        raise StateError(
+            f"run ids are per agent and {run_id} exists for {', '.join(owners)}: add --agent NAME"
+        )
+    report = undo_run(app, owners[0], run_id, cascade=cascade, dry_run=dry_run)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    verb = "would undo" if dry_run else "undid"
+    runs_ = ", ".join(map(str, report.undone))
+    lines = [f"agent {report.agent}: {verb} run(s) {runs_}"]
+    lines.append(f"  entries restored: {len(report.restored)}, removed: {len(report.removed)}")
+    for key in report.left_alone:
+        lines.append(f"  MEMORY.md block {key} was edited by a person since: left as it is")
+    if report.undo_run_id is not None:
+        lines.append(f"  recorded as run {report.undo_run_id}")
+    click.echo("\n".join(lines))

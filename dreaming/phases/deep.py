@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, and_, func, or_, select
 
 from dreaming import claims as claims_mod
-from dreaming import entry_index, faults, gates, lineage, memory_file, memory_sync, salience
+from dreaming import (
+    entry_index,
+    faults,
+    gates,
+    lineage,
+    memory_file,
+    memory_sync,
+    review,
+    salience,
+)
 from dreaming.candidates import read_clock, refresh_stale, rescore
 from dreaming.config import BudgetSettings, DeepSettings, Paths
 from dreaming.decisions import (
@@ -94,6 +103,7 @@ class DeepSummary:
     # Why the model did not decide what it should have (it failed, or could not be reached):
     # the run is `degraded`. Empty when it decided everything, or when no model is set.
     degraded: list[str] = field(default_factory=list)
+    proposed: int = 0  # review mode: decisions staged for a person instead of applied
     memory_written: bool = False
     memory_repaired: bool = False
     edited_by_person: list[str] = field(default_factory=list)
@@ -123,6 +133,7 @@ class DeepSummary:
             "ended_on_budget": self.ended_on_budget,
             "runaway_stop": self.runaway_stop,
             "degraded": self.degraded,
+            "proposed": self.proposed,
             "memory": {
                 "written": self.memory_written,
                 "repaired": self.memory_repaired,
@@ -368,6 +379,7 @@ class DeepPhase:
             # Signals a crashed light run left stale are made right before anything is chosen.
             if refresh_stale(conn, agent):
                 rescore(conn, agent, self.paths.settings)
+            review.expire(conn, agent)  # their candidates are chosen again tonight
         with self._reader() as conn:
             selected = self._select(conn, agent)
             live_at_start = len(lineage.live_entries(conn, agent))
@@ -420,7 +432,9 @@ class DeepPhase:
                     for d in decisions
                     if d.action in (Action.MERGE, Action.SUPERSEDE)
                 )
-                self._apply(agent, decisions, summary)
+                if self.settings.apply == "review":
+                    decisions = self._stage(agent, decisions, summary)
+                self.apply_decisions(agent, decisions, summary)
                 summary.paths[path] += len(batch)
                 if path == "llm" and all(d.action is Action.SKIP for d in decisions):
                     all_skip_streak += 1
@@ -686,11 +700,84 @@ class DeepPhase:
 
     # -- applying -----------------------------------------------------------------------------
 
-    def _apply(
+    def _stage(
         self, agent: str, decisions: Sequence[lineage.Applied], summary: DeepSummary
+    ) -> list[lineage.Applied]:
+        """Review mode: stage every decision that would change memory as a proposal, with
+        what a person needs to judge it; return the rest (skips) to apply now."""
+        now_apply: list[lineage.Applied] = []
+        with self._tx() as conn:
+            for d in decisions:
+                if d.action is Action.SKIP:
+                    now_apply.append(d)
+                    continue
+                detail, sessions = self._proposal_detail(conn, agent, d)
+                pid = review.stage(
+                    conn,
+                    agent,
+                    self.run_id,
+                    d,
+                    detail,
+                    sessions,
+                    expire_days=self.settings.review_expire_days,
+                )
+                summary.proposed += 1
+                summary.decisions.append(
+                    {
+                        "candidate": d.candidate_key,
+                        "candidate_text": self._texts.get(d.candidate_id),
+                        "action": d.action.value,
+                        "targets": list(d.targets),
+                        "entry": None,
+                        "text": d.text,
+                        "path": d.path,
+                        "reason": d.reason,
+                        "also": [k for _, k in d.also],
+                        "proposal": pid,
+                    }
+                )
+        return now_apply
+
+    def _proposal_detail(
+        self, conn: Connection, agent: str, d: lineage.Applied
+    ) -> tuple[dict[str, Any], set[str]]:
+        targets: dict[str, str] = dict(
+            conn.execute(
+                select(ENTRIES.c.key, ENTRIES.c.text).where(
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.key.in_(d.targets))
+                )
+            ).all()
+        )
+        sessions: set[str] = set()
+        for cid in (d.candidate_id, *(i for i, _ in d.also)):
+            sessions |= {o.session_id for o in lineage.candidate_lineage(conn, agent, cid).origins}
+        for key in targets:
+            sessions |= {o.session_id for o in lineage.entry_lineage(conn, agent, key).origins}
+        diff = [f"-{memory_file.render_line(k, t)}" for k, t in targets.items()]
+        if d.text is not None:
+            diff.append(f"+{memory_file.render_line(memory_file.entry_key(d.text), d.text)}")
+        detail = {
+            "candidate_text": self._texts.get(d.candidate_id),
+            "evidence": self._snippets(conn, d.candidate_id),
+            "targets": targets,
+            "diff": "\n".join(line.rstrip("\n") for line in diff),
+        }
+        return detail, sessions
+
+    def apply_decisions(
+        self,
+        agent: str,
+        decisions: Sequence[lineage.Applied],
+        summary: DeepSummary,
+        also: Callable[[Connection], None] | None = None,
     ) -> None:
+        """Apply validated decisions in one transaction (and `also`, a caller's own writes,
+        in the same one), then write MEMORY.md. Deep's batches and accepted review proposals
+        both come here: there is one way of applying decisions."""
         memory_path = self.paths.memory_file(agent)
         with self._tx() as conn:
+            if also is not None:
+                also(conn)
             rendered = memory_sync.render(conn, agent, memory_path)[1]
             size = len(rendered)
             groups = {h.group for h in memory_file.parse(rendered).headings}

@@ -298,6 +298,32 @@ def _classification(conn: Connection) -> None:
     )
 
 
+@migration("0010_oversight")
+def _oversight(conn: Connection) -> None:
+    """What lets a person take a night back or decide before it is written: the undo journal
+    (the state of each entry and candidate a run's decisions touched, as it was before the
+    run touched it, kept until the run is undone or its sessions are purged) and review
+    proposals (validated decisions staged instead of applied)."""
+    serial = _serial(conn)
+    _run(
+        conn,
+        f"""
+        CREATE TABLE entry_journal (
+            id {serial}, agent VARCHAR NOT NULL, run_id BIGINT NOT NULL, kind VARCHAR NOT NULL,
+            ref VARCHAR NOT NULL, before TEXT, sessions TEXT NOT NULL DEFAULT '',
+            created_at TIMESTAMP NOT NULL);
+        CREATE UNIQUE INDEX ix_entry_journal_ref ON entry_journal (agent, run_id, kind, ref);
+        CREATE TABLE proposals (
+            id {serial}, agent VARCHAR NOT NULL, run_id BIGINT, status VARCHAR NOT NULL,
+            candidate_id BIGINT NOT NULL, candidate_key VARCHAR NOT NULL,
+            decision TEXT NOT NULL, detail TEXT NOT NULL, sessions TEXT NOT NULL DEFAULT '',
+            created_at TIMESTAMP NOT NULL, expires_at TIMESTAMP, decided_at TIMESTAMP,
+            note TEXT);
+        CREATE INDEX ix_proposals_status ON proposals (agent, status)
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

@@ -264,6 +264,45 @@ class SpendRow(SQLModel, table=True):
     calls: int = 0
 
 
+class JournalRow(SQLModel, table=True):
+    """Before-images for `runs undo`: one row per entry key (`kind` entry) or candidate id
+    (`kind` candidate) a run's decisions touched, as it was before the run first touched it
+    (`before` JSON; NULL: it did not exist). `sessions` names every session whose text the
+    image holds, so a purge can drop it; a `purged` row then says the run cannot be undone."""
+
+    __tablename__ = "entry_journal"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    run_id: int = Field(sa_type=BigInteger)
+    kind: str  # entry | candidate | purged
+    ref: str
+    before: str | None = None
+    sessions: str = ""  # space-separated session ids
+    created_at: datetime
+
+
+class ProposalRow(SQLModel, table=True):
+    """A validated deep decision staged for a person (review mode), with what the preview
+    shows (`detail` JSON: candidate text, evidence, target texts, diff)."""
+
+    __tablename__ = "proposals"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str
+    run_id: int | None = Field(default=None, sa_type=BigInteger)
+    status: str  # pending | accepted | rejected | stale | expired | replaced
+    candidate_id: int = Field(sa_type=BigInteger)
+    candidate_key: str
+    decision: str  # JSON: the Applied decision
+    detail: str  # JSON
+    sessions: str = ""  # space-separated session ids whose text the proposal holds
+    created_at: datetime
+    expires_at: datetime | None = None
+    decided_at: datetime | None = None
+    note: str | None = None  # a rejection's reason, or why it went stale
+
+
 class PurgeRow(SQLModel, table=True):
     """The audit trail of `dreaming forget`: who was forgotten, when, and what was removed
     (counts and ids only: a purge record must not itself keep the purged text). `pending`

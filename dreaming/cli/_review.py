@@ -1,0 +1,172 @@
+"""`dreaming review`: proposals deep staged in review mode; accept or reject them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import emit_json
+from dreaming.errors import StateError
+
+
+def _agent(ctx: Context, agent: str | None) -> str:
+    """Proposal ids are per agent: --agent, or the only agent with state."""
+    known = ctx.app.agents_with_state([agent] if agent else None)
+    if agent:
+        return agent
+    if len(known) == 1:
+        return known[0]
+    raise StateError(
+        "proposal ids are per agent: add --agent NAME (agents: "
+        + (", ".join(known) or "none")
+        + ")"
+    )
+
+
+def _format(p: dict[str, Any], full: bool) -> str:
+    said = (p["candidate_text"] or p["candidate"]).strip()
+    head = f'#{p["id"]} [{p["status"]}] {p["action"]}: "{said[:120]}"'
+    lines = [head]
+    if p["text"]:
+        lines.append(f"    -> {p['text']}")
+    lines.append(f"    why ({p['path']}): {p['reason'] or '-'}")
+    if full:
+        lines.append(f"    proposed {p['created_at']}, expires {p['expires_at'] or '-'}")
+        for ev in p["evidence"]:
+            lines.append(f"    evidence: {ev}")
+        if p["diff"]:
+            lines += ["    MEMORY.md:"] + [f"      {d}" for d in p["diff"].splitlines()]
+        if p["note"]:
+            lines.append(f"    note: {p['note']}")
+    return "\n".join(lines)
+
+
+@cli.group()
+def review() -> None:
+    """Review mode: proposals deep staged instead of writing ([deep] apply = "review")."""
+
+
+@review.command("list")
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option("--all", "everything", is_flag=True, help="Decided proposals too.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool) -> None:
+    """Pending proposals (with --all, decided ones too), oldest first."""
+    from dreaming import review as review_mod
+
+    app = ctx.app
+    found: list[dict[str, Any]] = []
+    for agent in app.agents_with_state(list(agents) or None):
+        with app.engine(agent, create=False).begin() as conn:
+            review_mod.expire(conn, agent)
+            status = None if everything else review_mod.PENDING
+            found += [p.to_dict() for p in review_mod.proposals(conn, agent, status=status)]
+    if as_json:
+        emit_json({"proposals": found})
+        return
+    if not found:
+        click.echo("no proposals waiting" + ("" if everything else " (--all shows decided ones)"))
+        return
+    for agent in dict.fromkeys(p["agent"] for p in found):
+        click.echo(f"agent {agent}:")
+        click.echo("\n".join(_format(p, False) for p in found if p["agent"] == agent))
+
+
+@review.command("show")
+@click.argument("proposal_id", type=int)
+@click.option("--agent", help="The agent whose proposal it is.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def show(ctx: Context, proposal_id: int, agent: str | None, as_json: bool) -> None:
+    """One proposal in full: candidate, evidence, decision, reason, MEMORY.md diff."""
+    from dreaming import review as review_mod
+
+    name = _agent(ctx, agent)
+    with ctx.app.engine(name, create=False).connect() as conn:
+        found = review_mod.proposals(conn, name, ids=[proposal_id])
+    if not found:
+        raise StateError(f"agent {name} has no proposal {proposal_id} (see `dreaming review list`)")
+    data = found[0].to_dict()
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(_format(data, True))
+
+
+@review.command("accept")
+@click.argument("proposal_ids", type=int, nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Every pending proposal.")
+@click.option("--agent", help="The agent whose proposals they are.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def accept(
+    ctx: Context, proposal_ids: tuple[int, ...], everything: bool, agent: str | None, as_json: bool
+) -> None:
+    """Apply proposals to memory, in one transaction, as deep would have (stale ones are
+    refused and proposed again the next night)."""
+    from dreaming.oversight import accept as accept_proposals
+
+    if bool(proposal_ids) == everything:
+        raise click.UsageError("name proposal ids, or pass --all")
+    name = _agent(ctx, agent)
+    report = accept_proposals(ctx.app, name, None if everything else list(proposal_ids))
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    lines = [f"agent {name}: accepted {len(report.accepted)}"]
+    if report.run_id is not None:
+        lines[0] += f" (run {report.run_id})"
+    for pid, why in report.stale.items():
+        lines.append(f"  #{pid} refused as stale: {why}; it is proposed again next night")
+    for pid, status in report.not_pending.items():
+        lines.append(f"  #{pid} is {status}, not pending: left as it is")
+    click.echo("\n".join(lines))
+
+
+@review.command("reject")
+@click.argument("proposal_ids", type=int, nargs=-1, required=True)
+@click.option("--reason", help="Why (kept with the proposal).")
+@click.option("--agent", help="The agent whose proposals they are.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@pass_ctx
+def reject(
+    ctx: Context,
+    proposal_ids: tuple[int, ...],
+    reason: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    """Reject proposals: their candidates are not proposed again unless new evidence
+    arrives."""
+    from dreaming import review as review_mod
+
+    name = _agent(ctx, agent)
+    app = ctx.app
+    done: list[int] = []
+    skipped: dict[int, str] = {}
+    with app.lock(name, "review"), app.engine(name, create=False).begin() as conn:
+        found = {p.id: p for p in review_mod.proposals(conn, name, ids=list(proposal_ids))}
+        missing = sorted(set(proposal_ids) - set(found))
+        if missing:
+            raise StateError(
+                f"agent {name} has no proposal {', '.join(map(str, missing))}"
+                " (see `dreaming review list`)"
+            )
+        for pid in proposal_ids:
+            p = found[pid]
+            if p.status != review_mod.PENDING:
+                skipped[pid] = p.status
+                continue
+            review_mod.reject(conn, p, reason)
+            done.append(pid)
+    if as_json:
+        emit_json({"agent": name, "rejected": done, "not_pending": skipped})
+        return
+    lines = [f"agent {name}: rejected {len(done)}"]
+    lines += [
+        f"  #{pid} is {status}, not pending: left as it is" for pid, status in skipped.items()
+    ]
+    click.echo("\n".join(lines))

@@ -1,0 +1,309 @@
+"""The undo journal: what a run's decisions changed, as it was before, so the run can be
+taken back (`dreaming runs undo`).
+
+`lineage.apply` calls `capture` before it touches anything: the first time a run touches an
+entry key or a candidate, its whole state goes into one row (an entry with its origins and
+evidence; a candidate's decision status). `restore` puts those states back. The journal
+holds transcript-derived text, so it is within reach of purges: `forget_sessions` drops
+every image that names a purged session (or carries its text) and leaves a `purged` marker,
+and a run with a marker cannot be undone (purges win).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, select, update
+
+from dreaming import entry_index
+from dreaming.store.dialect import upsert
+from dreaming.store.models import (
+    CandidateRow,
+    EntryEvidenceRow,
+    EntryRow,
+    JournalRow,
+    OriginRow,
+    SupersessionRow,
+)
+
+JOURNAL = JournalRow.__table__  # type: ignore[attr-defined]
+ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
+
+ENTRY, CANDIDATE, PURGED = "entry", "candidate", "purged"
+
+
+def _ts(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return aware.isoformat()
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _entry_image(conn: Connection, agent: str, key: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        select(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+    ).first()
+    if row is None:
+        return None
+    origins = conn.execute(
+        select(
+            ORIGINS.c.session_id,
+            ORIGINS.c.session_key,
+            ORIGINS.c.origin_class,
+            ORIGINS.c.observed_at,
+        ).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
+    ).all()
+    evidence = conn.execute(
+        select(EVIDENCE.c.session_id, EVIDENCE.c.line).where(
+            and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key == key)
+        )
+    ).all()
+    return {
+        "text": row.text,
+        "status": row.status,
+        "created_at": _ts(row.created_at),
+        "updated_at": _ts(row.updated_at),
+        "recall_count": row.recall_count,
+        "last_recalled_at": _ts(row.last_recalled_at),
+        "origins": [[s, k, c, _ts(t)] for s, k, c, t in origins],
+        "evidence": [[s, int(n)] for s, n in evidence],
+    }
+
+
+def capture(
+    conn: Connection,
+    agent: str,
+    run_id: int | None,
+    keys: Iterable[str],
+    candidate_ids: Iterable[int],
+) -> None:
+    """Record the state of `keys` and `candidate_ids` before `run_id` first changes them
+    (a key the run already touched keeps its first image). No run, no journal."""
+    if run_id is None:
+        return
+    now = datetime.now(UTC)
+    seen = {
+        (kind, ref)
+        for kind, ref in conn.execute(
+            select(JOURNAL.c.kind, JOURNAL.c.ref).where(
+                and_(JOURNAL.c.agent == agent, JOURNAL.c.run_id == run_id)
+            )
+        )
+    }
+    rows: list[dict[str, Any]] = []
+    for key in dict.fromkeys(keys):
+        if (ENTRY, key) in seen:
+            continue
+        image = _entry_image(conn, agent, key)
+        sessions = sorted({o[0] for o in image["origins"]}) if image else []
+        rows.append(_row(agent, run_id, ENTRY, key, image, sessions, now))
+    for cid in dict.fromkeys(candidate_ids):
+        if (CANDIDATE, str(cid)) in seen:
+            continue
+        row = conn.execute(
+            select(
+                CANDIDATES.c.status, CANDIDATES.c.decided_evidence, CANDIDATES.c.updated_at
+            ).where(CANDIDATES.c.id == cid)
+        ).first()
+        if row is None:
+            continue
+        image = {
+            "status": row.status,
+            "decided_evidence": row.decided_evidence,
+            "updated_at": _ts(row.updated_at),
+        }
+        rows.append(_row(agent, run_id, CANDIDATE, str(cid), image, [], now))
+    if rows:
+        conn.execute(JOURNAL.insert(), rows)
+
+
+def _row(
+    agent: str,
+    run_id: int,
+    kind: str,
+    ref: str,
+    image: dict[str, Any] | None,
+    sessions: Sequence[str],
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "run_id": run_id,
+        "kind": kind,
+        "ref": ref,
+        "before": None if image is None else json.dumps(image, ensure_ascii=False),
+        "sessions": " ".join(sessions),
+        "created_at": now,
+    }
+
+
+@dataclass(frozen=True)
+class RunJournal:
+    """What one run changed: entry keys (with their images) and candidates, and whether a
+    purge took part of it away."""
+
+    run_id: int
+    entries: dict[str, dict[str, Any] | None]
+    candidates: dict[int, dict[str, Any]]
+    purged: bool
+
+    @property
+    def empty(self) -> bool:
+        return not self.entries and not self.candidates and not self.purged
+
+
+def read(conn: Connection, agent: str, run_id: int) -> RunJournal:
+    entries: dict[str, dict[str, Any] | None] = {}
+    candidates: dict[int, dict[str, Any]] = {}
+    purged = False
+    for kind, ref, before in conn.execute(
+        select(JOURNAL.c.kind, JOURNAL.c.ref, JOURNAL.c.before).where(
+            and_(JOURNAL.c.agent == agent, JOURNAL.c.run_id == run_id)
+        )
+    ):
+        if kind == ENTRY:
+            entries[ref] = json.loads(before) if before is not None else None
+        elif kind == CANDIDATE and before is not None:
+            candidates[int(ref)] = json.loads(before)
+        elif kind == PURGED:
+            purged = True
+    return RunJournal(run_id, entries, candidates, purged)
+
+
+def later_touching(
+    conn: Connection, agent: str, run_id: int, keys: Iterable[str]
+) -> dict[int, list[str]]:
+    """Later runs whose decisions touched any of `keys`: run id -> the keys."""
+    wanted = set(keys)
+    out: dict[int, list[str]] = {}
+    for later, ref in conn.execute(
+        select(JOURNAL.c.run_id, JOURNAL.c.ref).where(
+            and_(JOURNAL.c.agent == agent, JOURNAL.c.run_id > run_id, JOURNAL.c.kind == ENTRY)
+        )
+    ):
+        if ref in wanted:
+            out.setdefault(int(later), []).append(ref)
+    return {r: sorted(keys_) for r, keys_ in sorted(out.items())}
+
+
+def restore(
+    conn: Connection, agent: str, journal: RunJournal, *, leave: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Put every journaled entry and candidate back as it was before the run, except the
+    keys in `leave`. Returns (keys restored, keys removed). The caller commits."""
+    left = set(leave)
+    restored: list[str] = []
+    removed: list[str] = []
+    for key, image in journal.entries.items():
+        if key in left:
+            continue
+        existed = conn.execute(
+            select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+        ).scalar()
+        for table in (ORIGINS, EVIDENCE):
+            mine = and_(table.c.agent == agent, table.c.entry_key == key)
+            conn.execute(delete(table).where(mine))
+        conn.execute(delete(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key)))
+        if existed is not None:
+            entry_index.remove_entry(conn, agent, key)
+        if image is None:
+            if existed is not None:
+                removed.append(key)
+            continue
+        conn.execute(
+            ENTRIES.insert().values(
+                agent=agent,
+                key=key,
+                text=image["text"],
+                status=image["status"],
+                created_at=_dt(image["created_at"]),
+                updated_at=_dt(image["updated_at"]),
+                recall_count=image["recall_count"],
+                last_recalled_at=_dt(image["last_recalled_at"]),
+            )
+        )
+        if image["origins"]:
+            conn.execute(
+                upsert(conn, ORIGINS).on_conflict_do_nothing(),
+                [
+                    {
+                        "agent": agent,
+                        "entry_key": key,
+                        "session_id": s,
+                        "session_key": k,
+                        "origin_class": c,
+                        "observed_at": _dt(t),
+                    }
+                    for s, k, c, t in image["origins"]
+                ],
+            )
+        if image["evidence"]:
+            conn.execute(
+                upsert(conn, EVIDENCE).on_conflict_do_nothing(),
+                [
+                    {"agent": agent, "entry_key": key, "session_id": s, "line": n}
+                    for s, n in image["evidence"]
+                ],
+            )
+        if image["status"] == "live":
+            entry_index.add_entry(conn, agent, key, image["text"])
+        restored.append(key)
+    for cid, image in journal.candidates.items():
+        conn.execute(
+            update(CANDIDATES)
+            .where(and_(CANDIDATES.c.id == cid, CANDIDATES.c.agent == agent))
+            .values(
+                status=image["status"],
+                decided_evidence=image["decided_evidence"],
+                updated_at=_dt(image["updated_at"]),
+            )
+        )
+    conn.execute(
+        delete(SUPERSESSIONS).where(
+            and_(SUPERSESSIONS.c.agent == agent, SUPERSESSIONS.c.run_id == journal.run_id)
+        )
+    )
+    drop(conn, agent, journal.run_id)
+    return restored, removed
+
+
+def drop(conn: Connection, agent: str, run_id: int) -> None:
+    conn.execute(delete(JOURNAL).where(and_(JOURNAL.c.agent == agent, JOURNAL.c.run_id == run_id)))
+
+
+def forget_sessions(
+    conn: Connection, agent: str, sessions: Iterable[str], carries: Any = None
+) -> list[int]:
+    """Drop every image that names one of `sessions` (or whose text `carries` says holds
+    purged text), and mark its run as no longer undoable. Returns the runs marked."""
+    gone = set(sessions)
+    hit: dict[int, list[int]] = {}
+    for row_id, run_id, sessions_text, before in conn.execute(
+        select(JOURNAL.c.id, JOURNAL.c.run_id, JOURNAL.c.sessions, JOURNAL.c.before).where(
+            and_(JOURNAL.c.agent == agent, JOURNAL.c.kind == ENTRY)
+        )
+    ):
+        names = set(sessions_text.split())
+        if names & gone or (carries is not None and before is not None and carries(before)):
+            hit.setdefault(int(run_id), []).append(int(row_id))
+    now = datetime.now(UTC)
+    for run_id, ids in hit.items():
+        conn.execute(delete(JOURNAL).where(JOURNAL.c.id.in_(ids)))
+        conn.execute(
+            upsert(conn, JOURNAL)
+            .values(**_row(agent, run_id, PURGED, "purge", None, [], now))
+            .on_conflict_do_nothing()
+        )
+    return sorted(hit)

@@ -1,0 +1,227 @@
+"""A person's say over what the agent knows: accepting review proposals, and taking a run
+back (`runs undo`). Both run under the agent's lock, are recorded as runs of their own, and
+change entries only through the lineage code deep uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection
+
+from dreaming import faults, journal, memory_file, memory_sync, review
+from dreaming.errors import StateError
+from dreaming.phases.deep import DeepPhase, DeepSummary
+from dreaming.runs import finish_run, get_run, start_run
+
+if TYPE_CHECKING:
+    from dreaming.app import App
+
+log = logging.getLogger(__name__)
+
+
+# -- review ----------------------------------------------------------------------------------
+
+
+@dataclass
+class AcceptReport:
+    agent: str
+    run_id: int | None = None
+    accepted: list[int] = field(default_factory=list)
+    stale: dict[int, str] = field(default_factory=dict)
+    not_pending: dict[int, str] = field(default_factory=dict)
+    entries: list[str] = field(default_factory=list)
+    memory_written: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "run_id": self.run_id,
+            "accepted": self.accepted,
+            "stale": {str(k): v for k, v in self.stale.items()},
+            "not_pending": {str(k): v for k, v in self.not_pending.items()},
+            "entries": self.entries,
+            "memory_written": self.memory_written,
+        }
+
+
+def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
+    """Apply the pending proposals `ids` (None: all of them) in one transaction, as deep
+    would have; stale ones are refused (and proposed again next night)."""
+    engine = app.engine(agent)
+    report = AcceptReport(agent)
+    with app.lock(agent, "review"):
+        with engine.begin() as conn:
+            review.expire(conn, agent)
+            chosen = review.proposals(conn, agent, ids=ids) if ids else []
+            if ids is None:
+                chosen = review.proposals(conn, agent, status=review.PENDING)
+            missing = sorted(set(ids or []) - {p.id for p in chosen})
+            if missing:
+                raise StateError(
+                    f"agent {agent} has no proposal {', '.join(map(str, missing))}"
+                    " (see `dreaming review list`)"
+                )
+            todo = []
+            for p in chosen:
+                if p.status != review.PENDING:
+                    report.not_pending[p.id] = p.status
+                    continue
+                why = review.stale_reason(conn, agent, p)
+                if why is not None:
+                    review.refuse_stale(conn, p, why)
+                    report.stale[p.id] = why
+                    continue
+                todo.append(p)
+        if not todo:
+            return report
+        run_id = start_run(engine, agent, ["deep"], "review")
+        report.run_id = run_id
+        phase = DeepPhase(engine, app.paths, app.registry, run_id=run_id)
+        summary = DeepSummary(agent=agent)
+
+        def mark_accepted(conn: Connection) -> None:
+            for p in todo:
+                review.mark(conn, p.id, "accepted", review.applied_note(run_id))
+            faults.checkpoint("review.before_commit")
+
+        try:
+            phase.apply_decisions(agent, [p.applied() for p in todo], summary, also=mark_accepted)
+        except BaseException as err:
+            finish_run(engine, run_id, "failed", {"agent": agent, "error": str(err)})
+            raise
+        report.accepted = [p.id for p in todo]
+        report.entries = [d["entry"] for d in summary.decisions if d["entry"]]
+        report.memory_written = summary.memory_written
+        finish_run(
+            engine,
+            run_id,
+            "ok",
+            {
+                "agent": agent,
+                "job": "review",
+                "review": report.to_dict(),
+                "phases": {"deep": summary.to_dict() | {"run_id": run_id}},
+            },
+        )
+    return report
+
+
+# -- undo ------------------------------------------------------------------------------------
+
+
+@dataclass
+class UndoReport:
+    agent: str
+    run_id: int
+    dry_run: bool
+    undone: list[int] = field(default_factory=list)  # newest first
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    left_alone: list[str] = field(default_factory=list)  # blocks a person edited since
+    undo_run_id: int | None = None
+    memory_written: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "run_id": self.run_id,
+            "dry_run": self.dry_run,
+            "undone": self.undone,
+            "restored": self.restored,
+            "removed": self.removed,
+            "left_alone": self.left_alone,
+            "undo_run_id": self.undo_run_id,
+            "memory_written": self.memory_written,
+        }
+
+
+def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> UndoReport:
+    """Put the entries, their lineage and the managed part of MEMORY.md back as they were
+    before run `run_id`'s decisions. Refused when a later run changed the same entries
+    (unless `cascade` undoes those too), or when a purge took text the undo would need."""
+    engine = app.engine(agent, create=False)
+    report = UndoReport(agent, run_id, dry_run)
+    if get_run(engine, agent, run_id) is None:
+        raise StateError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
+    path = app.paths.memory_file(agent)
+    with app.lock(agent, "undo"):
+        with engine.connect() as conn:
+            order = _undo_order(conn, agent, run_id, cascade)
+        if not dry_run:
+            # A person's edits since are taken in first: their deletions stand, and the
+            # blocks they edited are left alone below.
+            memory_sync.reconcile(engine, agent, path)
+        current = memory_file.load_text(path) or ""
+        edited = {b.key for b in memory_file.parse(current).edited_blocks()}
+        undo_id = None if dry_run else start_run(engine, agent, ["undo"], "undo")
+        with engine.connect() as conn:
+            tx = conn.begin()
+            for rid in order:
+                entry_journal = journal.read(conn, agent, rid)
+                leave = sorted(set(entry_journal.entries) & edited)
+                restored, removed = journal.restore(conn, agent, entry_journal, leave=leave)
+                review.reopen_accepted(conn, agent, rid)  # an accept undone: pending again
+                report.undone.append(rid)
+                report.restored += [k for k in restored if k not in report.restored]
+                report.removed += [k for k in removed if k not in report.removed]
+                report.left_alone += [k for k in leave if k not in report.left_alone]
+            # The file is written from the one the oldest undone run started from (when the
+            # operator's text is as it was), so it returns byte for byte, even after a crash.
+            memory_sync.mark_dirty(conn, agent, base_run=report.undone[-1])
+            faults.checkpoint("undo.before_commit")
+            if dry_run:
+                tx.rollback()
+            else:
+                tx.commit()
+        if dry_run:
+            return report
+        faults.checkpoint("undo.after_commit")
+        assert undo_id is not None
+        report.undo_run_id = undo_id
+        written = memory_sync.write(engine, agent, path, undo_id)
+        report.memory_written = written.written
+        finish_run(engine, undo_id, "ok", {"agent": agent, "job": "undo", "undo": report.to_dict()})
+    log.info("agent %s: run(s) %s undone in run %s", agent, report.undone, report.undo_run_id)
+    return report
+
+
+def _undo_order(conn: Connection, agent: str, run_id: int, cascade: bool) -> list[int]:
+    """The runs to undo, newest first: `run_id`, and with `cascade` every later run that
+    changed the same entries (and, in turn, theirs)."""
+    first = journal.read(conn, agent, run_id)
+    if first.purged:
+        raise StateError(_purged(run_id))
+    if first.empty:
+        raise StateError(
+            f"run {run_id} of agent {agent} changed no entries that can be undone (it decided"
+            " nothing, was a preview, or was undone already)"
+        )
+    todo = {run_id: first}
+    frontier = [run_id]
+    while frontier:
+        rid = frontier.pop()
+        later = journal.later_touching(conn, agent, rid, todo[rid].entries)
+        later = {r: keys for r, keys in later.items() if r not in todo}
+        if later and not cascade:
+            named = "; ".join(f"run {r}: {', '.join(keys)}" for r, keys in later.items())
+            raise StateError(
+                f"later runs changed the same entries ({named}); undo them first, or pass"
+                " --cascade to undo them too"
+            )
+        for r in later:
+            j = journal.read(conn, agent, r)
+            if j.purged:
+                raise StateError(_purged(r))
+            todo[r] = j
+            frontier.append(r)
+    return sorted(todo, reverse=True)
+
+
+def _purged(run_id: int) -> str:
+    return (
+        f"run {run_id} cannot be undone: restoring it would need text that `forget` removed"
+        " (purges win; nothing was changed)"
+    )
