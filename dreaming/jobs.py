@@ -109,7 +109,7 @@ def load_job(path: Path, profiles: Sequence[str] = ()) -> Job:
     try:
         job = Job.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_error(path, err)) from None
+        raise ConfigError(_format_error(path, err, Job)) from None
     if job.trigger is not None:
         # Values the field check cannot see ("61 * * * *") fail here, at load, not at fire.
         from dreaming._scheduler._triggers import build_trigger

@@ -48,7 +48,7 @@ CANDIDATE_FIELDS = {
     "decided_evidence",
     "stale",
 }
-EVIDENCE_FIELDS = {"ref", "session_id", "line", "role", "origin_class", "ts", "text"}
+EVIDENCE_FIELDS = {"ref", "path", "session_id", "line", "role", "origin_class", "ts", "text"}
 BLOCK_HEAD = re.compile(r"^\d+\.\d{3}  \S+ +features: ")
 FOOTER = re.compile(r"^(\w+): ((?:[\w-]+ \d+(?:, )?)+)")
 EVIDENCE_LINE = re.compile(r"^\s+\[(\w+)/sessions/\1/([^#\]]+)#L(\d+)\] (.*)$")
@@ -234,6 +234,7 @@ def check_evidence(entry: dict[str, Any]) -> None:
         assert set(ev) == EVIDENCE_FIELDS
         agent = entry["agent"]
         assert ev["ref"] == f"{agent}/sessions/{agent}/{ev['session_id']}#L{ev['line']}"
+        assert Path(ev["path"]).name == f"{ev['session_id']}.jsonl"
         assert ev["session_id"] in origins
         assert isinstance(ev["text"], str) and ev["text"]
         assert ev["role"] and ev["origin_class"] and ev["ts"]
@@ -330,3 +331,51 @@ def test_after_forget_the_evidence_is_gone_or_the_entry_is(night: Path) -> None:
         assert "(text no longer in the corpus)" in out
     else:
         assert "no live entry" in fails(night, "entries", "show", entry["key"])
+
+
+def test_claude_code_evidence_names_the_transcript_file_on_disk(tmp_path: Path) -> None:
+    from tests import backends
+    from tests.transcript_builders import cc_assistant, cc_user, text, write_jsonl
+
+    root = tmp_path / "state"
+    root.mkdir()
+    transcript = write_jsonl(
+        tmp_path / "projects" / "-home-ada-shop" / "9f1c2d.jsonl",
+        [
+            cc_user("Hi there.", uuid="u-1", ts="2026-02-01T10:00:00Z"),
+            cc_user(
+                "Always run the linter before committing.", uuid="u-2", ts="2026-02-01T10:01:00Z"
+            ),
+            cc_assistant(
+                "m1",
+                [text("Understood, I will always run the linter before committing.")],
+                ts="2026-02-01T10:01:05Z",
+            ),
+            cc_user(
+                "My name is Ada and I live in Lisbon with my husband Jorge since 2019.",
+                uuid="u-3",
+                ts="2026-02-01T10:02:00Z",
+            ),
+        ],
+    )
+    (root / "dreaming.toml").write_text(
+        "read_state_dir = false\n"
+        f'[[sources]]\nkind = "claude-code"\npath = "{tmp_path / "projects"}"\nagent = "coder"\n'
+    )
+    backends.CURRENT.configure(root)
+    ok(root, "run")
+    keys = live_keys(root)
+    assert len(keys) == 2
+    lines = transcript.read_text().splitlines()
+    for key in keys:
+        prefix = unique_prefix(key, keys)
+        shown = as_json(root, "entries", "show", prefix)
+        assert shown["key"] == key and shown["evidence"]
+        out = ok(root, "entries", "show", prefix)
+        assert "coder/sessions/coder" not in out
+        for ev in shown["evidence"]:
+            assert ev["path"] == str(transcript)
+            assert ev["ref"] == f"{transcript}#L{ev['line']}"
+            # The reference leads to the line that said it.
+            assert ev["text"] in lines[ev["line"] - 1]
+            assert f"[{transcript}#L{ev['line']}] 2026-02-01 {ev['role']}: {ev['text']}" in out

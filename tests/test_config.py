@@ -6,6 +6,7 @@ import pytest
 
 from dreaming.config import Paths, Settings, find_config, load_settings
 from dreaming.errors import ConfigError
+from dreaming.jobs import load_job
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -86,4 +87,67 @@ def test_workspace_follows_openclaw_convention(tmp_path: Path) -> None:
     assert (
         paths.corpus_dir("bob")
         == tmp_path / "workspace-bob" / "memory" / ".dreams" / "session-corpus"
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "hint"),
+    [
+        ("[deep]\nbatchsize = 4\n", "deep.batchsize", "batch_size"),
+        ("[deep]\nbatchSize = 4\n", "deep.batchSize", "batch_size"),
+        ("excludeSesions = {}\n", "excludeSesions", "excludeSessions"),
+        ("[excludeSessions]\nchat_type = ['group']\n", "excludeSessions.chat_type", "chat_types"),
+        ("[[sources]]\nkind = 'openclaw'\npath = 'x'\nagnet = 'a'\n", "sources.0.agnet", "agent"),
+        ("[agents.bob]\nworkspce = 'ws'\n", "agents.bob.workspce", "workspace"),
+        (
+            "[llm.profiles.local]\nbase_url = 'http://localhost:1'\nmodel = 'm'\ntimeout = 5\n",
+            "llm.profiles.local.timeout",
+            "timeout_s",
+        ),
+    ],
+)
+def test_unknown_key_suggests_the_closest_known_one_at_its_level(
+    tmp_path: Path, toml: str, key: str, hint: str
+) -> None:
+    p = write(tmp_path, toml)
+    with pytest.raises(ConfigError) as err:
+        load_settings(p)
+    assert str(err.value) == f"{p}: unknown key '{key}' (did you mean '{hint}'?)"
+
+
+def test_unknown_key_with_nothing_close_suggests_nothing(tmp_path: Path) -> None:
+    p = write(tmp_path, "[deep]\nzebra = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(p)
+    assert str(err.value) == f"{p}: unknown key 'deep.zebra'"
+
+
+def test_validator_messages_lose_pydantics_value_error_prefix(tmp_path: Path) -> None:
+    p = write(tmp_path, "[[sources]]\nkind = 'openclaw'\npath = 'x'\nagent = 'a/b'\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(p)
+    assert str(err.value) == (
+        f"{p}: key 'sources.0.agent': 'a/b' is not a valid agent id (a name, not a path)"
+    )
+    p = write(tmp_path, "[salience]\nfact = ['(']\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(p)
+    assert "Value error" not in str(err.value)
+    assert str(err.value).startswith(f"{p}: key 'salience': fact: '(' is not a regular expression")
+
+
+def test_job_files_share_the_suggestions_and_plain_messages(tmp_path: Path) -> None:
+    job = tmp_path / "nightly.toml"
+    job.write_text("[trigger]\ncron = '0 3 * * *'\ntimezon = 'UTC'\n[budget]\ndailymaxusd = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_job(job)
+    assert str(err.value) == (
+        f"{job}: unknown key 'trigger.timezon' (did you mean 'timezone'?); "
+        f"{job}: unknown key 'budget.dailymaxusd' (did you mean 'daily_max_usd'?)"
+    )
+    job.write_text("[trigger]\ncron = '0 3 * *'\n")
+    with pytest.raises(ConfigError) as err:
+        load_job(job)
+    assert str(err.value) == (
+        f"{job}: key 'trigger': cron '0 3 * *' must have 5 fields: minute hour day month weekday"
     )

@@ -217,3 +217,56 @@ def test_restatements_merge_but_another_persons_fact_stays_apart(tmp_path: Path)
     mine = [line for line in lines if "allergic" in line and "Leo" not in line]
     assert len(mine) == 1 and "caterer" not in mine[0], lines  # the first statement stands
     assert any("Leo" in line for line in lines), lines  # the son's allergy is his own entry
+
+
+# (said first, said again later in other words): the team's practice told as "we ..." and as
+# "our ...", with the words inflected differently and a few words of emphasis added.
+RESTATED = [
+    (
+        "We deploy on Fridays only after the QA sign-off.",
+        "Our deploys happen on Fridays only after the QA sign-off, never before.",
+    ),
+    (
+        "We release on Mondays after the security review.",
+        "Our releases happen on Mondays after the security review, never earlier.",
+    ),
+    (
+        "We deploy to Kubernetes on Fridays.",
+        "Our deploys to Kubernetes happen on Fridays.",
+    ),
+    (
+        "We moved the standup meeting to Tuesdays at the Berlin office.",
+        "Our standup meetings move to Tuesdays at the Berlin office.",
+    ),
+]
+# (the speaker's own fact, another's said later in nearly the same words): never one entry.
+SOMEONE_ELSE = [
+    ("I'm allergic to peanuts and tree nuts.", "My son Leo is allergic to peanuts and tree nuts."),
+    ("I'm allergic to cats and horses.", "My landlord is allergic to cats and horses."),
+    ("I teach chemistry at the school in Porto.", "My brother Tomas teaches chemistry in Porto."),
+]
+
+
+def test_paraphrased_restatements_merge_and_others_facts_stay_apart(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    pairs = RESTATED + SOMEONE_ELSE
+    for day in (0, 1):
+        for n, pair in enumerate(pairs):
+            oc.session(
+                "main",
+                f"s{day}-{n}",
+                [("user", pair[day])],
+                key=f"agent:main:s{day}-{n}",
+                start=start + timedelta(days=day, minutes=n),
+                chatType="direct",
+            )
+        night(tmp_path)  # the restatement meets the first night's entry
+    lines = memory_lines(tmp_path)
+    for first, again in RESTATED:
+        said = [line for line in lines if line.endswith(first) or line.endswith(again)]
+        assert len(said) == 1, (first, lines)
+        assert said[0].endswith(first), lines  # the first statement stands
+    for mine, theirs in SOMEONE_ELSE:
+        assert any(line.endswith(mine) for line in lines), (mine, lines)
+        assert any(line.endswith(theirs) for line in lines), (theirs, lines)

@@ -20,7 +20,7 @@ from dreaming.cli._run import format_result
     "--dir",
     "directory",
     type=click.Path(path_type=Path, file_okay=False),
-    default=Path("dreaming-demo"),
+    default=Path("demo-state"),
     show_default=True,
     help="Where to write the demo state folder (replaced if it holds an earlier demo).",
 )

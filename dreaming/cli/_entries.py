@@ -15,11 +15,13 @@ from dreaming.cli._output import emit_json
 from dreaming.corpus import reference
 from dreaming.errors import StateError
 from dreaming.memory_file import KEY_PREFIX
+from dreaming.messages import Format
 from dreaming.store.models import (
     CorpusLineRow,
     DecisionRow,
     EntryEvidenceRow,
     EntryRow,
+    SessionRow,
     SupersessionRow,
 )
 
@@ -28,6 +30,7 @@ DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
 ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
 LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
+SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"
@@ -42,11 +45,21 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def line_ref(agent: str, session_id: str, line: int, path: str | None, fmt: str | None) -> str:
+    """Where an evidence line is. An OpenClaw session keeps the corpus's own reference
+    (`<agent>/sessions/<agent>/<session>#L<n>`); a transcript from elsewhere (Claude Code's
+    projects, an event log) is named by its file on disk, which that reference would not find."""
+    if path is None or fmt == Format.OPENCLAW.value:
+        return reference(agent, session_id, line)
+    return f"{path}#L{line}"
+
+
 def evidence(
     conn: Connection, agent: str, key: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Entry key -> its evidence lines with their corpus text (None once purged from the
-    corpus), in (session, line) order: one query for one entry, or for all of an agent's."""
+    corpus) and their transcript file (None if the session is no longer recorded), in
+    (session, line) order: one query for one entry, or for all of an agent's."""
     where = EVIDENCE.c.agent == agent
     if key is not None:
         where = and_(where, EVIDENCE.c.entry_key == key)
@@ -59,6 +72,8 @@ def evidence(
             LINES.c.origin_class,
             LINES.c.ts,
             LINES.c.text,
+            SESSIONS.c.path,
+            SESSIONS.c.format,
         )
         .select_from(
             EVIDENCE.outerjoin(
@@ -68,16 +83,23 @@ def evidence(
                     LINES.c.session_id == EVIDENCE.c.session_id,
                     LINES.c.line == EVIDENCE.c.line,
                 ),
+            ).outerjoin(
+                SESSIONS,
+                and_(
+                    SESSIONS.c.agent == EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == EVIDENCE.c.session_id,
+                ),
             )
         )
         .where(where)
         .order_by(EVIDENCE.c.entry_key, EVIDENCE.c.session_id, EVIDENCE.c.line)
     ).all()
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for entry, session_id, line, role, origin_class, ts, text in rows:
+    for entry, session_id, line, role, origin_class, ts, text, path, fmt in rows:
         out[entry].append(
             {
-                "ref": reference(agent, session_id, int(line)),
+                "ref": line_ref(agent, session_id, int(line), path, fmt),
+                "path": path,
                 "session_id": session_id,
                 "line": int(line),
                 "role": role,

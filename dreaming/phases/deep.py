@@ -629,15 +629,19 @@ class DeepPhase:
         supersede (telling a changed fact from a new one needs understanding).
 
         A near-duplicate is a near-identical bag of words, or one bag holding nearly all of
-        the other's (at least three words, the speaker's "I" counted as one, so "My son is
-        allergic to peanuts" never folds into "I'm allergic to peanuts")."""
+        the other's (at least three words, inflections folded), said of one person: "My son
+        is allergic to peanuts" never folds into "I'm allergic to peanuts", while "Our
+        deploys happen on Fridays" is the speaker's own "We deploy on Fridays"
+        (`_one_speaker`)."""
         with self._reader() as conn:
             live = lineage.live_entries(conn, agent)
         index = claims_mod.SimilarityIndex(self.sim)
         loose = claims_mod.SimilarityIndex(LOOSE_SIMILARITY)
         bags: list[frozenset[str]] = []
+        owned: list[frozenset[str]] = []
         for i, (_, text) in enumerate(live):
             bags.append(_bag(text))
+            owned.append(_owned(text))
             index.add(i, claims_mod.content_tokens(text))
             loose.add(i, bags[i])
         out: list[lineage.Applied] = []
@@ -655,12 +659,20 @@ class DeepPhase:
                 )
                 continue
             folded = tuple((o.id, o.key) for o in also)
-            bag = _bag(text)
+            bag, mine = _bag(text), _owned(text)
             hit = index.best(c.tokens)
+            if hit is not None and _one_speaker(bags[hit], owned[hit], bag, mine) is None:
+                hit = None
             if hit is None:
-                near = loose.best(bag)
-                if near is not None and _contains(bags[near], bag):
-                    hit = near
+                # Looked up with and without the speaker: "our deploys" may be "we deploy".
+                for query in (bag, bag ^ {_SELF}):
+                    near = loose.best(query)
+                    pair = (
+                        None if near is None else _one_speaker(bags[near], owned[near], bag, mine)
+                    )
+                    if pair is not None and _contains(*pair):
+                        hit = near
+                        break
             if hit is not None:
                 key, old = live[hit]
                 # The first statement stands, unless the new one says all it said and adds a
@@ -683,6 +695,7 @@ class DeepPhase:
                 if keep != old:
                     live[hit] = (memory_file.entry_key(keep), keep)
                     bags[hit] = bag
+                    owned[hit] = mine
                     index.discard(hit)
                     loose.discard(hit)
                     index.add(hit, claims_mod.content_tokens(keep))
@@ -695,6 +708,7 @@ class DeepPhase:
             index.add(len(live), claims_mod.content_tokens(text))
             loose.add(len(live), bag)
             bags.append(bag)
+            owned.append(mine)
             live.append((memory_file.entry_key(text), text))
         return out
 
@@ -927,16 +941,70 @@ _INTERJECTION = re.compile(
 # for "My sister Anna lives in Lisbon".
 LOOSE_SIMILARITY = 0.5
 _SELF = "\x00self"  # stands for the speaker's "I" in a bag of words
+Bag = frozenset[str]
+
+
+def _body(text: str) -> str:
+    """What an entry says: the date and attribution prefix of a deterministic entry is not
+    part of it."""
+    return text.split(": ", 1)[1] if _PREFIX.match(text) else text
 
 
 def _bag(text: str) -> frozenset[str]:
-    """An entry's content words, and whether its speaker talks about themselves: the date and
-    attribution prefix of a deterministic entry is not part of what it says."""
-    body = text.split(": ", 1)[1] if _PREFIX.match(text) else text
-    tokens = claims_mod.content_tokens(body)
+    """An entry's content words with their inflections folded (`_lemma`), and whether its
+    speaker talks about themselves."""
+    body = _body(text)
+    tokens = frozenset(_lemma(t) for t in claims_mod.content_tokens(body))
     if _SPEAKER_SUBJECT.search(body):
         tokens |= {_SELF}
     return tokens
+
+
+def _owned(text: str) -> frozenset[str]:
+    """The content words the speaker calls theirs ("our deploys", "my morning runs"): up to
+    two words after each "my" or "our", folded as in `_bag`."""
+    return frozenset(
+        _lemma(t)
+        for m in _SPEAKER_POSSESSIVE.finditer(_body(text))
+        for t in claims_mod.content_tokens(m[1])
+    )
+
+
+def _lemma(token: str) -> str:
+    """A content token (plurals already folded) with its verb endings and final "e" off, so
+    deploy/deployed/deploying, move/moved/moves and teach/teaches meet. Only deep's
+    near-duplicate test uses it: claim keys keep the plain tokens."""
+    for suffix in ("ing", "ed"):
+        stem = token[: -len(suffix)]
+        if token.endswith(suffix) and len(stem) >= 3 and not token.endswith("eed"):
+            token = stem
+            # running -> run, stopped -> stop; but call(ed), miss(ed) keep their pair.
+            if len(token) >= 4 and token[-1] == token[-2] and token[-1] not in "lsz":
+                token = token[:-1]
+            break
+    return token[:-1] if len(token) >= 4 and token.endswith("e") else token
+
+
+def _one_speaker(a: Bag, owned_a: Bag, b: Bag, owned_b: Bag) -> tuple[Bag, Bag] | None:
+    """The two bags to compare as statements about one person, or None when they are about
+    two. Where only one has the speaker as subject ("We deploy ..."), the other is the
+    speaker's too if it calls theirs what that one speaks of ("Our deploys happen ..."), and
+    someone else's if it calls theirs anything else ("My son is allergic to peanuts and tree
+    nuts" is not "I'm allergic to peanuts and tree nuts"); without "my" or "our" it is
+    compared as it is (the speaker's "I" a word it lacks)."""
+    if (_SELF in a) == (_SELF in b):
+        return a, b
+    if _SELF in a:
+        other = _as_speaker(b, owned_b, a)
+        return None if other is None else (a, other)
+    other = _as_speaker(a, owned_a, b)
+    return None if other is None else (other, b)
+
+
+def _as_speaker(bag: Bag, owned: Bag, speaker_said: Bag) -> Bag | None:
+    if owned & speaker_said:
+        return bag | {_SELF}
+    return None if owned else bag
 
 
 # The speaker as the subject ("I'm allergic"), not as an owner ("My son is allergic").
@@ -944,6 +1012,10 @@ _SPEAKER_SUBJECT = re.compile(
     r"(?<![\w'])(?:i|i'm|im|i've|i'd|i'll|we|we're|we've)(?![\w'])|[僕私俺][はが]|我(?!的)",
     re.IGNORECASE,
 )
+
+
+# The speaker as an owner, with the two words that follow ("our deploys happen").
+_SPEAKER_POSSESSIVE = re.compile(r"(?<![\w'])(?:my|our)\s+([\w-]+(?:\s+[\w-]+)?)", re.IGNORECASE)
 
 
 _PREFIX = re.compile(r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): ", re.IGNORECASE)
