@@ -10,7 +10,7 @@ import click
 
 from dreaming import demo as demo_mod
 from dreaming.app import App
-from dreaming.cli._main import cli
+from dreaming.cli._main import Context, cli
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._run import format_result
 
@@ -30,8 +30,9 @@ def demo(directory: Path, as_json: bool) -> None:
     root = demo_mod.build(directory.resolve())
     app = App.open(root, root / "dreaming.toml", env={})
     try:
-        if not as_json:
-            note(app.registry.banner())
+        context = click.get_current_context().find_object(Context)
+        if not as_json and context is not None and context.verbose:
+            note(app.registry.banner())  # `dreaming tags` shows it any time
         results = app.run(["light", "rem", "deep"])
         report: dict[str, Any] = {"state_dir": str(root), "agents": []}
         for result in results:
