@@ -26,7 +26,7 @@ What it does, in one run (agent `main`, everything seeded and deterministic):
    record with a deep summary listing the decisions, then `memory_sync.mark_dirty` +
    `memory_sync.write`), so MEMORY.md ends with `--entries` lines and every night but the
    first leaves a MEMORY.md backup. `--llm-calls` call records (default entries / 10) are
-   stored with `phases.deep.record_calls`: each a real `render_prompt` batch of 8 of those
+   stored with `llm.calls.record_calls`: each a real `render_prompt` batch of 8 of those
    candidates (their texts and corpus snippets) with 5 earlier entries, and a JSON reply.
    `SELECT count(*) FROM entries` must equal `--entries` (checked; exit status 1 if not).
 4. Purges (TIMED). `--repeats` sessions (default 3) whose lines support entries are picked
@@ -75,7 +75,8 @@ from dreaming.app import App  # noqa: E402
 from dreaming.decisions import Action, PromptCandidate, PromptEntry, render_prompt  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
 from dreaming.llm import CallOutcome, CallRecord  # noqa: E402
-from dreaming.phases.deep import DeepPhase, DeepSummary, record_calls  # noqa: E402
+from dreaming.llm.calls import record_calls  # noqa: E402
+from dreaming.phases.deep import DeepPhase, DeepSummary  # noqa: E402
 from dreaming.runs import finish_run, start_run  # noqa: E402
 from dreaming.sanitize import sanitize_entry_text  # noqa: E402
 from dreaming.store.models import (  # noqa: E402

@@ -36,9 +36,9 @@ from dreaming.errors import (
 )
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.llm import CircuitBreaker
+from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase
-from dreaming.phases.deep import run_budget as make_run_budget
 from dreaming.phases.light import LightPhase
 from dreaming.phases.rem import RemPhase
 from dreaming.progress import Progress
@@ -272,7 +272,8 @@ class App:
         if all(c is None for c in caps):
             return None
         from dreaming.llm import Ledger
-        from dreaming.llm.ledger import server_clock, utc_today
+        from dreaming.llm.calls import utc_today
+        from dreaming.llm.ledger import server_clock
 
         engine = self.limits_engine()
         clock = server_clock(engine)
@@ -429,19 +430,18 @@ class App:
             result["run_id"] = run_id
             outcome = "ok"
             degraded: list[str] = []  # where a fallback decided what the model should have
-            # One budget for the whole run: REM's diary and deep's decisions draw on it together.
-            run_budget = (
-                make_run_budget(engine, agent, budget or self.settings.budget, ledger=self.ledger())
-                if profile
+            # One budget for the whole run: REM's diary and deep's decisions draw on it
+            # together, through clients that share one circuit breaker.
+            factory = self.client_factory(profile, CircuitBreaker())
+            llm = (
+                LLMAccess(
+                    factory,
+                    run_budget(engine, agent, budget or self.settings.budget, ledger=self.ledger()),
+                )
+                if factory is not None
                 else None
             )
-            llm_phase: dict[str, Any] = {  # what REM and deep share for this run
-                "client_factory": self.client_factory(profile, CircuitBreaker()),
-                "budget": budget,
-                "dry_run": dry_run,
-                "run_id": run_id,
-                "run_budget": run_budget,
-            }
+            llm_phase: dict[str, Any] = {"llm": llm, "dry_run": dry_run, "run_id": run_id}
             try:
                 for phase in phases:
                     held.check()  # a fleet run whose lock died stops before the next phase

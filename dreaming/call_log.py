@@ -1,5 +1,5 @@
 """The LLM call log read back, for `dreaming logs`: every attempt REM and deep made, with the
-prompt and reply as stored. Writing the log is deep's (`record_calls`); this only reads."""
+prompt and reply as stored. `dreaming.llm.calls.record_calls` writes it; this only reads."""
 
 from __future__ import annotations
 

@@ -28,12 +28,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, Update, case, delete, select, update
 
 from dreaming.errors import BudgetExceededError, LLMConfigError, TransientError
+from dreaming.llm.calls import utc_today
 from dreaming.store.dialect import upsert
 from dreaming.store.models import BudgetLedgerRow, RateWindowRow
 
@@ -47,11 +47,6 @@ _USD_EPSILON = 1e-12
 WINDOW_S = 60
 # Windows older than this are deleted when a profile opens a new one.
 _KEEP_WINDOWS_S = 3600
-
-
-def utc_today() -> str:
-    """Today's UTC date as 'YYYY-MM-DD' (the ledger's day key, as the per-agent spend's)."""
-    return datetime.now(UTC).date().isoformat()
 
 
 @dataclass(frozen=True)

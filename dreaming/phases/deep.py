@@ -35,7 +35,7 @@ from dreaming import (
     salience,
 )
 from dreaming.candidates import read_clock, refresh_stale, rescore
-from dreaming.config import BudgetSettings, DeepSettings, Paths
+from dreaming.config import DeepSettings, Paths
 from dreaming.decisions import (
     Action,
     BatchInvalid,
@@ -54,9 +54,9 @@ from dreaming.errors import (
     TransientError,
 )
 from dreaming.llm import Budget, CallRecord, calls_of
+from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
 from dreaming.progress import Progress, Tick
 from dreaming.sanitize import sanitize_entry_text
-from dreaming.store.dialect import upsert
 from dreaming.store.models import (
     CandidateEvidenceRow,
     CandidateRow,
@@ -69,7 +69,6 @@ from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
     from dreaming.llm import LLMClient
-    from dreaming.llm.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +79,6 @@ ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
 CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
 SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
-ClientFactory = Callable[[], "LLMClient"]
 PROMOTABLE_CLASSES = ("owner", "agent")
 
 
@@ -170,85 +168,6 @@ class _Candidate:
         return "user" if self.owner_lines else "agent"
 
 
-def _today() -> str:
-    return datetime.now(UTC).date().isoformat()
-
-
-def spent_today(conn: Connection, agent: str) -> tuple[float, int, int]:
-    row = conn.execute(
-        select(SPEND.c.usd, SPEND.c.tokens, SPEND.c.calls).where(
-            and_(SPEND.c.agent == agent, SPEND.c.day == _today())
-        )
-    ).first()
-    return (float(row[0]), int(row[1]), int(row[2])) if row else (0.0, 0, 0)
-
-
-def record_calls(
-    conn: Connection, agent: str, run_id: int | None, calls: Sequence[CallRecord]
-) -> None:
-    """Log every attempt and charge it to the day (what was spent was spent, dry run or not)."""
-    if not calls:
-        return
-    conn.execute(
-        CALLS.insert(),
-        [
-            {
-                "agent": agent,
-                "run_id": run_id,
-                "model": c.model,
-                "request": c.request,
-                "response": c.response,
-                "input_tokens": c.input_tokens,
-                "output_tokens": c.output_tokens,
-                "cost_usd": c.cost_usd,
-                "duration_s": c.duration_s,
-                "attempt": c.attempt,
-                "outcome": c.outcome.value,
-                "error": c.error,
-                "status": c.http_status,
-                "created_at": c.started_at,
-            }
-            for c in calls
-        ],
-    )
-    sent = [c for c in calls if c.outcome.charged]
-    usd = sum(c.cost_usd or 0.0 for c in sent)
-    tokens = sum(c.input_tokens + c.output_tokens for c in sent)
-    conn.execute(
-        upsert(conn, SPEND)
-        .values(agent=agent, day=_today(), usd=usd, tokens=tokens, calls=len(sent))
-        .on_conflict_do_update(
-            index_elements=["agent", "day"],
-            set_={
-                "usd": SPEND.c.usd + usd,
-                "tokens": SPEND.c.tokens + tokens,
-                "calls": SPEND.c.calls + len(sent),
-            },
-        )
-    )
-
-
-def run_budget(
-    engine: Engine, agent: str, settings: BudgetSettings, *, ledger: Ledger | None = None
-) -> Budget:
-    """A run's budget: its own limits, capped by what is left of the agent's day, and (in
-    fleet mode) by the fleet's shared daily `ledger`, which every attempt reserves from."""
-    with engine.connect() as conn:
-        usd, tokens, calls = spent_today(conn, agent)
-    budget = Budget.for_run(
-        max_usd=settings.max_usd,
-        max_tokens=settings.max_tokens,
-        max_calls=settings.max_calls,
-        daily_max_usd=settings.daily_max_usd,
-        daily_max_tokens=settings.daily_max_tokens,
-        spent_today_usd=usd,
-        spent_today_tokens=tokens,
-        calls_today=calls,
-    )
-    budget.ledger = ledger
-    return budget
-
-
 class DeepPhase:
     def __init__(
         self,
@@ -256,23 +175,19 @@ class DeepPhase:
         paths: Paths,
         registry: TagRegistry,
         *,
-        client_factory: ClientFactory | None = None,
-        budget: BudgetSettings | None = None,
+        llm: LLMAccess | None = None,
         dry_run: bool = False,
         run_id: int | None = None,
-        run_budget: Budget | None = None,
         settings: DeepSettings | None = None,
         progress: Progress | None = None,
     ) -> None:
         self.progress = progress
-        self.run_budget = run_budget  # shared with the run's other phases when given
         self.engine = engine
         self.paths = paths
         self.settings = settings or paths.settings.deep  # a run may narrow it (promote --limit)
         self.sim = paths.settings.candidates.similarity
         self.registry = registry
-        self.client_factory = client_factory
-        self.budget_settings = budget or paths.settings.budget
+        self.llm = llm  # None: the deterministic consolidator decides
         self.dry_run = dry_run
         self.run_id = run_id
         self._dry_conn: Connection | None = None
@@ -387,11 +302,8 @@ class DeepPhase:
         self._texts = {c.id: c.text for c in selected}
         if not selected:
             return  # a quiet night costs nothing (invariant 10)
-        use_llm = self.client_factory is not None
+        use_llm = self.llm is not None
         client: LLMClient | None = None
-        budget = None
-        if use_llm:
-            budget = self.run_budget or run_budget(self.engine, agent, self.budget_settings)
         # Rounded up so a small memory can still take one merge; a fraction of 0 forbids all.
         retire_cap = math.ceil(self.settings.max_retire_fraction * live_at_start)
         retired = 0
@@ -408,12 +320,11 @@ class DeepPhase:
                 path = "deterministic"
                 decisions: list[lineage.Applied] | None = None
                 if use_llm and not summary.ended_on_budget and self._unavailable is None:
+                    assert self.llm is not None
                     if client is None:
-                        assert self.client_factory is not None
-                        client = self.client_factory()
-                    assert budget is not None
+                        client = self.llm.client_factory()
                     decisions = self._decide_llm(
-                        agent, batch, client, budget, summary, retire_cap - retired
+                        agent, batch, client, self.llm.budget, summary, retire_cap - retired
                     )
                     if decisions is not None:
                         path = "llm"
@@ -879,13 +790,11 @@ class DeepPhase:
         return d, size
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
-        for c in calls:
-            if not c.outcome.charged:
-                continue
-            summary.llm_calls += 1
-            summary.input_tokens += c.input_tokens
-            summary.output_tokens += c.output_tokens
-            summary.cost_usd += c.cost_usd or 0.0
+        totals = CallTotals.of(calls)
+        summary.llm_calls += totals.calls
+        summary.input_tokens += totals.input_tokens
+        summary.output_tokens += totals.output_tokens
+        summary.cost_usd += totals.usd
         if self.dry_run:
             self._pending_calls.extend(calls)
             return

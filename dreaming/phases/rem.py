@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,18 +23,18 @@ from sqlalchemy import Engine, and_, bindparam, func, select, update
 from dreaming import claims as claims_mod
 from dreaming import diary
 from dreaming.candidates import read_clock, rescore
-from dreaming.config import BudgetSettings, Paths
+from dreaming.config import Paths
 from dreaming.decisions import template_env
 from dreaming.errors import BudgetExceededError, LLMError
-from dreaming.llm import Budget, calls_of
-from dreaming.phases.deep import record_calls, run_budget
+from dreaming.llm import calls_of
+from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.dialect import upsert
 from dreaming.store.models import CandidateEvidenceRow, CandidateRow, CorpusLineRow, StateRow
 from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
-    from dreaming.llm import LLMClient
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -110,19 +109,15 @@ class RemPhase:
         paths: Paths,
         registry: TagRegistry,
         *,
-        client_factory: Callable[[], LLMClient] | None = None,
-        budget: BudgetSettings | None = None,
+        llm: LLMAccess | None = None,
         dry_run: bool = False,
         run_id: int | None = None,
-        run_budget: Budget | None = None,
     ) -> None:
-        self.run_budget = run_budget  # shared with the run's other phases when given
         self.engine = engine
         self.paths = paths
         self.settings = paths.settings.rem
         self.registry = registry
-        self.client_factory = client_factory
-        self.budget = budget or paths.settings.budget
+        self.llm = llm  # None: the deterministic diary
         self.dry_run = dry_run
         self.run_id = run_id
 
@@ -271,9 +266,9 @@ class RemPhase:
 
     def _narrate(self, agent: str, summary: RemSummary) -> str | None:
         """An LLM-written entry, or None (no profile, no themes, no budget, or a failure)."""
-        if not (self.settings.narrative and self.client_factory and summary.themes):
+        if not (self.settings.narrative and self.llm and summary.themes):
             return None
-        budget = self.run_budget or run_budget(self.engine, agent, self.budget)
+        budget = self.llm.budget
         env = template_env()
         data = json.dumps(
             [
@@ -291,7 +286,7 @@ class RemPhase:
         )
         system = env.get_template("rem_system.j2").render(max_chars=self.settings.max_diary_chars)
         user = env.get_template("rem_user.j2").render(day=summary.day, themes_json=data)
-        client = self.client_factory()
+        client = self.llm.client_factory()
         try:
             completion = client.complete_json(
                 system,
@@ -321,7 +316,7 @@ class RemPhase:
         return f"## {summary.day}\n\n{text}"
 
     def _log(self, agent: str, calls: list[Any], summary: RemSummary) -> None:
-        summary.llm_calls += sum(1 for c in calls if c.outcome.charged)
+        summary.llm_calls += CallTotals.of(calls).calls
         with self.engine.begin() as conn:
             record_calls(conn, agent, self.run_id, calls)
 
