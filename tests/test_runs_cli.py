@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +40,7 @@ LISTED = {
 
 
 def invoke(root: Path, *args: str) -> Result:
-    from dreaming.cli import _jobs, _run, _runs, _status  # noqa: F401  (registers commands)
+    from dreaming.cli import _candidates, _entries, _jobs, _run, _runs, _status  # noqa: F401
 
     base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
     return CliRunner().invoke(cli, [*base, *args])
@@ -161,3 +162,27 @@ def test_runs_with_no_state_yet(tmp_path: Path) -> None:
     assert as_json(root, "runs")["runs"] == []
     result = invoke(root, "runs")
     assert result.exit_code == 0 and "no runs recorded" in result.stdout
+
+
+SPACED_MOMENT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("status",),
+        ("runs",),
+        ("runs", "show", "1", "--agent", "main"),
+        ("entries",),
+        ("candidates", "--all"),
+        ("jobs", "list"),
+    ],
+)
+def test_json_documents_write_moments_in_iso_8601(night: Path, command: tuple[str, ...]) -> None:
+    result = invoke(night, *command, "--json")
+    assert result.exit_code == 0, result.output
+    moments = re.findall(r'"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d[^" ]*)"', result.stdout)
+    assert moments, "the document has no moment to check"
+    assert not [m for m in moments if SPACED_MOMENT.match(m)]
+    for moment in moments:
+        datetime.fromisoformat(moment)
