@@ -14,6 +14,9 @@
                       based runner (Procrastinate, for fleets) plugs in here and leaves the
                       trigger code alone.
 
+Jobs are looked up in a JobCatalog: the user's jobs folder over the bundled examples, the
+same way when scheduling and at each fire.
+
 The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`); this module
 is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job store
 keeps, so moving code between the private modules never strands a stored job.
@@ -29,8 +32,8 @@ from dreaming._scheduler._runner import (
     JobRunner,
     ScheduledCall,
     describe_job,
-    effective_budget,
     find_job,
+    job_catalog,
     jobs_dir,
     run_scheduled_job,
 )
@@ -48,6 +51,7 @@ from dreaming._scheduler._triggers import (
     describe_trigger,
     next_fire_time,
 )
+from dreaming.jobs import JobCatalog, effective_budget
 
 __all__ = [
     "RUN_JOB_FUNC",
@@ -56,6 +60,7 @@ __all__ = [
     "Fire",
     "FireStatus",
     "InProcessRunner",
+    "JobCatalog",
     "JobRunner",
     "JobScheduler",
     "ReloadReport",
@@ -67,6 +72,7 @@ __all__ = [
     "describe_trigger",
     "effective_budget",
     "find_job",
+    "job_catalog",
     "jobs_dir",
     "next_fire_time",
     "run_scheduled_job",

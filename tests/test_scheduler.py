@@ -25,6 +25,7 @@ from dreaming import demo, scheduler
 from dreaming._scheduler._service import _service_lock
 from dreaming.app import App
 from dreaming.errors import ConfigError, StateError
+from dreaming.jobs import bundled_jobs_dir
 from dreaming.scheduler import (
     FireStatus,
     JobScheduler,
@@ -56,14 +57,17 @@ def demo_root(tmp_path: Path) -> Path:
     return root
 
 
-def scheduler_for(root: Path, func: str | None = None) -> JobScheduler:
+def scheduler_for(root: Path, func: str | None = None, bundled: bool = False) -> JobScheduler:
+    """A service on the test's jobs folder alone, unless `bundled`: these tests are about
+    the store, and the examples' schedules would only add fires to wait through."""
     app = App.open(root, root / "dreaming.toml")
-    service = JobScheduler.for_app(app, jobs_folder(root))
+    service = JobScheduler.for_app(app, jobs_folder(root), bundled=bundled)
     if func is not None:
         service = JobScheduler(
             ScheduledCall(root, root / "dreaming.toml", jobs_folder(root), func=func),
             store_url(app.paths),
             lock_path=root / "dreaming" / "locks" / "scheduler.lock",
+            bundled=bundled,
         )
     return service
 
@@ -88,6 +92,7 @@ def test_the_public_names_and_the_stored_function_name() -> None:
         "Fire",
         "FireStatus",
         "InProcessRunner",
+        "JobCatalog",
         "JobRunner",
         "JobScheduler",
         "ReloadReport",
@@ -99,6 +104,7 @@ def test_the_public_names_and_the_stored_function_name() -> None:
         "describe_trigger",
         "effective_budget",
         "find_job",
+        "job_catalog",
         "jobs_dir",
         "next_fire_time",
         "run_scheduled_job",
@@ -215,6 +221,32 @@ def test_fires_missed_by_more_than_the_grace_time_do_not_run(tmp_path: Path) -> 
         assert service.scheduled() == {"tenmin": at(11, 10)}
         service.shutdown()
     assert runs_rows(root, "main") == runs_rows(root, "bob") == []
+
+
+def test_the_service_schedules_the_bundled_examples_and_their_fire_finds_them(
+    tmp_path: Path,
+) -> None:
+    root = demo_root(tmp_path)
+    write_job(jobs_folder(root), "mine", '[trigger]\ncron = "0 5 * * *"\ntimezone = "UTC"\n')
+    write_job(jobs_folder(root), "nightly", "enabled = false\n")  # switched off: not scheduled
+    with time_machine.travel(at(10, 31), tick=True):
+        service = scheduler_for(root, bundled=True)
+        report = service.start()
+        assert report.added == ("capped", "mine") and report.on_demand == ("promote",)
+        assert report.disabled == ("nightly",)
+        assert service.scheduled()["capped"] == at(11, 0)
+        service.shutdown()
+    # The store keeps the user's folder only: the example is looked up under it at the fire
+    # (the missed 11:00 fire runs once, within capped's 30 minutes of grace).
+    with time_machine.travel(at(11, 5), tick=True):
+        service = scheduler_for(root, bundled=True)
+        assert service.start().unchanged == ("capped", "mine")
+        fires = service.run_next(timeout=120)
+        service.shutdown()
+    assert fires is not None
+    assert [(f.job, f.status) for f in fires] == [("capped", FireStatus.RAN)]
+    assert {r["agent"]: r["outcome"] for r in fires[0].results} == {"main": "ok", "bob": "ok"}
+    assert runs_rows(root, "main") == [(1, "capped", "light,deep", "ok")]
 
 
 # -- the per-agent lock across processes ---------------------------------------------------------
@@ -373,6 +405,10 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
     root = demo_root(tmp_path)
     folder = jobs_folder(root)
     write_job(folder, "fast", 'phases = ["light"]\n[trigger]\ninterval_minutes = 0.02\n')
+    # The real service schedules the bundled examples too; switched off here, so that no
+    # hourly or nightly fire lands in the middle of the test.
+    write_job(folder, "capped", "enabled = false\n")
+    write_job(folder, "nightly", "enabled = false\n")
     proc = subprocess.Popen(
         [DREAMING, "--state-dir", str(root), "--config", str(root / "dreaming.toml"), "scheduler"],
         stdout=subprocess.DEVNULL,
@@ -381,12 +417,15 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
     )
     lines = Lines(proc.stderr)
     try:
-        lines.wait_for("scheduler started")
+        lines.wait_for(f"bundled={bundled_jobs_dir()}")
         lines.wait_for("job=fast event=done")
         assert store_ids(root) == {"fast"}
         write_job(folder, "later", '[trigger]\ncron = "0 3 * * *"\n')
         proc.send_signal(signal.SIGHUP)
-        lines.wait_for("reload (SIGHUP) added=later replaced=- removed=- unchanged=fast")
+        lines.wait_for(
+            "reload (SIGHUP) added=later replaced=- removed=- unchanged=fast on_demand=promote"
+            " disabled=capped,nightly"
+        )
         assert store_ids(root) == {"fast", "later"}
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()

@@ -43,7 +43,7 @@ from dreaming._scheduler._triggers import build_trigger, fingerprint, grace_seco
 from dreaming.app import App
 from dreaming.config import Paths
 from dreaming.errors import DreamingError, StateError
-from dreaming.jobs import JobFile, load_jobs
+from dreaming.jobs import JobCatalog, JobFile
 
 log = logging.getLogger("dreaming.scheduler")
 
@@ -82,11 +82,12 @@ class ReloadReport:
     removed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
     on_demand: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()  # enabled = false: not scheduled
 
     def __str__(self) -> str:
         return " ".join(
             f"{name}={','.join(getattr(self, name)) or '-'}"
-            for name in ("added", "replaced", "removed", "unchanged", "on_demand")
+            for name in ("added", "replaced", "removed", "unchanged", "on_demand", "disabled")
         )
 
 
@@ -211,8 +212,14 @@ class JobScheduler:
         profiles: Sequence[str] = (),
         timezone: tzinfo | None = None,
         lock_path: Path | None = None,
+        bundled: bool = True,
     ) -> None:
         self.call = call
+        # The jobs a fire can find (run_scheduled_job looks them up the same way), so the
+        # store never holds a job its fire would call unknown.
+        self.catalog = (
+            JobCatalog.over_bundled(call.jobs_dir) if bundled else JobCatalog(call.jobs_dir)
+        )
         self.store = store
         self.profiles = tuple(profiles)
         self.lock_path = lock_path
@@ -229,11 +236,14 @@ class JobScheduler:
         )
 
     @classmethod
-    def for_app(cls, app: App, folder: Path, executor: Executor = "in-process") -> JobScheduler:
-        """The service for a state folder. With the procrastinate executor a fire enqueues
-        one task per agent for fleet workers instead of running the job here; its store and
-        lock are per host, so a second scheduler on another machine (kept for availability)
-        has its own, and the queue refuses what both enqueue."""
+    def for_app(
+        cls, app: App, folder: Path, executor: Executor = "in-process", *, bundled: bool = True
+    ) -> JobScheduler:
+        """The service for a state folder, scheduling the jobs of `folder` over the bundled
+        examples (`bundled=False`: the folder alone). With the procrastinate executor a fire
+        enqueues one task per agent for fleet workers instead of running the job here; its
+        store and lock are per host, so a second scheduler on another machine (kept for
+        availability) has its own, and the queue refuses what both enqueue."""
         app.paths.home.mkdir(parents=True, exist_ok=True)
         config = app.config_path.resolve() if app.config_path is not None else None
         func = ENQUEUE_JOB_FUNC if executor == "procrastinate" else RUN_JOB_FUNC
@@ -244,6 +254,7 @@ class JobScheduler:
             store_url(app.paths, name),
             profiles=list(app.settings.llm.profiles),
             lock_path=app.paths.home / "locks" / f"{name}.lock",
+            bundled=bundled,
         )
 
     @property
@@ -265,9 +276,10 @@ class JobScheduler:
             self.state = ServiceState.RUNNING
         self._aps.resume()
         log.info(
-            "scheduler started pid=%d jobs_dir=%s store=%s %s",
+            "scheduler started pid=%d jobs_dir=%s bundled=%s store=%s %s",
             os.getpid(),
             self.jobs_dir,
+            self.catalog.bundled or "-",
             self.store,
             report,
         )
@@ -308,11 +320,14 @@ class JobScheduler:
     def reload(self) -> ReloadReport:
         """Add, replace and remove stored jobs to match the folder. A job whose schedule is
         unchanged keeps its stored next fire time (and so any misfire pending on it)."""
-        files = load_jobs(self.jobs_dir, self.profiles)
+        files = self.catalog.load(self.profiles)
         wanted: dict[str, tuple[JobFile, Any]] = {}
         on_demand: list[str] = []
+        disabled: list[str] = []
         for jf in files:
-            if jf.job.trigger is None:
+            if not jf.job.enabled:
+                disabled.append(jf.job.name)
+            elif jf.job.trigger is None:
                 on_demand.append(jf.job.name)
             else:
                 wanted[jf.job.name] = (jf, build_trigger(jf.job.trigger, jf.path))
@@ -350,7 +365,12 @@ class JobScheduler:
             )
             (added if old is None else replaced).append(name)
         return ReloadReport(
-            tuple(added), tuple(replaced), tuple(removed), tuple(unchanged), tuple(on_demand)
+            tuple(added),
+            tuple(replaced),
+            tuple(removed),
+            tuple(unchanged),
+            tuple(on_demand),
+            tuple(disabled),
         )
 
     def scheduled(self) -> dict[str, datetime | None]:

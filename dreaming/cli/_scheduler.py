@@ -29,16 +29,17 @@ def _service_logging() -> None:
     "--jobs-dir",
     "folder",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Jobs folder (default: jobs_dir from the settings, else <state-dir>/dreaming/jobs "
-    "if it exists, else the bundled examples).",
+    help="Jobs folder, over the bundled examples (default: jobs_dir from the settings, "
+    "else <state-dir>/dreaming/jobs).",
 )
 @executor_option("run each due job here")
 @pass_ctx
 def scheduler(ctx: Context, folder: Path | None, executor: Executor) -> None:
     """Run the jobs on their triggers, in the foreground, until stopped.
 
-    The schedule persists in <state-dir>/dreaming/scheduler.sqlite: a run missed while the
-    service was down runs once at start if within the job's misfire grace time. SIGHUP
+    The jobs are those of the jobs folder over the bundled examples, as `jobs list` shows
+    them. The schedule persists in <state-dir>/dreaming/scheduler.sqlite: a run missed while
+    the service was down runs once at start if within the job's misfire grace time. SIGHUP
     reloads the jobs folder; SIGTERM or SIGINT stop after the running job (a second one
     interrupts it, recorded `interrupted`, exit status 130).
 

@@ -30,7 +30,8 @@ from dreaming.scheduler import jobs_dir
     "--jobs-dir",
     "folder",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Jobs folder the queued job names are looked up in (default as for `scheduler`).",
+    help="Jobs folder the queued job names are looked up in, over the bundled examples "
+    "(default as for `scheduler`).",
 )
 @click.option(
     "--poll",
