@@ -15,11 +15,12 @@
                       trigger code alone.
 
 Jobs are looked up in a JobCatalog: the user's jobs folder over the bundled examples, the
-same way when scheduling and at each fire.
+same way when scheduling and at each fire. `read_schedules` shows what a service's store
+holds to other processes (`jobs list`, `scheduler status`).
 
-The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`); this module
-is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job store
-keeps, so moving code between the private modules never strands a stored job.
+The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`, `_store`); this
+module is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job
+store keeps, so moving code between the private modules never strands a stored job.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from dreaming._scheduler._service import (
     JobScheduler,
     ReloadReport,
     ServiceState,
-    store_url,
 )
+from dreaming._scheduler._store import StoredSchedule, read_schedules, store_url
 from dreaming._scheduler._triggers import (
     build_trigger,
     crontab_weekdays,
@@ -66,6 +67,7 @@ __all__ = [
     "ReloadReport",
     "ScheduledCall",
     "ServiceState",
+    "StoredSchedule",
     "build_trigger",
     "crontab_weekdays",
     "describe_job",
@@ -75,6 +77,7 @@ __all__ = [
     "job_catalog",
     "jobs_dir",
     "next_fire_time",
+    "read_schedules",
     "run_scheduled_job",
     "store_url",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from tzlocal import get_localzone
 
+from dreaming._scheduler._store import StoredSchedule
 from dreaming._scheduler._triggers import describe_trigger, next_fire_time
 from dreaming.app import App
 from dreaming.config import BudgetSettings, Paths
@@ -61,12 +62,16 @@ def find_job(catalog: JobCatalog, name: str, profiles: Sequence[str] = ()) -> Jo
     return catalog.find(name, profiles)
 
 
-def describe_job(job_file: JobFile, now: datetime | None = None) -> dict[str, Any]:
+def describe_job(
+    job_file: JobFile, now: datetime | None = None, stores: Sequence[StoredSchedule] = ()
+) -> dict[str, Any]:
     """What `dreaming jobs list` shows for one job. `next_fire_time` is computed from the
-    trigger (None: on demand, or switched off)."""
+    trigger (None: on demand, or switched off); `scheduler_next_fire_time` is what each of
+    `stores` holds for it, by store name (None: paused there; absent: not scheduled)."""
     job = job_file.job
     fire = next_fire_time(job.trigger, now, job_file.path) if job.enabled else None
     trig = job.trigger
+    stored = {s.name: s.next_fire[job.name] for s in stores if job.name in s.next_fire}
     return {
         "name": job.name,
         "description": job.description,
@@ -82,6 +87,9 @@ def describe_job(job_file: JobFile, now: datetime | None = None) -> dict[str, An
         "timezone": (trig.timezone or str(get_localzone())) if trig else None,
         "misfire_grace_minutes": trig.misfire_grace_minutes if trig else None,
         "next_fire_time": fire.isoformat(timespec="seconds") if fire else None,
+        "scheduler_next_fire_time": {
+            name: at.isoformat(timespec="seconds") if at else None for name, at in stored.items()
+        },
         "budget": job.budget.model_dump(),
         "llm": job.llm,
         "dry_run": job.dry_run,

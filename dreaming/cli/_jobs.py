@@ -4,6 +4,7 @@ now, or copy the examples to edit."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +20,11 @@ from dreaming.jobs import CopyOutcome, copy_bundled_jobs
 from dreaming.scheduler import (
     AgentOutcome,
     InProcessRunner,
+    StoredSchedule,
     describe_job,
     job_catalog,
     jobs_dir,
+    read_schedules,
 )
 
 JSON_HELP = "Print one JSON document and nothing else."
@@ -35,13 +38,31 @@ def _origin(job: dict[str, Any]) -> str:
     return str(job["file"])
 
 
-def _format_job(job: dict[str, Any]) -> str:
+def _stored(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
+    """What the schedulers' stores say about a scheduled job, for the text listing."""
+    out = []
+    for store in stores:
+        label = "scheduler" if store.name == "scheduler" else f"scheduler {store.name}"
+        if not store.running:
+            label += " (not running)"
+        stored = job["scheduler_next_fire_time"]
+        if store.name in stored:
+            out.append(f"{label}: {stored[store.name] or 'paused'}")
+        elif store.running:
+            out.append(f"{label}: not scheduled yet (SIGHUP reloads the jobs)")
+        else:
+            out.append(f"{label}: not scheduled yet (added when it starts)")
+    return "".join(f"; {text}" for text in out)
+
+
+def _format_job(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
     if not job["enabled"]:
         head = f"{job['name']}: switched off (enabled = false)"
     elif job["next_fire_time"] is None:
         head = f"{job['name']}: {job['trigger']}"
     else:
         head = f"{job['name']}: {job['trigger']}; next: {job['next_fire_time']}"
+        head += _stored(job, stores)
     agents = "all" if job["agents"] == "*" else ", ".join(job["agents"])
     budget = job["budget"]
     lines = [
@@ -55,6 +76,11 @@ def _format_job(job: dict[str, Any]) -> str:
     if job["description"]:
         lines.insert(1, f"  {job['description']}")
     return "\n".join(lines)
+
+
+def _format_store(store: StoredSchedule) -> str:
+    state = f"running ({store.holder})" if store.running else "not running"
+    return f"scheduler store {store.path}: {state}, {len(store.next_fire)} job(s) scheduled"
 
 
 def format_agent_result(result: dict[str, Any]) -> str:
@@ -78,27 +104,32 @@ def jobs() -> None:
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @pass_ctx
 def list_jobs(ctx: Context, as_json: bool) -> None:
-    """List the jobs: where each comes from, its trigger and next fire time."""
+    """List the jobs: where each comes from, its trigger and next fire time (computed, and
+    as the scheduler's job store holds it when there is one)."""
     app = ctx.app
     catalog = job_catalog(app.paths)
+    stores = read_schedules(app.paths)
     now = datetime.now(UTC)
-    found = [describe_job(jf, now) for jf in catalog.load(list(app.settings.llm.profiles))]
+    found = [describe_job(jf, now, stores) for jf in catalog.load(list(app.settings.llm.profiles))]
     if as_json:
         emit_json(
             {
                 "jobs_dir": str(catalog.folder),
                 "bundled_dir": str(catalog.bundled) if catalog.bundled else None,
                 "now": now.isoformat(),
+                "schedulers": [s.to_dict() for s in stores],
                 "jobs": found,
             }
         )
         return
     over = f", over the bundled examples in {catalog.bundled}" if catalog.bundled else ""
     click.echo(f"jobs in {catalog.folder}{over}")
+    for store in stores:
+        click.echo(_format_store(store))
     if not found:
         click.echo("  (none: `dreaming jobs init` copies the examples to edit)")
     for job in found:
-        click.echo(_format_job(job))
+        click.echo(_format_job(job, stores))
 
 
 @jobs.command("init")
