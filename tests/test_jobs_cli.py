@@ -323,6 +323,16 @@ def test_a_broken_folder_file_keeps_a_bundled_job_from_standing_in(tmp_path: Pat
     assert invoke(root, "jobs", "run", "mine").exit_code == 0
 
 
+def test_jobs_without_a_subcommand_lists_them(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    bare = invoke(root, "jobs", "--json")
+    assert bare.exit_code == 0, bare.output
+    assert {j["name"] for j in json.loads(bare.stdout)["jobs"]} == set(listed(root))
+    assert invoke(root, "jobs").stdout.startswith("jobs in ")
+    misplaced = invoke(root, "jobs", "--json", "list")
+    assert misplaced.exit_code == 2 and "--json goes after the subcommand" in misplaced.stderr
+
+
 # -- jobs init ---------------------------------------------------------------------------------
 
 

@@ -93,11 +93,19 @@ def format_agent_result(result: dict[str, Any]) -> str:
     return format_result(result)
 
 
-@cli.group()
-def jobs() -> None:
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP + " (as `jobs list --json`)")
+@click.pass_context
+def jobs(click_ctx: click.Context, as_json: bool) -> None:
     """Job definitions: the jobs folder (jobs_dir in the settings, else
     <state-dir>/dreaming/jobs) over the bundled examples; a file naming a bundled job
-    replaces it."""
+    replaces it. Without a subcommand: `jobs list`."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(list_jobs, as_json=as_json)
+    elif as_json:
+        raise click.UsageError(
+            f"--json goes after the subcommand: jobs {click_ctx.invoked_subcommand} --json"
+        )
 
 
 @jobs.command("list")

@@ -48,7 +48,8 @@ def worker(ctx: Context, concurrency: int, drain: bool, folder: Path | None, pol
     Needs database_url (PostgreSQL) in the settings and the fleet extra. Each task runs one
     job for one agent under the agent's lock; the jobs of a worker that dies are handed back
     to the queue once it has missed heartbeats for [fleet] stalled_after_s. SIGTERM or
-    SIGINT finish the running tasks, then stop.
+    SIGINT finish the running tasks, then stop. A worker prints log lines on stderr, not a
+    --json document (`runs --json` and `status --json` report what it ran).
     """
     app = ctx.app
     require_fleet(app, "`dreaming worker`")
