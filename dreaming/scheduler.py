@@ -14,9 +14,13 @@
                       based runner (Procrastinate, for fleets) plugs in here and leaves the
                       trigger code alone.
 
-The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`); this module
-is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job store
-keeps, so moving code between the private modules never strands a stored job.
+Jobs are looked up in a JobCatalog: the user's jobs folder over the bundled examples, the
+same way when scheduling and at each fire. `read_schedules` shows what a service's store
+holds to other processes (`jobs list`, `scheduler status`).
+
+The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`, `_store`); this
+module is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job
+store keeps, so moving code between the private modules never strands a stored job.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from dreaming._scheduler._runner import (
     JobRunner,
     ScheduledCall,
     describe_job,
-    effective_budget,
     find_job,
+    job_catalog,
     jobs_dir,
     run_scheduled_job,
 )
@@ -40,14 +44,15 @@ from dreaming._scheduler._service import (
     JobScheduler,
     ReloadReport,
     ServiceState,
-    store_url,
 )
+from dreaming._scheduler._store import StoredSchedule, read_schedules, store_url
 from dreaming._scheduler._triggers import (
     build_trigger,
     crontab_weekdays,
     describe_trigger,
     next_fire_time,
 )
+from dreaming.jobs import JobCatalog, effective_budget
 
 __all__ = [
     "RUN_JOB_FUNC",
@@ -56,19 +61,23 @@ __all__ = [
     "Fire",
     "FireStatus",
     "InProcessRunner",
+    "JobCatalog",
     "JobRunner",
     "JobScheduler",
     "ReloadReport",
     "ScheduledCall",
     "ServiceState",
+    "StoredSchedule",
     "build_trigger",
     "crontab_weekdays",
     "describe_job",
     "describe_trigger",
     "effective_budget",
     "find_job",
+    "job_catalog",
     "jobs_dir",
     "next_fire_time",
+    "read_schedules",
     "run_scheduled_job",
     "store_url",
 ]

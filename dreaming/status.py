@@ -1,13 +1,19 @@
-"""What `dreaming status` reports for an agent, read from its database."""
+"""What `dreaming status` reports for an agent, read from its database: sessions, corpus,
+candidates, entries, last runs, and today's LLM spend against every daily cap that applies
+to the agent (the settings' for `run` and `promote`, and each job's effective one)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, and_, func, select
 
+from dreaming.config import BudgetSettings
+from dreaming.jobs import Job, effective_budget
 from dreaming.store.models import (
     CandidateRow,
     CorpusLineRow,
@@ -34,30 +40,89 @@ def utc_day(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).astimezone(UTC).date().isoformat()
 
 
-def spend_on(conn: Any, agent: str, day: str, cap_usd: float | None = None) -> dict[str, Any]:
-    """What the agent's LLM calls cost on `day`, against the daily cap (None: no cap)."""
+def _left(cap: float | None, spent: float) -> float | None:
+    return None if cap is None else round(max(0.0, cap - spent), 6)
+
+
+@dataclass(frozen=True)
+class DailyCap:
+    """The limits one way of running the agent spends under: `job` None for the settings'
+    (`run`, `promote`), else a job's effective ones."""
+
+    job: str | None
+    budget: BudgetSettings
+
+
+def daily_caps(agent: str, settings: BudgetSettings, jobs: Sequence[Job] = ()) -> list[DailyCap]:
+    """The daily caps the agent's spend counts against: the settings' (what `run` and
+    `promote` run under), then each enabled job on the agent, with the cap it runs under
+    (`effective_budget`: the stricter of its own and the settings')."""
+    out = [DailyCap(None, settings)]
+    for job in sorted(jobs, key=lambda j: j.name):
+        if job.enabled and (job.agents == "*" or agent in job.agents):
+            out.append(DailyCap(job.name, effective_budget(settings, job.budget)))
+    return out
+
+
+def spend_on(conn: Any, agent: str, day: str, caps: Sequence[DailyCap] = ()) -> dict[str, Any]:
+    """What the agent's LLM calls cost on `day`, and what is left under each of `caps`
+    (from `daily_caps`; a cap of None is no cap)."""
     row = conn.execute(
         select(SPEND.c.usd, SPEND.c.tokens, SPEND.c.calls).where(
             and_(SPEND.c.agent == agent, SPEND.c.day == day)
         )
     ).first()
     usd, tokens, calls = (float(row[0]), int(row[1]), int(row[2])) if row else (0.0, 0, 0)
-    return {
-        "day": day,
-        "usd": round(usd, 6),
-        "tokens": tokens,
-        "calls": calls,
-        "cap_usd": cap_usd,
-        "remaining_usd": None if cap_usd is None else round(max(0.0, cap_usd - usd), 6),
-    }
+    against = []
+    for cap in caps:
+        usd_cap, token_cap = cap.budget.daily_max_usd, cap.budget.daily_max_tokens
+        left_tokens = None if token_cap is None else max(0, token_cap - tokens)
+        against.append(
+            {
+                "scope": "settings" if cap.job is None else "job",
+                "job": cap.job,
+                "daily_max_usd": usd_cap,
+                "daily_max_tokens": token_cap,
+                "remaining_usd": _left(usd_cap, usd),
+                "remaining_tokens": left_tokens,
+                "reached": (usd_cap is not None and usd >= usd_cap)
+                or (token_cap is not None and tokens >= token_cap),
+                "max_usd": cap.budget.max_usd,  # per run, for the record
+            }
+        )
+    return {"day": day, "usd": round(usd, 6), "tokens": tokens, "calls": calls, "caps": against}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    # SQLite hands back naive datetimes; they were written in UTC.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+def _light_lines(summary: str | None) -> int | None:
+    """Corpus lines the run's light phase wrote (None: the run had no light phase)."""
+    try:
+        data = json.loads(summary or "{}")
+    except ValueError:
+        return None
+    light = (data.get("phases") or {}).get("light") if isinstance(data, dict) else None
+    return light.get("corpus_lines") if isinstance(light, dict) else None
 
 
 def agent_status(
-    engine: Engine, agent: str, *, daily_cap_usd: float | None = None, day: str | None = None
+    engine: Engine,
+    agent: str,
+    *,
+    budget: BudgetSettings | None = None,
+    jobs: Sequence[Job] = (),
+    day: str | None = None,
 ) -> dict[str, Any]:
-    """`daily_cap_usd` is the settings' `budget.daily_max_usd`; `day` defaults to today (UTC)."""
+    """`budget` is the settings' `[budget]`, `jobs` every job there is (those that do not
+    run on the agent are left out); `day` defaults to today (UTC)."""
+    caps = daily_caps(agent, budget or BudgetSettings(), jobs)
     with engine.connect() as conn:
-        spend = spend_on(conn, agent, day or utc_day(), daily_cap_usd)
+        spend = spend_on(conn, agent, day or utc_day(), caps)
         by_status: dict[str, int] = dict(
             conn.execute(
                 select(SESSIONS.c.status, func.count())
@@ -123,12 +188,13 @@ def agent_status(
             .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != "skipped"))
             .order_by(RUNS.c.id)
         ):
+            corpus_lines = _light_lines(summary)
             for phase in phases.split(","):
                 last_runs[phase] = {
-                    "started_at": started,
-                    "ended_at": ended,
+                    "started_at": _iso(started),
+                    "ended_at": _iso(ended),
                     "outcome": outcome,
-                    "corpus_lines": json.loads(summary or "{}").get("corpus_lines"),
+                    "corpus_lines": corpus_lines,
                 }
     return {
         "agent": agent,
@@ -139,8 +205,8 @@ def agent_status(
         # Admitted as untrusted evidence only: nothing says whose chat they are.
         "unclassified": unclassified,
         "corpus_lines": lines,
-        "candidates": candidates,
-        "pending_candidates": candidates.get("pending", 0),
+        # by status; "pending" (what deep will consider) is always there
+        "candidates": {"pending": 0} | candidates,
         "entries": entries,
         "last_runs": last_runs,
         "spend_today": spend,

@@ -1,4 +1,5 @@
-"""Job files and `dreaming jobs list/run`: validation, triggers, next fire times, runs."""
+"""Job files and `dreaming jobs list/run/init`: validation, triggers, next fire times, the
+jobs folder over the bundled examples, runs."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from dreaming import demo
 from dreaming.cli._main import cli
 from dreaming.config import Paths, Settings
 from dreaming.errors import ConfigError
-from dreaming.jobs import Trigger, bundled_jobs_dir, load_job, load_jobs
-from dreaming.scheduler import crontab_weekdays, jobs_dir, next_fire_time
+from dreaming.jobs import JobCatalog, JobSource, Trigger, bundled_jobs_dir, load_job, load_jobs
+from dreaming.scheduler import crontab_weekdays, job_catalog, jobs_dir, next_fire_time
 
 
 def invoke(root: Path, *args: str, config: Path | None = None) -> Result:
@@ -119,13 +120,20 @@ def test_crontab_weekdays_follow_crontab_not_apscheduler() -> None:
     assert next_fire_time(either, monday_after) == datetime(2026, 3, 20, 3, 0, tzinfo=UTC)
 
 
-def test_jobs_dir_prefers_settings_then_state_then_bundled(tmp_path: Path) -> None:
+def test_the_jobs_folder_is_the_settings_one_else_the_state_one_over_the_bundled(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state"
-    assert jobs_dir(Paths(state, Settings())) == bundled_jobs_dir()
-    (state / "dreaming" / "jobs").mkdir(parents=True)
+    # Whether the folder exists or not: the bundled examples lie under it either way.
     assert jobs_dir(Paths(state, Settings())) == state / "dreaming" / "jobs"
+    assert job_catalog(Paths(state, Settings())) == JobCatalog(
+        state / "dreaming" / "jobs", bundled_jobs_dir()
+    )
     configured = Settings(jobs_dir=tmp_path / "elsewhere")
     assert jobs_dir(Paths(state, configured)) == tmp_path / "elsewhere"
+    assert job_catalog(Paths(state, configured)).bundled == bundled_jobs_dir()
+    # Pointed at the bundled folder itself (a source checkout's jobs/), it is one layer.
+    assert JobCatalog.over_bundled(bundled_jobs_dir()).bundled is None
 
 
 # -- jobs list -------------------------------------------------------------------------------
@@ -226,7 +234,7 @@ def test_unknown_job_and_foreign_agent_are_clean_errors(demo_root: Path) -> None
     result = invoke(demo_root, "jobs", "run", "nope")
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "dreaming: error: unknown job 'nope' (known: mainonly, nightly, promote)"
+        "dreaming: error: unknown job 'nope' (known: capped, mainonly, nightly, promote)"
     )
     foreign = invoke(demo_root, "jobs", "run", "mainonly", "--agent", "bob")
     assert foreign.exit_code == 1
@@ -234,3 +242,163 @@ def test_unknown_job_and_foreign_agent_are_clean_errors(demo_root: Path) -> None
     unknown_agent = invoke(demo_root, "jobs", "run", "nightly", "--agent", "carol")
     assert unknown_agent.exit_code == 1 and "unknown agent(s): carol" in unknown_agent.stderr
     assert "Traceback" not in result.output + foreign.output + unknown_agent.output
+
+
+# -- the jobs folder over the bundled examples -----------------------------------------------
+
+
+def listed(root: Path, *args: str) -> dict[str, dict[str, Any]]:
+    result = invoke(root, "jobs", "list", "--json", *args)
+    assert result.exit_code == 0, result.output
+    return {j["name"]: j for j in json.loads(result.stdout)["jobs"]}
+
+
+def test_one_file_in_the_jobs_folder_keeps_the_bundled_jobs(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    write_job(root / "dreaming" / "jobs", "mine", 'phases = ["light"]\nagents = ["main"]\n')
+    jobs = listed(root)
+    assert set(jobs) == {"capped", "mine", "nightly", "promote"}
+    assert jobs["mine"]["source"] == "folder" and jobs["mine"]["overrides"] is None
+    assert jobs["nightly"]["source"] == "bundled"
+    assert jobs["nightly"]["file"] == str(bundled_jobs_dir() / "nightly.toml")
+    # What used to answer "unknown job 'nightly'":
+    result = invoke(root, "jobs", "run", "nightly", "--agent", "main", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["job"] == "nightly"
+    text = invoke(root, "jobs", "list").stdout
+    assert f"from: bundled example {bundled_jobs_dir() / 'nightly.toml'}" in text
+    assert f"from: {root / 'dreaming' / 'jobs' / 'mine.toml'}\n" in text
+
+
+def test_a_folder_job_replaces_the_bundled_one_of_its_name(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    folder = root / "dreaming" / "jobs"
+    folder.mkdir(parents=True)
+    # Another file name, the same job name: the file says what runs, whole (no key merge).
+    (folder / "my-night.toml").write_text(
+        'name = "nightly"\nphases = ["light"]\n[budget]\nmax_usd = 0.002\n'
+    )
+    nightly = listed(root)["nightly"]
+    assert nightly["source"] == "folder" and nightly["file"] == str(folder / "my-night.toml")
+    assert nightly["overrides"] == str(bundled_jobs_dir() / "nightly.toml")
+    assert nightly["trigger"] == "on demand" and nightly["budget"]["daily_max_usd"] is None
+    text = invoke(root, "jobs", "list").stdout
+    assert "my-night.toml (replaces the bundled example)" in text
+    assert "budget: $0.002 a run" in text  # not rounded to $0.00
+    result = invoke(root, "jobs", "run", "nightly", "--agent", "main", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["phases"] == ["light"]
+    assert runs_rows(root, "main") == [(1, "nightly", "light", "ok")]
+
+
+def test_enabled_false_switches_a_bundled_job_off(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    write_job(root / "dreaming" / "jobs", "capped", "enabled = false\n")
+    capped = listed(root)["capped"]
+    assert capped["enabled"] is False and capped["next_fire_time"] is None
+    assert capped["overrides"] == str(bundled_jobs_dir() / "capped.toml")
+    assert "capped: switched off (enabled = false)" in invoke(root, "jobs", "list").stdout
+    result = invoke(root, "jobs", "run", "capped")
+    assert result.exit_code == 1
+    assert "job 'capped' is switched off: enabled = false in" in result.stderr
+    assert runs_rows_or_none(root, "main") is None
+
+
+def runs_rows_or_none(root: Path, agent: str) -> list[tuple[Any, ...]] | None:
+    db = root / "dreaming" / "agents" / f"{agent}.sqlite"
+    return runs_rows(root, agent) if db.exists() else None
+
+
+def test_a_broken_folder_file_keeps_a_bundled_job_from_standing_in(tmp_path: Path) -> None:
+    # The broken file may be the user's replacement of `promote`: running the example in
+    # its place would do what they said not to. Their own jobs still run.
+    root = demo.build(tmp_path / "demo")
+    folder = root / "dreaming" / "jobs"
+    write_job(folder, "mine", 'phases = ["light"]\nagents = ["main"]\n')
+    (folder / "promote.toml").write_text('name = "promote"\nphases = ["dream"]\n')
+    result = invoke(root, "jobs", "run", "promote", "--dry-run")
+    assert result.exit_code == 1
+    assert "job 'promote' would be the bundled example, but files in" in result.stderr
+    assert "promote.toml: key 'phases.0'" in result.stderr
+    assert invoke(root, "jobs", "run", "mine").exit_code == 0
+
+
+def test_jobs_without_a_subcommand_lists_them(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    bare = invoke(root, "jobs", "--json")
+    assert bare.exit_code == 0, bare.output
+    assert {j["name"] for j in json.loads(bare.stdout)["jobs"]} == set(listed(root))
+    assert invoke(root, "jobs").stdout.startswith("jobs in ")
+    misplaced = invoke(root, "jobs", "--json", "list")
+    assert misplaced.exit_code == 2 and "--json goes after the subcommand" in misplaced.stderr
+
+
+# -- jobs init ---------------------------------------------------------------------------------
+
+
+def test_jobs_init_copies_the_examples_and_never_overwrites_without_force(
+    tmp_path: Path,
+) -> None:
+    root = demo.build(tmp_path / "demo")
+    folder = root / "dreaming" / "jobs"
+    first = invoke(root, "jobs", "init")
+    assert first.exit_code == 0, first.output
+    for name in ("capped", "nightly", "promote"):
+        assert f"   wrote {folder / name}.toml" in first.stdout
+        assert (folder / f"{name}.toml").read_text() == (
+            bundled_jobs_dir() / f"{name}.toml"
+        ).read_text()
+    jobs = listed(root)
+    assert {j["source"] for j in jobs.values()} == {"folder"}  # the copies replace them
+    assert jobs["nightly"]["overrides"] == str(bundled_jobs_dir() / "nightly.toml")
+
+    edited = (folder / "nightly.toml").read_text().replace('"0 3 * * *"', '"30 4 * * *"')
+    (folder / "nightly.toml").write_text(edited)
+    # A job the user named in a file of their own is not copied beside it (two files
+    # naming one job is an error).
+    (folder / "promote.toml").unlink()
+    (folder / "deep-now.toml").write_text('name = "promote"\nphases = ["deep"]\n')
+    again = invoke(root, "jobs", "init", "--json")
+    assert again.exit_code == 0, again.output
+    files = {Path(f["path"]).name: f for f in json.loads(again.stdout)["files"]}
+    assert files["nightly.toml"]["outcome"] == "kept"
+    assert "--force" in files["nightly.toml"]["reason"]
+    assert files["promote.toml"]["outcome"] == "kept"
+    assert files["promote.toml"]["reason"] == f"job defined by {folder / 'deep-now.toml'}"
+    assert (folder / "nightly.toml").read_text() == edited
+    assert not (folder / "promote.toml").exists()
+
+    forced = invoke(root, "jobs", "init", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert f"replaced {folder / 'nightly.toml'}" in forced.stdout
+    assert (folder / "nightly.toml").read_text() == (
+        bundled_jobs_dir() / "nightly.toml"
+    ).read_text()
+    assert not (folder / "promote.toml").exists()
+    assert listed(root)["promote"]["file"] == str(folder / "deep-now.toml")
+
+
+def test_jobs_init_writes_to_the_settings_jobs_dir(tmp_path: Path) -> None:
+    root = demo.build(tmp_path / "demo")
+    elsewhere = tmp_path / "my-jobs"
+    config = root / "dreaming.toml"
+    config.write_text(f'jobs_dir = "{elsewhere}"\n' + config.read_text())
+    result = invoke(root, "jobs", "init")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in elsewhere.iterdir()) == [
+        "capped.toml",
+        "nightly.toml",
+        "promote.toml",
+    ]
+    assert not (root / "dreaming" / "jobs").exists()
+
+
+def test_job_sources_are_named_in_the_catalog(tmp_path: Path) -> None:
+    folder = tmp_path / "jobs"
+    write_job(folder, "promote", 'phases = ["deep"]\n')
+    catalog = JobCatalog.over_bundled(folder)
+    by_name = {jf.job.name: jf for jf in catalog.load()}
+    assert by_name["promote"].source is JobSource.FOLDER
+    assert by_name["nightly"].source is JobSource.BUNDLED
+    assert catalog.find("promote").path == folder / "promote.toml"
+    assert [jf.job.name for jf in JobCatalog(folder).load()] == ["promote"]  # no examples

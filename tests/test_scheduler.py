@@ -4,9 +4,11 @@ the per-agent lock across processes, and the service's signals."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
+import re
 import signal
 import sqlite3
 import subprocess
@@ -20,11 +22,14 @@ from typing import Any
 
 import pytest
 import time_machine
+from click.testing import CliRunner
 
 from dreaming import demo, scheduler
 from dreaming._scheduler._service import _service_lock
 from dreaming.app import App
+from dreaming.cli._main import cli
 from dreaming.errors import ConfigError, StateError
+from dreaming.jobs import bundled_jobs_dir
 from dreaming.scheduler import (
     FireStatus,
     JobScheduler,
@@ -56,14 +61,17 @@ def demo_root(tmp_path: Path) -> Path:
     return root
 
 
-def scheduler_for(root: Path, func: str | None = None) -> JobScheduler:
+def scheduler_for(root: Path, func: str | None = None, bundled: bool = False) -> JobScheduler:
+    """A service on the test's jobs folder alone, unless `bundled`: these tests are about
+    the store, and the examples' schedules would only add fires to wait through."""
     app = App.open(root, root / "dreaming.toml")
-    service = JobScheduler.for_app(app, jobs_folder(root))
+    service = JobScheduler.for_app(app, jobs_folder(root), bundled=bundled)
     if func is not None:
         service = JobScheduler(
             ScheduledCall(root, root / "dreaming.toml", jobs_folder(root), func=func),
             store_url(app.paths),
             lock_path=root / "dreaming" / "locks" / "scheduler.lock",
+            bundled=bundled,
         )
     return service
 
@@ -88,19 +96,23 @@ def test_the_public_names_and_the_stored_function_name() -> None:
         "Fire",
         "FireStatus",
         "InProcessRunner",
+        "JobCatalog",
         "JobRunner",
         "JobScheduler",
         "ReloadReport",
         "ScheduledCall",
         "ServiceState",
+        "StoredSchedule",
         "build_trigger",
         "crontab_weekdays",
         "describe_job",
         "describe_trigger",
         "effective_budget",
         "find_job",
+        "job_catalog",
         "jobs_dir",
         "next_fire_time",
+        "read_schedules",
         "run_scheduled_job",
         "store_url",
     }
@@ -183,9 +195,12 @@ def schedule_then_go_down(root: Path) -> None:
         service.shutdown()
 
 
-def test_fires_missed_while_down_run_once_when_within_grace(tmp_path: Path) -> None:
+def test_fires_missed_while_down_run_once_when_within_grace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = demo_root(tmp_path)
     schedule_then_go_down(root)
+    caplog.set_level("INFO", logger="dreaming")
     # Down through 10:40, 10:50 and 11:00; back at 11:02, two minutes after the last one.
     with time_machine.travel(at(11, 2), tick=True):
         service = scheduler_for(root)
@@ -197,13 +212,23 @@ def test_fires_missed_while_down_run_once_when_within_grace(tmp_path: Path) -> N
         assert service.run_next(timeout=0.5) is None  # coalesced: once, not three times
         assert service.scheduled() == {"tenmin": at(11, 10)}
         service.shutdown()
+    # The fire and its outcome are logged, with the next fire time the store holds.
+    assert "job=tenmin event=fire scheduled=2026-03-10T11:00:00+00:00" in caplog.text
+    assert re.search(
+        r"job=tenmin event=done scheduled=2026-03-10T11:00:00\+00:00 ok=2 duration=\d+\.\ds "
+        r"next=2026-03-10T11:10:00\+00:00",
+        caplog.text,
+    )
     for agent in ("main", "bob"):
         assert runs_rows(root, agent) == [(1, "tenmin", "light", "ok")]
 
 
-def test_fires_missed_by_more_than_the_grace_time_do_not_run(tmp_path: Path) -> None:
+def test_fires_missed_by_more_than_the_grace_time_do_not_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = demo_root(tmp_path)
     schedule_then_go_down(root)
+    caplog.set_level("INFO", logger="dreaming")
     # Back at 11:07: the last missed fire (11:00) is 7 minutes late, the grace is 5.
     with time_machine.travel(at(11, 7), tick=True):
         service = scheduler_for(root)
@@ -215,6 +240,138 @@ def test_fires_missed_by_more_than_the_grace_time_do_not_run(tmp_path: Path) -> 
         assert service.scheduled() == {"tenmin": at(11, 10)}
         service.shutdown()
     assert runs_rows(root, "main") == runs_rows(root, "bob") == []
+    assert re.search(
+        r"job=tenmin event=missed scheduled=2026-03-10T11:00:00\+00:00 late=4\d\ds grace=300s"
+        r" next=2026-03-10T11:10:00\+00:00",
+        caplog.text,
+    )
+    assert "event=fire" not in caplog.text
+
+
+def test_the_service_schedules_the_bundled_examples_and_their_fire_finds_them(
+    tmp_path: Path,
+) -> None:
+    root = demo_root(tmp_path)
+    write_job(jobs_folder(root), "mine", '[trigger]\ncron = "0 5 * * *"\ntimezone = "UTC"\n')
+    write_job(jobs_folder(root), "nightly", "enabled = false\n")  # switched off: not scheduled
+    with time_machine.travel(at(10, 31), tick=True):
+        service = scheduler_for(root, bundled=True)
+        report = service.start()
+        assert report.added == ("capped", "mine") and report.on_demand == ("promote",)
+        assert report.disabled == ("nightly",)
+        assert service.scheduled()["capped"] == at(11, 0)
+        service.shutdown()
+    # The store keeps the user's folder only: the example is looked up under it at the fire
+    # (the missed 11:00 fire runs once, within capped's 30 minutes of grace).
+    with time_machine.travel(at(11, 5), tick=True):
+        service = scheduler_for(root, bundled=True)
+        assert service.start().unchanged == ("capped", "mine")
+        fires = service.run_next(timeout=120)
+        service.shutdown()
+    assert fires is not None
+    assert [(f.job, f.status) for f in fires] == [("capped", FireStatus.RAN)]
+    assert {r["agent"]: r["outcome"] for r in fires[0].results} == {"main": "ok", "bob": "ok"}
+    assert runs_rows(root, "main") == [(1, "capped", "light,deep", "ok")]
+
+
+def job_file_gone(*_args: str | None) -> list[dict[str, Any]]:
+    raise StateError("unknown job 'soon' (known: capped, nightly, promote)")
+
+
+def job_crashes(*_args: str | None) -> list[dict[str, Any]]:
+    raise RuntimeError("boom")
+
+
+def test_a_fire_that_fails_is_logged_with_its_error_and_the_next_fire(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = demo_root(tmp_path)
+    write_job(jobs_folder(root), "soon", 'phases = ["light"]\n[trigger]\ninterval_minutes = 0.01\n')
+    caplog.set_level("INFO", logger="dreaming")
+    for func in (job_file_gone, job_crashes):
+        service = scheduler_for(root, func=f"{__name__}:{func.__name__}")
+        service.start()
+        try:
+            fires = service.run_next(timeout=20)
+        finally:
+            service.shutdown()
+        assert fires is not None and [f.status for f in fires] == [FireStatus.FAILED]
+    assert re.search(
+        r"job=soon event=error scheduled=\S+ error=\"unknown job 'soon' \(known: [^)]*\)\""
+        r" next=20\d\d-",
+        caplog.text,
+    )
+    crash = [r for r in caplog.records if "event=error" in r.getMessage() and r.exc_info]
+    assert len(crash) == 1 and "RuntimeError: boom" in caplog.text  # with its traceback
+
+
+# -- what the store holds, seen from other commands ----------------------------------------------
+
+
+def cli_json(root: Path, *args: str) -> tuple[int, Any]:
+    from dreaming.cli import _jobs, _scheduler  # noqa: F401  (registers commands)
+
+    base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
+    result = CliRunner().invoke(cli, [*base, *args, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def cli_text(root: Path, *args: str) -> str:
+    base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
+    return CliRunner().invoke(cli, [*base, *args]).stdout
+
+
+def test_jobs_list_and_scheduler_status_show_what_the_store_holds(tmp_path: Path) -> None:
+    root = demo_root(tmp_path)
+    folder = jobs_folder(root)
+    write_job(folder, "daily", '[trigger]\ncron = "0 3 * * *"\ntimezone = "UTC"\n')
+    code, status = cli_json(root, "scheduler", "status")
+    assert code == 3 and status["running"] is False and status["stores"] == []
+    with time_machine.travel(at(10, 31), tick=False):
+        service = scheduler_for(root)
+        service.start()
+        service.shutdown()
+    store = root / "dreaming" / "scheduler.sqlite"
+    before = store.read_bytes()
+    # The file changed since the store was written: the listing shows both times.
+    write_job(folder, "daily", '[trigger]\ncron = "30 4 * * *"\ntimezone = "UTC"\n')
+    write_job(folder, "later", '[trigger]\ncron = "0 6 * * *"\ntimezone = "UTC"\n')
+    with time_machine.travel(at(12, 0), tick=False):
+        _, listing = cli_json(root, "jobs", "list")
+    jobs = {j["name"]: j for j in listing["jobs"]}
+    assert jobs["daily"]["next_fire_time"] == "2026-03-11T04:30:00+00:00"
+    assert jobs["daily"]["scheduler_next_fire_time"] == {"scheduler": "2026-03-11T03:00:00+00:00"}
+    assert jobs["later"]["scheduler_next_fire_time"] == {}
+    [stored] = listing["schedulers"]
+    assert stored["store"] == "scheduler" and stored["path"] == str(store)
+    assert stored["running"] is False and stored["holder"] is None
+    text = cli_text(root, "jobs", "list")
+    assert "scheduler (not running): 2026-03-11T03:00:00+00:00" in text
+    assert "later: cron 0 6 * * * (UTC); next: " in text
+    assert "scheduler (not running): not scheduled yet (added when it starts)" in text
+
+    assert service.lock_path is not None
+    with _service_lock(service.lock_path):  # as a running service holds it
+        code, status = cli_json(root, "scheduler", "status")
+        running_text = cli_text(root, "jobs", "list")
+    assert code == 0 and status["running"] is True
+    [stored] = status["stores"]
+    assert stored["holder"] == f"pid {os.getpid()} scheduler"
+    assert stored["jobs"] == {"daily": "2026-03-11T03:00:00+00:00"}
+    assert "scheduler: not scheduled yet (SIGHUP reloads the jobs)" in running_text
+    assert f"running (pid {os.getpid()} scheduler)" in running_text
+    assert store.read_bytes() == before  # looking never writes the store
+
+
+def test_a_probe_of_the_service_lock_is_not_another_scheduler(tmp_path: Path) -> None:
+    lock = tmp_path / "locks" / "scheduler.lock"
+    lock.parent.mkdir()
+    lock.touch()
+    probe = os.open(lock, os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH)  # what `jobs list` holds for an instant
+    threading.Timer(0.1, os.close, (probe,)).start()
+    with _service_lock(lock):
+        assert lock.read_text() == f"pid {os.getpid()} scheduler"
 
 
 # -- the per-agent lock across processes ---------------------------------------------------------
@@ -373,6 +530,10 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
     root = demo_root(tmp_path)
     folder = jobs_folder(root)
     write_job(folder, "fast", 'phases = ["light"]\n[trigger]\ninterval_minutes = 0.02\n')
+    # The real service schedules the bundled examples too; switched off here, so that no
+    # hourly or nightly fire lands in the middle of the test.
+    write_job(folder, "capped", "enabled = false\n")
+    write_job(folder, "nightly", "enabled = false\n")
     proc = subprocess.Popen(
         [DREAMING, "--state-dir", str(root), "--config", str(root / "dreaming.toml"), "scheduler"],
         stdout=subprocess.DEVNULL,
@@ -381,12 +542,15 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
     )
     lines = Lines(proc.stderr)
     try:
-        lines.wait_for("scheduler started")
+        lines.wait_for(f"bundled={bundled_jobs_dir()}")
         lines.wait_for("job=fast event=done")
         assert store_ids(root) == {"fast"}
         write_job(folder, "later", '[trigger]\ncron = "0 3 * * *"\n')
         proc.send_signal(signal.SIGHUP)
-        lines.wait_for("reload (SIGHUP) added=later replaced=- removed=- unchanged=fast")
+        lines.wait_for(
+            "reload (SIGHUP) added=later replaced=- removed=- unchanged=fast on_demand=promote"
+            " disabled=capped,nightly"
+        )
         assert store_ids(root) == {"fast", "later"}
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()

@@ -799,3 +799,31 @@ def test_markers_starting_with_a_letter_are_case_insensitive() -> None:
 def test_unknown_scope_is_a_clear_error(builtin: TagRegistry) -> None:
     with pytest.raises(ValueError, match="unknown scope 'dreams'"):
         builtin.strip("x", "dreams")  # type: ignore[arg-type]
+
+
+# -- `dreaming tags strip` ------------------------------------------------------------------------
+
+
+def strip_cli(tmp_path: Path, text: str, *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from dreaming.cli import _tags  # noqa: F401  (registers the command)
+    from dreaming.cli._main import cli
+
+    state = ["--state-dir", str(tmp_path / "state")]
+    return CliRunner().invoke(cli, [*state, "tags", "strip", *args], input=text)
+
+
+def test_tags_strip_filters_stdin_and_reports_it_as_json(tmp_path: Path) -> None:
+    text = "keep <relevant_memories>recalled</relevant_memories>this"
+    plain = strip_cli(tmp_path, text)
+    assert plain.exit_code == 0 and plain.stdout == "keep this"
+    data = json.loads(strip_cli(tmp_path, text, "--json").stdout)
+    assert data == {
+        "scope": "dreaming-ingestion",
+        "text": "keep this",
+        "changed": True,
+        "chars_removed": len(text) - len("keep this"),
+    }
+    untouched = json.loads(strip_cli(tmp_path, "nothing injected", "--json").stdout)
+    assert untouched["changed"] is False and untouched["chars_removed"] == 0

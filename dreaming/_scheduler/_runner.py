@@ -22,11 +22,12 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from tzlocal import get_localzone
 
+from dreaming._scheduler._store import StoredSchedule
 from dreaming._scheduler._triggers import describe_trigger, next_fire_time
 from dreaming.app import App
 from dreaming.config import BudgetSettings, Paths
-from dreaming.errors import ConfigError, DreamingError, LockedError, StateError
-from dreaming.jobs import Job, JobFile, bundled_jobs_dir, load_job
+from dreaming.errors import DreamingError, LockedError, StateError
+from dreaming.jobs import Job, JobCatalog, JobFile, effective_budget
 from dreaming.progress import Progress
 from dreaming.runs import record_skipped
 
@@ -44,42 +45,40 @@ SCHEDULED_FIRE: ContextVar[datetime | None] = ContextVar("scheduled_fire", defau
 
 
 def jobs_dir(paths: Paths) -> Path:
-    """`jobs_dir` from the settings, else `<state>/dreaming/jobs` if it exists, else the
-    bundled examples."""
+    """The user's jobs folder: `jobs_dir` from the settings, else `<state>/dreaming/jobs`
+    (whether it exists yet or not). The bundled examples lie under it (`job_catalog`)."""
     if paths.settings.jobs_dir is not None:
         return paths.settings.jobs_dir
-    own = paths.home / "jobs"
-    return own if own.is_dir() else bundled_jobs_dir()
+    return paths.home / "jobs"
 
 
-def find_job(folder: Path, name: str, profiles: Sequence[str] = ()) -> JobFile:
-    """The job called `name` in `folder`. Other files that do not load do not stop it."""
-    known: list[str] = []
-    broken: list[str] = []
-    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-        try:
-            job = load_job(path, profiles)
-        except ConfigError as err:
-            broken.append(str(err))
-            continue
-        if job.name == name:
-            return JobFile(path, job)
-        known.append(job.name)
-    hint = f" (known: {', '.join(known)})" if known else f" (no job files in {folder})"
-    if broken:
-        hint += "; files that did not load: " + "; ".join(broken)
-    raise StateError(f"unknown job {name!r}{hint}")
+def job_catalog(paths: Paths) -> JobCatalog:
+    """The jobs of a state folder: its jobs folder over the bundled examples."""
+    return JobCatalog.over_bundled(jobs_dir(paths))
 
 
-def describe_job(job_file: JobFile, now: datetime | None = None) -> dict[str, Any]:
-    """What `dreaming jobs list` shows for one job."""
+def find_job(catalog: JobCatalog, name: str, profiles: Sequence[str] = ()) -> JobFile:
+    """The job called `name` in `catalog`, to run (see `JobCatalog.find`)."""
+    return catalog.find(name, profiles)
+
+
+def describe_job(
+    job_file: JobFile, now: datetime | None = None, stores: Sequence[StoredSchedule] = ()
+) -> dict[str, Any]:
+    """What `dreaming jobs list` shows for one job. `next_fire_time` is computed from the
+    trigger (None: on demand, or switched off); `scheduler_next_fire_time` is what each of
+    `stores` holds for it, by store name (None: paused there; absent: not scheduled)."""
     job = job_file.job
-    fire = next_fire_time(job.trigger, now, job_file.path)
+    fire = next_fire_time(job.trigger, now, job_file.path) if job.enabled else None
     trig = job.trigger
+    stored = {s.name: s.next_fire[job.name] for s in stores if job.name in s.next_fire}
     return {
         "name": job.name,
         "description": job.description,
         "file": str(job_file.path),
+        "source": job_file.source.value,
+        "overrides": str(job_file.overrides) if job_file.overrides else None,
+        "enabled": job.enabled,
         "phases": list(job.phases),
         "agents": job.agents if job.agents == "*" else list(job.agents),
         "trigger": describe_trigger(trig),
@@ -88,6 +87,9 @@ def describe_job(job_file: JobFile, now: datetime | None = None) -> dict[str, An
         "timezone": (trig.timezone or str(get_localzone())) if trig else None,
         "misfire_grace_minutes": trig.misfire_grace_minutes if trig else None,
         "next_fire_time": fire.isoformat(timespec="seconds") if fire else None,
+        "scheduler_next_fire_time": {
+            name: at.isoformat(timespec="seconds") if at else None for name, at in stored.items()
+        },
         "budget": job.budget.model_dump(),
         "llm": job.llm,
         "dry_run": job.dry_run,
@@ -102,21 +104,6 @@ class AgentOutcome(StrEnum):
     INTERRUPTED = "interrupted"
     SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
     QUEUED = "queued"  # handed to the fleet queue; a worker runs it
-
-
-def effective_budget(settings: BudgetSettings, job: BudgetSettings) -> BudgetSettings:
-    """A job's per-run limits replace the settings' defaults; the daily caps are per agent
-    and shared by every job, so the stricter of the two applies."""
-    update: dict[str, Any] = {
-        key: getattr(job, key)
-        for key in ("max_usd", "max_tokens", "max_calls")
-        if getattr(job, key) is not None
-    }
-    for key in ("daily_max_usd", "daily_max_tokens"):
-        caps = [v for v in (getattr(settings, key), getattr(job, key)) if v is not None]
-        if caps:
-            update[key] = min(caps)
-    return settings.model_copy(update=update)
 
 
 class JobRunner(ABC):
@@ -144,12 +131,12 @@ class InProcessRunner(JobRunner):
     """Runs a job in this process, agent by agent, through `App.run` (one lock, one run
     record per agent)."""
 
-    def __init__(self, app: App, jobs_dir: Path) -> None:
+    def __init__(self, app: App, jobs: JobCatalog) -> None:
         self.app = app
-        self.jobs_dir = jobs_dir
+        self.jobs = jobs
 
     def job(self, job_name: str) -> Job:
-        return find_job(self.jobs_dir, job_name, list(self.app.settings.llm.profiles)).job
+        return self.jobs.find(job_name, list(self.app.settings.llm.profiles)).job
 
     def agents_for(self, job: Job, only: Sequence[str] | None = None) -> list[str]:
         if not only:
@@ -253,10 +240,11 @@ def run_scheduled_job(
     job_name: str, state_dir: str, config: str | None, jobs_folder: str
 ) -> list[AgentResult]:
     """The function the job store persists: plain arguments only, so a stored job survives
-    restarts and could be dispatched anywhere."""
+    restarts and could be dispatched anywhere. The job is looked up when it fires, in the
+    folder over the bundled examples of the dreaming that runs it."""
     app = App.open(Path(state_dir), Path(config) if config else None)
     try:
-        return InProcessRunner(app, Path(jobs_folder)).run(job_name)
+        return InProcessRunner(app, JobCatalog.over_bundled(Path(jobs_folder))).run(job_name)
     finally:
         app.close()
 
@@ -265,7 +253,9 @@ def run_scheduled_job(
 class ScheduledCall:
     """What every stored job calls: `func` (an importable "module:function") with
     (job name, state dir, config path, jobs dir). Another executor (a queue for fleets)
-    is another `func`; the trigger code does not change."""
+    is another `func`; the trigger code does not change. `jobs_dir` is the user's folder
+    only: the bundled examples are found under it at each fire, wherever they are
+    installed then."""
 
     state_dir: Path
     config: Path | None

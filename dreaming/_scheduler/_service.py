@@ -1,7 +1,8 @@
 """The `dreaming scheduler` service: APScheduler 3 with a persistent SQLite job store,
 coalesced misfires and a grace time per job. Due jobs are handed to the thread that serves
 (the main thread), which runs them one at a time and handles SIGHUP (reload) and
-SIGTERM/SIGINT (stop after the running job; a second signal interrupts it).
+SIGTERM/SIGINT (stop after the running job; a second signal interrupts it). A listener on
+APScheduler's events logs every fire's outcome with the job's next fire time.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ import logging
 import os
 import queue
 import signal
-import socket
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 
 from apscheduler.events import (
     EVENT_JOB_ERROR,
     EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
     JobExecutionEvent,
 )
@@ -36,14 +38,15 @@ from tzlocal import get_localzone
 from dreaming._scheduler._runner import (
     RUN_JOB_FUNC,
     SCHEDULED_FIRE,
+    AgentOutcome,
     AgentResult,
     ScheduledCall,
 )
+from dreaming._scheduler._store import Executor, lock_path, store_name, store_url
 from dreaming._scheduler._triggers import build_trigger, fingerprint, grace_seconds
 from dreaming.app import App
-from dreaming.config import Paths
 from dreaming.errors import DreamingError, StateError
-from dreaming.jobs import JobFile, load_jobs
+from dreaming.jobs import JobCatalog, JobFile
 
 log = logging.getLogger("dreaming.scheduler")
 
@@ -66,6 +69,7 @@ class Fire:
     scheduled_at: datetime
     status: FireStatus
     results: tuple[AgentResult, ...] = ()
+    duration_s: float = 0.0
 
     def tally(self) -> str:
         """How many agents ended each way, as "ok=2 skipped=1"."""
@@ -82,11 +86,12 @@ class ReloadReport:
     removed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
     on_demand: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()  # enabled = false: not scheduled
 
     def __str__(self) -> str:
         return " ".join(
             f"{name}={','.join(getattr(self, name)) or '-'}"
-            for name in ("added", "replaced", "removed", "unchanged", "on_demand")
+            for name in ("added", "replaced", "removed", "unchanged", "on_demand", "disabled")
         )
 
 
@@ -114,7 +119,9 @@ class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
         self._inbox.put(_Due(job, tuple(run_times)))
 
     def execute(self, due: _Due) -> list[Fire]:
-        """What APScheduler's `run_job` does, except that KeyboardInterrupt propagates."""
+        """What APScheduler's `run_job` does, except that KeyboardInterrupt propagates.
+        Outcomes go out as APScheduler events (logged by JobScheduler's listener); a ran
+        event carries its Fire."""
         job = due.job
         alias = job._jobstore_alias
         fires: list[Fire] = []
@@ -125,43 +132,28 @@ class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
                 if job.misfire_grace_time is not None and late > timedelta(
                     seconds=job.misfire_grace_time
                 ):
-                    log.warning(
-                        "job=%s outcome=missed scheduled=%s late=%.0fs grace=%ss",
-                        job.id,
-                        run_time.isoformat(),
-                        late.total_seconds(),
-                        job.misfire_grace_time,
-                    )
                     events.append(JobExecutionEvent(EVENT_JOB_MISSED, job.id, alias, run_time))
                     fires.append(Fire(job.id, run_time, FireStatus.MISSED))
                     continue
                 log.info("job=%s event=fire scheduled=%s", job.id, run_time.isoformat())
+                started = time.monotonic()
                 token = SCHEDULED_FIRE.set(run_time)
                 try:
                     results = job.func(*job.args, **job.kwargs)
                 except Exception as err:
                     SCHEDULED_FIRE.reset(token)
-                    if isinstance(err, DreamingError):  # e.g. the job file went away
-                        log.error("job=%s event=error error=%r", job.id, str(err))
-                    else:
-                        log.exception("job=%s event=error", job.id)
                     events.append(
                         JobExecutionEvent(EVENT_JOB_ERROR, job.id, alias, run_time, exception=err)
                     )
                     fires.append(Fire(job.id, run_time, FireStatus.FAILED))
                 else:
                     SCHEDULED_FIRE.reset(token)
+                    took = time.monotonic() - started
+                    fire = Fire(job.id, run_time, FireStatus.RAN, tuple(results or ()), took)
                     events.append(
-                        JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, alias, run_time, retval=None)
+                        JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, alias, run_time, retval=fire)
                     )
-                    fire = Fire(job.id, run_time, FireStatus.RAN, tuple(results or ()))
                     fires.append(fire)
-                    log.info(
-                        "job=%s event=done scheduled=%s %s",
-                        job.id,
-                        run_time.isoformat(),
-                        fire.tally(),
-                    )
         finally:
             self._run_job_success(job.id, events)
         return fires
@@ -173,13 +165,11 @@ def _service_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(fd):
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
             raise StateError(
                 f"another dreaming scheduler already serves this state folder ({holder})"
-            ) from None
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} scheduler".encode(), 0)
         yield
@@ -187,11 +177,20 @@ def _service_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def store_url(paths: Paths, name: str = "scheduler") -> str:
-    return f"sqlite:///{paths.home / f'{name}.sqlite'}"
+def _take(fd: int, patience_s: float = 0.5) -> bool:
+    """The exclusive lock, tried for a moment: `jobs list` asking whether a scheduler runs
+    holds a shared lock for an instant, which must not read as another scheduler."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
 
-Executor = Literal["in-process", "procrastinate"]
 # What a procrastinate-executor scheduler stores and calls (dreaming.fleet, fleet extra).
 ENQUEUE_JOB_FUNC = "dreaming.fleet:enqueue_scheduled_job"
 
@@ -211,8 +210,14 @@ class JobScheduler:
         profiles: Sequence[str] = (),
         timezone: tzinfo | None = None,
         lock_path: Path | None = None,
+        bundled: bool = True,
     ) -> None:
         self.call = call
+        # The jobs a fire can find (run_scheduled_job looks them up the same way), so the
+        # store never holds a job its fire would call unknown.
+        self.catalog = (
+            JobCatalog.over_bundled(call.jobs_dir) if bundled else JobCatalog(call.jobs_dir)
+        )
         self.store = store
         self.profiles = tuple(profiles)
         self.lock_path = lock_path
@@ -227,23 +232,31 @@ class JobScheduler:
             job_defaults={"coalesce": True, "max_instances": 1},
             timezone=timezone or get_localzone(),
         )
+        self._aps.add_listener(
+            self._log_outcome,
+            EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES,
+        )
 
     @classmethod
-    def for_app(cls, app: App, folder: Path, executor: Executor = "in-process") -> JobScheduler:
-        """The service for a state folder. With the procrastinate executor a fire enqueues
-        one task per agent for fleet workers instead of running the job here; its store and
-        lock are per host, so a second scheduler on another machine (kept for availability)
-        has its own, and the queue refuses what both enqueue."""
+    def for_app(
+        cls, app: App, folder: Path, executor: Executor = "in-process", *, bundled: bool = True
+    ) -> JobScheduler:
+        """The service for a state folder, scheduling the jobs of `folder` over the bundled
+        examples (`bundled=False`: the folder alone). With the procrastinate executor a fire
+        enqueues one task per agent for fleet workers instead of running the job here; its
+        store and lock are per host, so a second scheduler on another machine (kept for
+        availability) has its own, and the queue refuses what both enqueue."""
         app.paths.home.mkdir(parents=True, exist_ok=True)
         config = app.config_path.resolve() if app.config_path is not None else None
         func = ENQUEUE_JOB_FUNC if executor == "procrastinate" else RUN_JOB_FUNC
         call = ScheduledCall(app.paths.state_dir.resolve(), config, folder.resolve(), func)
-        name = "scheduler" if executor == "in-process" else f"scheduler-{socket.gethostname()}"
+        name = store_name(executor)
         return cls(
             call,
             store_url(app.paths, name),
             profiles=list(app.settings.llm.profiles),
-            lock_path=app.paths.home / "locks" / f"{name}.lock",
+            lock_path=lock_path(app.paths, name),
+            bundled=bundled,
         )
 
     @property
@@ -265,9 +278,10 @@ class JobScheduler:
             self.state = ServiceState.RUNNING
         self._aps.resume()
         log.info(
-            "scheduler started pid=%d jobs_dir=%s store=%s %s",
+            "scheduler started pid=%d jobs_dir=%s bundled=%s store=%s %s",
             os.getpid(),
             self.jobs_dir,
+            self.catalog.bundled or "-",
             self.store,
             report,
         )
@@ -308,11 +322,14 @@ class JobScheduler:
     def reload(self) -> ReloadReport:
         """Add, replace and remove stored jobs to match the folder. A job whose schedule is
         unchanged keeps its stored next fire time (and so any misfire pending on it)."""
-        files = load_jobs(self.jobs_dir, self.profiles)
+        files = self.catalog.load(self.profiles)
         wanted: dict[str, tuple[JobFile, Any]] = {}
         on_demand: list[str] = []
+        disabled: list[str] = []
         for jf in files:
-            if jf.job.trigger is None:
+            if not jf.job.enabled:
+                disabled.append(jf.job.name)
+            elif jf.job.trigger is None:
                 on_demand.append(jf.job.name)
             else:
                 wanted[jf.job.name] = (jf, build_trigger(jf.job.trigger, jf.path))
@@ -350,7 +367,12 @@ class JobScheduler:
             )
             (added if old is None else replaced).append(name)
         return ReloadReport(
-            tuple(added), tuple(replaced), tuple(removed), tuple(unchanged), tuple(on_demand)
+            tuple(added),
+            tuple(replaced),
+            tuple(removed),
+            tuple(unchanged),
+            tuple(on_demand),
+            tuple(disabled),
         )
 
     def scheduled(self) -> dict[str, datetime | None]:
@@ -360,6 +382,65 @@ class JobScheduler:
     def _log_next(self) -> None:
         for name, fire in sorted(self.scheduled().items()):
             log.info("job=%s next=%s", name, fire.isoformat() if fire else "-")
+
+    def _next_of(self, job_id: str) -> str:
+        job = self._aps.get_job(job_id)
+        return job.next_run_time.isoformat() if job and job.next_run_time else "-"
+
+    def _log_outcome(self, event: Any) -> None:
+        """One line for every fire's outcome (ran with its agents' tally, failed, missed,
+        or dropped because the previous fire is still going), with the next fire time."""
+        upcoming = self._next_of(event.job_id)
+        if event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning(
+                "job=%s event=skipped scheduled=%s reason='the previous fire has not finished'"
+                " next=%s",
+                event.job_id,
+                ",".join(t.isoformat() for t in event.scheduled_run_times),
+                upcoming,
+            )
+            return
+        scheduled = event.scheduled_run_time.isoformat()
+        if event.code == EVENT_JOB_MISSED:
+            job = self._aps.get_job(event.job_id)
+            log.warning(
+                "job=%s event=missed scheduled=%s late=%.0fs grace=%ss next=%s",
+                event.job_id,
+                scheduled,
+                (datetime.now(UTC) - event.scheduled_run_time).total_seconds(),
+                job.misfire_grace_time if job else "-",
+                upcoming,
+            )
+        elif event.code == EVENT_JOB_ERROR:
+            err = event.exception
+            if isinstance(err, DreamingError):  # e.g. the job file went away: no traceback
+                log.error(
+                    "job=%s event=error scheduled=%s error=%r next=%s",
+                    event.job_id,
+                    scheduled,
+                    str(err),
+                    upcoming,
+                )
+            else:
+                log.error(
+                    "job=%s event=error scheduled=%s next=%s",
+                    event.job_id,
+                    scheduled,
+                    upcoming,
+                    exc_info=(type(err), err, err.__traceback__),
+                )
+        else:
+            fire: Fire = event.retval
+            failed = any(r["outcome"] == AgentOutcome.FAILED for r in fire.results)
+            log.log(
+                logging.WARNING if failed else logging.INFO,
+                "job=%s event=done scheduled=%s %s duration=%.1fs next=%s",
+                event.job_id,
+                scheduled,
+                fire.tally(),
+                fire.duration_s,
+                upcoming,
+            )
 
     # -- running ------------------------------------------------------------------------------
 

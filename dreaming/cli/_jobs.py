@@ -1,8 +1,10 @@
-"""`dreaming jobs`: the job definitions in the jobs folder; run one now."""
+"""`dreaming jobs`: the job definitions (the jobs folder over the bundled examples); run one
+now, or copy the examples to edit."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,31 +13,74 @@ import click
 from dreaming.app import App
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note, usd
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_result
-from dreaming.jobs import load_jobs
-from dreaming.scheduler import AgentOutcome, InProcessRunner, describe_job, jobs_dir
+from dreaming.jobs import CopyOutcome, copy_bundled_jobs
+from dreaming.scheduler import (
+    AgentOutcome,
+    InProcessRunner,
+    StoredSchedule,
+    describe_job,
+    job_catalog,
+    jobs_dir,
+    read_schedules,
+)
+
+JSON_HELP = "Print one JSON document and nothing else."
 
 
-def _money(value: float | None) -> str:
-    return f"${value:.2f}" if value is not None else "-"
+def _origin(job: dict[str, Any]) -> str:
+    if job["source"] == "bundled":
+        return f"bundled example {job['file']}"
+    if job["overrides"]:
+        return f"{job['file']} (replaces the bundled example)"
+    return str(job["file"])
 
 
-def _format_job(job: dict[str, Any]) -> str:
-    fire = f"; next: {job['next_fire_time']}" if job["next_fire_time"] else ""
+def _stored(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
+    """What the schedulers' stores say about a scheduled job, for the text listing."""
+    out = []
+    for store in stores:
+        label = "scheduler" if store.name == "scheduler" else f"scheduler {store.name}"
+        if not store.running:
+            label += " (not running)"
+        stored = job["scheduler_next_fire_time"]
+        if store.name in stored:
+            out.append(f"{label}: {stored[store.name] or 'paused'}")
+        elif store.running:
+            out.append(f"{label}: not scheduled yet (SIGHUP reloads the jobs)")
+        else:
+            out.append(f"{label}: not scheduled yet (added when it starts)")
+    return "".join(f"; {text}" for text in out)
+
+
+def _format_job(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
+    if not job["enabled"]:
+        head = f"{job['name']}: switched off (enabled = false)"
+    elif job["next_fire_time"] is None:
+        head = f"{job['name']}: {job['trigger']}"
+    else:
+        head = f"{job['name']}: {job['trigger']}; next: {job['next_fire_time']}"
+        head += _stored(job, stores)
     agents = "all" if job["agents"] == "*" else ", ".join(job["agents"])
     budget = job["budget"]
     lines = [
-        f"{job['name']}: {job['trigger']}{fire}",
+        head,
+        f"  from: {_origin(job)}",
         f"  phases: {', '.join(job['phases'])}; agents: {agents}"
         + ("; dry run" if job["dry_run"] else ""),
-        f"  budget: {_money(budget['max_usd'])} a run, {_money(budget['daily_max_usd'])} a day"
+        f"  budget: {usd(budget['max_usd'])} a run, {usd(budget['daily_max_usd'])} a day"
         f"; llm: {job['llm'] or 'settings default'}",
     ]
     if job["description"]:
         lines.insert(1, f"  {job['description']}")
     return "\n".join(lines)
+
+
+def _format_store(store: StoredSchedule) -> str:
+    state = f"running ({store.holder})" if store.running else "not running"
+    return f"scheduler store {store.path}: {state}, {len(store.next_fire)} job(s) scheduled"
 
 
 def format_agent_result(result: dict[str, Any]) -> str:
@@ -48,28 +93,81 @@ def format_agent_result(result: dict[str, Any]) -> str:
     return format_result(result)
 
 
-@cli.group()
-def jobs() -> None:
-    """Job definitions (jobs/*.toml): list them, or run one now."""
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP + " (as `jobs list --json`)")
+@click.pass_context
+def jobs(click_ctx: click.Context, as_json: bool) -> None:
+    """Job definitions: the jobs folder (jobs_dir in the settings, else
+    <state-dir>/dreaming/jobs) over the bundled examples; a file naming a bundled job
+    replaces it. Without a subcommand: `jobs list`."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(list_jobs, as_json=as_json)
+    elif as_json:
+        raise click.UsageError(
+            f"--json goes after the subcommand: jobs {click_ctx.invoked_subcommand} --json"
+        )
 
 
 @jobs.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @pass_ctx
 def list_jobs(ctx: Context, as_json: bool) -> None:
-    """List the jobs with their triggers and next fire times."""
+    """List the jobs: where each comes from, its trigger and next fire time (computed, and
+    as the scheduler's job store holds it when there is one)."""
     app = ctx.app
-    folder = jobs_dir(app.paths)
+    catalog = job_catalog(app.paths)
+    stores = read_schedules(app.paths)
     now = datetime.now(UTC)
-    found = [describe_job(jf, now) for jf in load_jobs(folder, list(app.settings.llm.profiles))]
+    found = [describe_job(jf, now, stores) for jf in catalog.load(list(app.settings.llm.profiles))]
     if as_json:
-        emit_json({"jobs_dir": str(folder), "now": now.isoformat(), "jobs": found})
+        emit_json(
+            {
+                "jobs_dir": str(catalog.folder),
+                "bundled_dir": str(catalog.bundled) if catalog.bundled else None,
+                "now": now.isoformat(),
+                "schedulers": [s.to_dict() for s in stores],
+                "jobs": found,
+            }
+        )
         return
-    click.echo(f"jobs in {folder}")
+    over = f", over the bundled examples in {catalog.bundled}" if catalog.bundled else ""
+    click.echo(f"jobs in {catalog.folder}{over}")
+    for store in stores:
+        click.echo(_format_store(store))
     if not found:
-        click.echo("  (none: add a jobs/*.toml file)")
+        click.echo("  (none: `dreaming jobs init` copies the examples to edit)")
     for job in found:
-        click.echo(_format_job(job))
+        click.echo(_format_job(job, stores))
+
+
+@jobs.command("init")
+@click.option("--force", is_flag=True, help="Replace files that exist (your edits are lost).")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@pass_ctx
+def init_jobs(ctx: Context, force: bool, as_json: bool) -> None:
+    """Copy the bundled example jobs into the jobs folder to edit.
+
+    A file that exists is kept unless --force. Copies replace the bundled jobs of the same
+    name; to switch one off, keep its file and set `enabled = false`.
+    """
+    folder = jobs_dir(ctx.app.paths)
+    copied = copy_bundled_jobs(folder, force=force)
+    if as_json:
+        emit_json(
+            {
+                "jobs_dir": str(folder),
+                "files": [
+                    {"path": str(c.path), "outcome": c.outcome.value, "reason": c.reason or None}
+                    for c in copied
+                ],
+            }
+        )
+        return
+    for c in copied:
+        reason = f" ({c.reason})" if c.reason else ""
+        click.echo(f"{c.outcome.value:>8} {c.path}{reason}")
+    if any(c.outcome is not CopyOutcome.KEPT for c in copied):
+        click.echo(f"edit them in {folder}; `dreaming jobs list` shows what is in effect")
 
 
 @jobs.command("run")
@@ -77,7 +175,7 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show what deep would do; write nothing.")
 @executor_option("run it here now")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @pass_ctx
 def run_job(
     ctx: Context, name: str, agents: tuple[str, ...], dry_run: bool, executor: str, as_json: bool
@@ -90,7 +188,7 @@ def run_job(
     the model should have), else 0 (skipped agents included).
     """
     app = ctx.app
-    runner = InProcessRunner(app, jobs_dir(app.paths))
+    runner = InProcessRunner(app, job_catalog(app.paths))
     job = runner.job(name)
     dry = dry_run or job.dry_run
     if executor == "procrastinate":

@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+from datetime import date, datetime
 from typing import Any
 
 import click
 
 
+def json_default(value: Any) -> Any:
+    """What JSON has no type for: moments in ISO 8601 (`2026-03-10T03:00:00+00:00`, never
+    str()'s space form), anything else as its text."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=json_default))
+
+
+def usd(value: float | None) -> str:
+    """Dollars for people: cents as usual, and a smaller amount to two significant digits
+    ($0.002, $0.0013), so a cap or a spend that is not zero never reads as $0.00."""
+    if value is None:
+        return "-"
+    if value == 0 or abs(value) >= 1:
+        return f"${value:.2f}"
+    places = max(2, 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{places}f}"
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents[:2]}{cents[2:].rstrip('0')}"
 
 
 def is_tty() -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import emit_json, json_default
 from dreaming.cli._run import format_result
 from dreaming.errors import StateError
 from dreaming.runs import RunRecord, get_run, list_runs
@@ -116,7 +116,7 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
         try:
             click.echo(format_result({"phases": phase_data}))
         except (KeyError, TypeError):  # a summary written by another version: show it raw
-            click.echo(json.dumps(phase_data, indent=2, default=str))
+            click.echo(json.dumps(phase_data, indent=2, default=json_default))
 
 
 @runs.command("undo")

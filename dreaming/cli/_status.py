@@ -8,7 +8,10 @@ import click
 
 from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import emit_json, note, usd
+from dreaming.errors import ConfigError
+from dreaming.jobs import Job
+from dreaming.scheduler import job_catalog
 from dreaming.status import agent_status
 
 
@@ -18,15 +21,15 @@ def _format(s: dict[str, Any]) -> str:
         f"agent {s['agent']}  (clock {s['clock'] or 'unset'})",
         f"  sessions: {sess['admitted']} admitted, {sess['excluded']} excluded, "
         f"{sess['internal']} internal, {sess['forgotten']} forgotten",
-        f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['pending_candidates']}"
+        f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['candidates']['pending']}"
         f"   entries: {s['entries']}",
     ]
     spend = s["spend_today"]
-    cap = "no daily cap" if spend["cap_usd"] is None else f"of ${spend['cap_usd']:.2f} daily cap"
     out.append(
-        f"  llm spend {spend['day']} (UTC): ${spend['usd']:.4f} {cap}"
+        f"  llm spend {spend['day']} (UTC): {usd(spend['usd'])}"
         f" ({spend['calls']} calls, {spend['tokens']} tokens)"
     )
+    out.extend(f"    {_format_cap(cap)}" for cap in spend["caps"])
     for phase, run in sorted(s["last_runs"].items()):
         out.append(f"  last {phase}: {run['started_at']} {run['outcome']}")
     if s["unclassified"]:
@@ -52,6 +55,28 @@ def _format(s: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _format_cap(cap: dict[str, Any]) -> str:
+    who = "run/promote (settings)" if cap["job"] is None else f"job {cap['job']}"
+    limits = [usd(cap["daily_max_usd"])] if cap["daily_max_usd"] is not None else []
+    left = [usd(cap["remaining_usd"])] if cap["remaining_usd"] is not None else []
+    if cap["daily_max_tokens"] is not None:
+        limits.append(f"{cap['daily_max_tokens']} tokens")
+        left.append(f"{cap['remaining_tokens']} tokens")
+    if not limits:
+        return f"daily cap for {who}: none"
+    state = "reached" if cap["reached"] else " and ".join(left) + " left"
+    return f"daily cap for {who}: {' and '.join(limits)}, {state}"
+
+
+def _job_list(app: App) -> tuple[list[Job], str | None]:
+    """Every job (for their caps), or none and why: a broken job file must not take
+    `status` down with it."""
+    try:
+        return [jf.job for jf in job_catalog(app.paths).load(list(app.settings.llm.profiles))], None
+    except ConfigError as err:
+        return [], str(err)
+
+
 def _shared_limits(app: App) -> dict[str, Any]:
     """What every agent shares: the fleet's daily budget and, in fleet mode, the queue."""
     out: dict[str, Any] = {}
@@ -71,12 +96,12 @@ def _format_shared(shared: dict[str, Any]) -> list[str]:
     lines = []
     if (b := shared.get("fleet_budget")) is not None:
         caps = [
-            (b["max_usd"], f"${b['usd_spent']:.4f} of ${b['max_usd'] or 0:.2f}"),
+            (b["max_usd"], f"{usd(b['usd_spent'])} of {usd(b['max_usd'])}"),
             (b["max_calls"], f"{b['calls']} of {b['max_calls']} calls"),
             (b["max_tokens"], f"{b['tokens_spent']} of {b['max_tokens']} tokens"),
         ]
         spent = ", ".join(text for cap, text in caps if cap is not None)
-        held = f"${b['usd_reserved']:.4f}, {b['calls_reserved']} calls"
+        held = f"{usd(b['usd_reserved'])}, {b['calls_reserved']} calls"
         lines.append(f"fleet budget {b['day']} (UTC): {spent}; reserved in flight: {held}")
     if "queue" in shared:
         counts = shared["queue"]
@@ -95,14 +120,21 @@ def _format_shared(shared: dict[str, Any]) -> list[str]:
 @pass_ctx
 def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     """Show each agent's state: sessions, corpus, candidates, entries, today's LLM spend
-    against the daily cap, last runs."""
+    against each daily cap that applies (the settings' for run/promote, each job's own),
+    last runs."""
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
-    cap = app.settings.budget.daily_max_usd
-    report = [agent_status(app.engine(a, create=False), a, daily_cap_usd=cap) for a in names]
+    jobs, jobs_error = _job_list(app)
+    budget = app.settings.budget
+    report = [agent_status(app.engine(a, create=False), a, budget=budget, jobs=jobs) for a in names]
     shared = _shared_limits(app)
+    if jobs_error is not None:
+        note(f"dreaming: jobs' caps not shown: {jobs_error}")
     if as_json:
-        emit_json({"state_dir": str(app.paths.state_dir), "agents": report} | shared)
+        emit_json(
+            {"state_dir": str(app.paths.state_dir), "agents": report, "jobs_error": jobs_error}
+            | shared
+        )
         return
     for line in _format_shared(shared):
         click.echo(line)

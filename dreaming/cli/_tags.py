@@ -17,6 +17,10 @@ from dreaming.tags import Scope
 def tags(click_ctx: click.Context, as_json: bool) -> None:
     """Show every active tag declaration with its producer and pattern."""
     if click_ctx.invoked_subcommand is not None:
+        if as_json:
+            raise click.UsageError(
+                f"--json goes after the subcommand: tags {click_ctx.invoked_subcommand} --json"
+            )
         return
     registry = click_ctx.find_object(Context).app.registry  # type: ignore[union-attr]
     if as_json:
@@ -39,8 +43,25 @@ def tags(click_ctx: click.Context, as_json: bool) -> None:
     show_default=True,
     help="Strip the tags declared for this scope.",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document: the stripped text and how much was removed.",
+)
 @pass_ctx
-def strip(ctx: Context, scope: str) -> None:
+def strip(ctx: Context, scope: str, as_json: bool) -> None:
     """Filter stdin to stdout, removing injected blocks declared for SCOPE."""
     data = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    sys.stdout.write(ctx.app.registry.strip(data, Scope(scope)))
+    stripped = ctx.app.registry.strip(data, Scope(scope))
+    if as_json:
+        emit_json(
+            {
+                "scope": scope,
+                "text": stripped,
+                "changed": stripped != data,
+                "chars_removed": len(data) - len(stripped),
+            }
+        )
+    else:
+        sys.stdout.write(stripped)

@@ -30,7 +30,8 @@ from dreaming.scheduler import jobs_dir
     "--jobs-dir",
     "folder",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Jobs folder the queued job names are looked up in (default as for `scheduler`).",
+    help="Jobs folder the queued job names are looked up in, over the bundled examples "
+    "(default as for `scheduler`).",
 )
 @click.option(
     "--poll",
@@ -47,7 +48,8 @@ def worker(ctx: Context, concurrency: int, drain: bool, folder: Path | None, pol
     Needs database_url (PostgreSQL) in the settings and the fleet extra. Each task runs one
     job for one agent under the agent's lock; the jobs of a worker that dies are handed back
     to the queue once it has missed heartbeats for [fleet] stalled_after_s. SIGTERM or
-    SIGINT finish the running tasks, then stop.
+    SIGINT finish the running tasks, then stop. A worker prints log lines on stderr, not a
+    --json document (`runs --json` and `status --json` report what it ran).
     """
     app = ctx.app
     require_fleet(app, "`dreaming worker`")

@@ -12,6 +12,7 @@ from sqlalchemy import delete, update
 from dreaming._scheduler._runner import SCHEDULED_FIRE, AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
 from dreaming.fleet._queue import build_queue, defer_run, ensure_queue_schema, libpq_dsn
+from dreaming.jobs import JobCatalog
 from dreaming.store.dialect import upsert
 from dreaming.store.models import FleetFireRow
 
@@ -28,7 +29,8 @@ def enqueue_job(
     dry_run: bool = False,
     fire: datetime | None = None,
 ) -> list[AgentResult]:
-    """Queue `job_name` for each of its agents; report one result per agent, outcome
+    """Queue `job_name` (from `jobs_dir` over the bundled examples, as every runner looks
+    jobs up) for each of its agents; report one result per agent, outcome
     `queued` or `skipped` (a duplicate: already waiting, or this fire already claimed).
 
     Two guards, because a fleet may run two schedulers for availability and both fire:
@@ -40,7 +42,7 @@ def enqueue_job(
 
     settings = app.settings
     assert settings.database_url is not None
-    runner = InProcessRunner(app, jobs_dir)
+    runner = InProcessRunner(app, JobCatalog.over_bundled(jobs_dir))
     job = runner.job(job_name)
     names = runner.agents_for(job, agents)
     dry = dry_run or job.dry_run

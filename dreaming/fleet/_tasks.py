@@ -16,6 +16,7 @@ from dreaming.app import App
 from dreaming.config import FleetSettings
 from dreaming.errors import StateError
 from dreaming.fleet._queue import RUN_TASK, build_queue, defer_run
+from dreaming.jobs import JobCatalog
 from dreaming.store.models import FleetFireRow
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
 @dataclass(frozen=True)
 class WorkerState:
     app: App
-    jobs_dir: Path
+    jobs_dir: Path  # the user's folder; the bundled examples are found under it
     fleet: FleetSettings
 
 
@@ -60,7 +61,8 @@ def run_agent_job(
     state = _current()
     queue_id = context.job.id if context.job is not None else None
     log.info("task=%s job=%s agent=%s fire=%s event=start", queue_id, job, agent, fire)
-    [result] = InProcessRunner(state.app, state.jobs_dir).run(job, agents=[agent], dry_run=dry_run)
+    runner = InProcessRunner(state.app, JobCatalog.over_bundled(state.jobs_dir))
+    [result] = runner.run(job, agents=[agent], dry_run=dry_run)
     result["queue_job_id"] = queue_id
     if result["outcome"] == AgentOutcome.SKIPPED:
         # Procrastinate's per-agent lock keeps queued runs apart, so whoever holds the agent
