@@ -227,6 +227,14 @@ class JobCatalog:
             jobs[name] = example if mine is None else replace(mine, overrides=example.path)
         return [jobs[name] for name in sorted(jobs)]
 
+    def scheduled(self, profiles: Sequence[str] = ()) -> list[JobFile]:
+        """The jobs the scheduler keeps: the folder's own once it has any (the bundled
+        examples stay runnable by name, but nobody's jobs folder starts firing a job it never
+        listed, LLM spend included), else the examples, as on a fresh install."""
+        jobs = self.load(profiles)
+        own = [jf for jf in jobs if jf.source is JobSource.FOLDER]
+        return own if own else jobs
+
     def find(self, name: str, profiles: Sequence[str] = ()) -> JobFile:
         """The job called `name`, to run now. Folder files that do not load do not stop it,
         unless it would be a bundled example: one of those files may be the replacement,

@@ -221,7 +221,7 @@ def test_jobs_run_dry_run_writes_nothing(demo_root: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["dry_run"] is True
-    assert data["runs"] == [{"agent": "main", "run_id": None, "outcome": "ok"}]
+    assert data["runs"] == [{"agent": "main", "run_id": None, "outcome": "preview"}]
     deep = data["agents"]["main"]["deep"]
     assert deep["dry_run"] is True and deep["actions"].get("add", 0) >= 1  # would promote
     assert runs_rows(demo_root, "main") == before_runs

@@ -25,11 +25,13 @@ import time_machine
 from click.testing import CliRunner
 
 from dreaming import demo, scheduler
+from dreaming._scheduler._runner import job_catalog
 from dreaming._scheduler._service import _service_lock
 from dreaming.app import App
 from dreaming.cli._main import cli
 from dreaming.errors import ConfigError, StateError
 from dreaming.jobs import bundled_jobs_dir
+from dreaming.progress import Tick
 from dreaming.scheduler import (
     FireStatus,
     JobScheduler,
@@ -251,27 +253,43 @@ def test_fires_missed_by_more_than_the_grace_time_do_not_run(
 def test_the_service_schedules_the_bundled_examples_and_their_fire_finds_them(
     tmp_path: Path,
 ) -> None:
-    root = demo_root(tmp_path)
-    write_job(jobs_folder(root), "mine", '[trigger]\ncron = "0 5 * * *"\ntimezone = "UTC"\n')
-    write_job(jobs_folder(root), "nightly", "enabled = false\n")  # switched off: not scheduled
+    root = demo_root(tmp_path)  # no job files of its own: the examples are its schedule
     with time_machine.travel(at(10, 31), tick=True):
         service = scheduler_for(root, bundled=True)
         report = service.start()
-        assert report.added == ("capped", "mine") and report.on_demand == ("promote",)
-        assert report.disabled == ("nightly",)
+        assert report.added == ("capped", "nightly") and report.on_demand == ("promote",)
         assert service.scheduled()["capped"] == at(11, 0)
         service.shutdown()
     # The store keeps the user's folder only: the example is looked up under it at the fire
     # (the missed 11:00 fire runs once, within capped's 30 minutes of grace).
     with time_machine.travel(at(11, 5), tick=True):
         service = scheduler_for(root, bundled=True)
-        assert service.start().unchanged == ("capped", "mine")
+        assert service.start().unchanged == ("capped", "nightly")
         fires = service.run_next(timeout=120)
         service.shutdown()
     assert fires is not None
     assert [(f.job, f.status) for f in fires] == [("capped", FireStatus.RAN)]
     assert {r["agent"]: r["outcome"] for r in fires[0].results} == {"main": "ok", "bob": "ok"}
     assert runs_rows(root, "main") == [(1, "capped", "light,deep", "ok")]
+
+
+def test_once_the_folder_has_jobs_only_they_are_scheduled(tmp_path: Path) -> None:
+    """The examples stay runnable by name, but a jobs folder of one's own is the schedule:
+    no job the user never listed starts firing (and spending) on its own."""
+    root = demo_root(tmp_path)
+    write_job(jobs_folder(root), "mine", '[trigger]\ncron = "0 5 * * *"\ntimezone = "UTC"\n')
+    write_job(jobs_folder(root), "nightly", "enabled = false\n")  # switched off: not scheduled
+    with time_machine.travel(at(10, 31), tick=True):
+        service = scheduler_for(root, bundled=True)
+        report = service.start()
+        assert report.added == ("mine",) and report.disabled == ("nightly",)
+        assert set(service.scheduled()) == {"mine"}
+        service.shutdown()
+    app = App.open(root, root / "dreaming.toml")
+    try:
+        assert job_catalog(app.paths).find("capped").job.name == "capped"
+    finally:
+        app.close()
 
 
 def job_file_gone(*_args: str | None) -> list[dict[str, Any]]:
@@ -530,10 +548,7 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
     root = demo_root(tmp_path)
     folder = jobs_folder(root)
     write_job(folder, "fast", 'phases = ["light"]\n[trigger]\ninterval_minutes = 0.02\n')
-    # The real service schedules the bundled examples too; switched off here, so that no
-    # hourly or nightly fire lands in the middle of the test.
-    write_job(folder, "capped", "enabled = false\n")
-    write_job(folder, "nightly", "enabled = false\n")
+    # A folder with jobs of its own is the schedule: no bundled hourly or nightly fire.
     proc = subprocess.Popen(
         [DREAMING, "--state-dir", str(root), "--config", str(root / "dreaming.toml"), "scheduler"],
         stdout=subprocess.DEVNULL,
@@ -548,8 +563,7 @@ def test_service_reloads_on_sighup_and_stops_cleanly_on_sigterm(tmp_path: Path) 
         write_job(folder, "later", '[trigger]\ncron = "0 3 * * *"\n')
         proc.send_signal(signal.SIGHUP)
         lines.wait_for(
-            "reload (SIGHUP) added=later replaced=- removed=- unchanged=fast on_demand=promote"
-            " disabled=capped,nightly"
+            "reload (SIGHUP) added=later replaced=- removed=- unchanged=fast on_demand=- disabled=-"
         )
         assert store_ids(root) == {"fast", "later"}
         proc.send_signal(signal.SIGTERM)
@@ -587,8 +601,8 @@ def interrupt_during_the_run(
     """A job that receives two SIGTERMs in the middle of light: the second interrupts it."""
     app = App.open(Path(state_dir), Path(config) if config else None)
 
-    def progress(done: int, total: int, item: str) -> None:
-        if done == 2:
+    def progress(tick: Tick) -> None:
+        if tick.phase == "light" and tick.done == 2:
             os.kill(os.getpid(), signal.SIGTERM)
             os.kill(os.getpid(), signal.SIGTERM)
 

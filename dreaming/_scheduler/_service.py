@@ -322,7 +322,7 @@ class JobScheduler:
     def reload(self) -> ReloadReport:
         """Add, replace and remove stored jobs to match the folder. A job whose schedule is
         unchanged keeps its stored next fire time (and so any misfire pending on it)."""
-        files = self.catalog.load(self.profiles)
+        files = self.catalog.scheduled(self.profiles)
         wanted: dict[str, tuple[JobFile, Any]] = {}
         on_demand: list[str] = []
         disabled: list[str] = []
