@@ -100,6 +100,16 @@ def _iso(moment: datetime | None) -> str | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
 
 
+def _reason(summary: str | None) -> str | None:
+    """Why a run ended as it did (a degraded or failed run says), from its summary."""
+    try:
+        data = json.loads(summary or "{}")
+    except ValueError:
+        return None
+    why = data.get("reason") or data.get("error") if isinstance(data, dict) else None
+    return str(why) if why else None
+
+
 def _light_lines(summary: str | None) -> int | None:
     """Corpus lines the run's light phase wrote (None: the run had no light phase)."""
     try:
@@ -194,6 +204,7 @@ def agent_status(
                     "started_at": _iso(started),
                     "ended_at": _iso(ended),
                     "outcome": outcome,
+                    "reason": _reason(summary) if outcome not in ("ok", "running") else None,
                     "corpus_lines": corpus_lines,
                 }
     return {

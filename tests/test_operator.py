@@ -117,6 +117,9 @@ def test_a_refused_endpoint_costs_nothing_opens_the_breaker_and_the_night_is_deg
     assert "agent main degraded:" in result.stderr
     runs = invoke(root, "runs", "--agent", "main", "--json")
     assert json.loads(runs.stdout)["runs"][0]["outcome"] == "degraded"
+    status = json.loads(invoke(root, "status", "--agent", "main", "--json").stdout)
+    deep_run = status["agents"][0]["last_runs"]["deep"]
+    assert deep_run["outcome"] == "degraded" and "cannot reach" in deep_run["reason"]
 
 
 @pytest.mark.skipif(backends.CURRENT.name != "sqlite", reason="reads the agent's SQLite file")
@@ -265,9 +268,11 @@ def test_a_preview_that_asked_the_model_is_a_run_and_runs_add_up_to_status(
 def test_a_state_folder_with_no_agents_is_an_error_that_says_where_it_looked(
     tmp_path: Path,
 ) -> None:
+    from dreaming.cli import _jobs, _run, _status  # noqa: F401  (registers commands)
+
     wrong = tmp_path / "wrong"
     wrong.mkdir()
-    for args in (["run"], ["jobs", "run", "nightly"]):
+    for args in (["run"], ["jobs", "run", "nightly"], ["status"]):
         result = CliRunner().invoke(cli, ["--state-dir", str(wrong), *args])
         assert result.exit_code == 2, (args, result.output)
         assert "no agents found under" in result.stderr and str(wrong / "agents") in result.stderr

@@ -18,7 +18,7 @@ from dreaming.status import agent_status
 def _format(s: dict[str, Any]) -> str:
     sess = s["sessions"]
     out = [
-        f"agent {s['agent']}  (clock {s['clock'] or 'unset'})",
+        f"agent {s['agent']}  (latest message read: {s['clock'] or 'none yet'})",
         f"  sessions: {sess['admitted']} admitted, {sess['excluded']} excluded, "
         f"{sess['internal']} internal, {sess['forgotten']} forgotten",
         f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['candidates']['pending']}"
@@ -31,7 +31,8 @@ def _format(s: dict[str, Any]) -> str:
     )
     out.extend(f"    {_format_cap(cap)}" for cap in spend["caps"])
     for phase, run in sorted(s["last_runs"].items()):
-        out.append(f"  last {phase}: {run['started_at']} {run['outcome']}")
+        why = f": {run['reason'][:300]}" if run.get("reason") else ""
+        out.append(f"  last {phase}: {run['started_at']} {run['outcome']}{why}")
     if s["unclassified"]:
         ids = s["unclassified"]
         shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
@@ -124,6 +125,8 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     last runs."""
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
+    if not names and not agents:
+        app.agents()  # nothing at all under the state folder: the error says where it looked
     jobs, jobs_error = _job_list(app)
     budget = app.settings.budget
     report = [agent_status(app.engine(a, create=False), a, budget=budget, jobs=jobs) for a in names]
