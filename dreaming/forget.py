@@ -286,6 +286,14 @@ class Purge:
             "memory_backups": len(backups),
             "llm_calls": len(calls),
             "run_summaries": len(runs),
+            "review_proposals": review.forget_sessions(
+                conn, a, ids, lambda text: carries(text, needles), dry_run=True
+            ),
+            "runs_no_longer_undoable": len(
+                journal.forget_sessions(
+                    conn, a, ids, lambda text: carries(text, needles), dry_run=True
+                )
+            ),
         }
 
     # -- the purge --------------------------------------------------------------------------

@@ -284,10 +284,16 @@ def drop(conn: Connection, agent: str, run_id: int) -> None:
 
 
 def forget_sessions(
-    conn: Connection, agent: str, sessions: Iterable[str], carries: Any = None
+    conn: Connection,
+    agent: str,
+    sessions: Iterable[str],
+    carries: Any = None,
+    *,
+    dry_run: bool = False,
 ) -> list[int]:
     """Drop every image that names one of `sessions` (or whose text `carries` says holds
-    purged text), and mark its run as no longer undoable. Returns the runs marked."""
+    purged text), and mark its run as no longer undoable. Returns the runs marked (with
+    `dry_run`, the runs that would be, and nothing changes)."""
     gone = set(sessions)
     hit: dict[int, list[int]] = {}
     for row_id, run_id, sessions_text, before in conn.execute(
@@ -298,6 +304,8 @@ def forget_sessions(
         names = set(sessions_text.split())
         if names & gone or (carries is not None and before is not None and carries(before)):
             hit.setdefault(int(run_id), []).append(int(row_id))
+    if dry_run:
+        return sorted(hit)
     now = datetime.now(UTC)
     for run_id, ids in hit.items():
         conn.execute(delete(JOURNAL).where(JOURNAL.c.id.in_(ids)))

@@ -289,8 +289,11 @@ def forget_sessions(
     agent: str,
     sessions: Iterable[str],
     carries: Callable[[str], bool] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> int:
-    """Delete every proposal that holds text of the purged `sessions`. Returns how many."""
+    """Delete every proposal that holds text of the purged `sessions`. Returns how many
+    (with `dry_run`, how many would go, and nothing changes)."""
     gone = set(sessions)
     doomed = [
         int(row_id)
@@ -302,6 +305,6 @@ def forget_sessions(
         if set(names.split()) & gone
         or (carries is not None and (carries(decision) or carries(detail)))
     ]
-    if doomed:
+    if doomed and not dry_run:
         conn.execute(delete(PROPOSALS).where(PROPOSALS.c.id.in_(doomed)))
     return len(doomed)

@@ -64,10 +64,17 @@ def candidate_texts(request: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _schema_name(request: dict[str, Any]) -> str | None:
+    fmt = request.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("name")
+
+
 def decide_all(action: str = "add") -> Callable[[dict[str, Any]], Reply]:
     """A model that decides `action` for every candidate, writing its text in third person."""
 
     def reply(request: dict[str, Any]) -> Reply:
+        if _schema_name(request) == "dream_diary":  # REM asks for its diary: one plain entry
+            return Reply({"entry": "A night of recurring themes."})
         cids, _ = ids_in(request)
         texts = candidate_texts(request)
         decisions = []
