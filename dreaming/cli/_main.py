@@ -93,6 +93,7 @@ def main() -> None:
         _llm,
         _logs,
         _repair,
+        _report,
         _run,
         _runs,
         _scheduler,
