@@ -1,7 +1,8 @@
 """Deep's gates: which pending candidates may be promoted, and what holds the others back.
 
 One pure function over a candidate's stored signals, so deep's selection, `dreaming
-candidates` and the benchmarks all name the same gate for the same candidate.
+candidates`, `dreaming report` and the benchmarks all name the same gate for the same
+candidate; and the listing of an agent's candidates, each with its gate.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import Connection, and_, or_, select
+
+from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.store.models import CandidateRow
+
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 
 
 class Gate(StrEnum):
@@ -48,3 +55,69 @@ def held_back(
         if last < clock - timedelta(days=settings.max_age_days):
             return Gate.AGE
     return None
+
+
+PASSES = "passes"  # no gate holds it back: deep considers it, highest score first
+GATES = (PASSES, *(g.value for g in Gate))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _candidate(agent: str, row: Any, gate: Gate | None) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "id": row["id"],
+        "key": row["key"],
+        "text": row["text"],
+        "score": row["score"],
+        "salience": row["salience"],
+        "features": (row["features"] or "").split(),
+        "gate": PASSES if gate is None else gate.value,
+        "status": row["status"],
+        "owner_lines": row["owner_lines"],
+        "agent_lines": row["agent_lines"],
+        "untrusted_lines": row["untrusted_lines"],
+        "system_lines": row["system_lines"],
+        "sessions": row["sessions"],
+        "days": row["days"],
+        "first_seen": _iso(row["first_seen"]),
+        "last_seen": _iso(row["last_seen"]),
+        "durable_cue": bool(row["durable_cue"]),
+        "rem_boost": row["rem_boost"],
+        "evidence_count": row["evidence_count"],
+        "decided_evidence": row["decided_evidence"],
+        "stale": bool(row["stale"]),
+    }
+
+
+def list_candidates(
+    conn: Connection, agent: str, deep: DeepSettings, *, include_decided: bool
+) -> list[dict[str, Any]]:
+    """The agent's candidates, pending ones only unless `include_decided`, by score
+    (highest first) then id, each with the gate that holds it back (`gate`: a Gate value,
+    or PASSES)."""
+    where = CANDIDATES.c.agent == agent
+    if not include_decided:
+        # Deep's own notion of pending: never decided, or new evidence since the decision.
+        where = and_(
+            where,
+            or_(
+                CANDIDATES.c.status == "pending",
+                CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
+            ),
+        )
+    clock = read_clock(conn, agent)
+    rows = conn.execute(
+        select(CANDIDATES).where(where).order_by(CANDIDATES.c.score.desc(), CANDIDATES.c.id)
+    ).mappings()
+    return [_candidate(agent, r, held_back(r, deep, clock)) for r in rows]
+
+
+def gate_counts(listed: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of `listed` each gate holds back (every gate named, zeros included)."""
+    counts = dict.fromkeys(GATES, 0)
+    for c in listed:
+        counts[c["gate"]] += 1
+    return counts

@@ -6,18 +6,23 @@
 
 Origin and evidence rows whose key no live entry uses are deleted in the same transaction
 (invariant 2). A merge may change an entry's text and so its key: its lineage moves with it.
+
+Reading lineage back (`entries show`, `dreaming report`) goes through the readers here too:
+an entry's origins, its evidence lines with their corpus text, the decisions that touched it.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, bindparam, delete, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 
 from dreaming import entry_index, journal
+from dreaming.corpus import reference
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
 from dreaming.store.dialect import upsert
@@ -132,6 +137,149 @@ def entry_lineage(conn: Connection, agent: str, key: str) -> Lineage:
         .order_by(EVIDENCE.c.session_id, EVIDENCE.c.line)
     ).all()
     return Lineage(tuple(Origin(*r) for r in origins), tuple((s, int(n)) for s, n in evidence))
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceLine:
+    """One corpus line an entry was built from, with its text as the corpus holds it."""
+
+    session_id: str
+    line: int  # 1-based line in the transcript file
+    role: str | None
+    origin_class: str | None
+    ts: datetime | None
+    text: str | None  # None: the line is no longer in the corpus (purged, or re-derived)
+    path: str | None = None  # the transcript file (None: the session is no longer recorded)
+    format: str | None = None
+
+    def ref(self, agent: str) -> str:
+        """Where the line is. An OpenClaw session keeps the corpus's own reference
+        (`<agent>/sessions/<agent>/<session>#L<n>`); a transcript from elsewhere (Claude
+        Code's projects, an event log) is named by its file on disk, which that reference
+        would not find."""
+        if self.path is None or self.format in (None, "openclaw"):
+            return reference(agent, self.session_id, self.line)
+        return f"{self.path}#L{self.line}"
+
+
+def evidence_lines(
+    conn: Connection, agent: str, key: str | None = None
+) -> dict[str, list[EvidenceLine]]:
+    """Entry key -> its evidence lines with their corpus text, in (session, line) order: one
+    query for one entry, or for all of an agent's."""
+    where = EVIDENCE.c.agent == agent
+    if key is not None:
+        where = and_(where, EVIDENCE.c.entry_key == key)
+    rows = conn.execute(
+        select(
+            EVIDENCE.c.entry_key,
+            EVIDENCE.c.session_id,
+            EVIDENCE.c.line,
+            LINES.c.role,
+            LINES.c.origin_class,
+            LINES.c.ts,
+            LINES.c.text,
+            SESSIONS.c.path,
+            SESSIONS.c.format,
+        )
+        .select_from(
+            EVIDENCE.outerjoin(
+                LINES,
+                and_(
+                    LINES.c.agent == EVIDENCE.c.agent,
+                    LINES.c.session_id == EVIDENCE.c.session_id,
+                    LINES.c.line == EVIDENCE.c.line,
+                ),
+            ).outerjoin(
+                SESSIONS,
+                and_(
+                    SESSIONS.c.agent == EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == EVIDENCE.c.session_id,
+                ),
+            )
+        )
+        .where(where)
+        .order_by(EVIDENCE.c.entry_key, EVIDENCE.c.session_id, EVIDENCE.c.line)
+    ).all()
+    out: dict[str, list[EvidenceLine]] = defaultdict(list)
+    for entry, session_id, line, role, origin_class, ts, text, path, fmt in rows:
+        out[entry].append(
+            EvidenceLine(session_id, int(line), role, origin_class, ts, text, path, fmt)
+        )
+    return dict(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One row of the decision log: what deep did with a candidate, and who decided."""
+
+    id: int
+    run_id: int | None
+    candidate_key: str
+    action: str
+    targets: tuple[str, ...]  # entry keys the decision merged or superseded
+    entry_key: str | None  # the resulting entry (None: a skip, or purged since)
+    path: str  # llm | deterministic
+    created_at: datetime
+    reason: str | None
+
+
+def _targets(raw: str | None) -> tuple[str, ...]:
+    try:
+        parsed = json.loads(raw or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(t) for t in parsed) if isinstance(parsed, list) else ()
+
+
+def decisions(
+    conn: Connection,
+    agent: str,
+    *,
+    touching: str | None = None,
+    run_ids: Sequence[int] | None = None,
+) -> list[DecisionRecord]:
+    """The agent's decisions in the order they were made: those that produced the entry
+    `touching` or took it as a target, or those of `run_ids`, or all."""
+    where = DECISIONS.c.agent == agent
+    if touching is not None:
+        # Keys are `m:` and hex: nothing in one is special to LIKE.
+        where = and_(
+            where,
+            or_(DECISIONS.c.entry_key == touching, DECISIONS.c.targets.like(f'%"{touching}"%')),
+        )
+    if run_ids is not None:
+        where = and_(where, DECISIONS.c.run_id.in_(list(run_ids)))
+    rows = conn.execute(select(DECISIONS).where(where).order_by(DECISIONS.c.id)).all()
+    return [
+        DecisionRecord(
+            id=int(r.id),
+            run_id=None if r.run_id is None else int(r.run_id),
+            candidate_key=r.candidate_key,
+            action=r.action,
+            targets=_targets(r.targets),
+            entry_key=r.entry_key,
+            path=r.path,
+            created_at=r.created_at,
+            reason=r.reason,
+        )
+        for r in rows
+    ]
+
+
+def supersedes(conn: Connection, agent: str, key: str | None = None) -> dict[str, list[str]]:
+    """Entry key -> the keys it superseded: of the entry `key`, or of all the agent's."""
+    where = SUPERSESSIONS.c.agent == agent
+    if key is not None:
+        where = and_(where, SUPERSESSIONS.c.new_key == key)
+    out: dict[str, list[str]] = defaultdict(list)
+    for new, old in conn.execute(
+        select(SUPERSESSIONS.c.new_key, SUPERSESSIONS.c.old_key)
+        .where(where)
+        .order_by(SUPERSESSIONS.c.new_key, SUPERSESSIONS.c.old_key)
+    ):
+        out[new].append(old)
+    return dict(out)
 
 
 def _now() -> datetime:

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import click
-from sqlalchemy import Connection, and_, or_, select
 
-from dreaming.candidates import read_clock
 from dreaming.cli._entries import shorten
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
-from dreaming.config import DeepSettings
 from dreaming.errors import StateError
-from dreaming.gates import Gate, held_back
-from dreaming.store.models import CandidateRow
+from dreaming.gates import gate_counts, list_candidates
 
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-PASSES = "passes"  # no gate holds it back: deep considers it, highest score first
-GATES = (PASSES, *(g.value for g in Gate))
 SPEAKERS = (("owner", "owner_lines"), ("agent", "agent_lines"), ("untrusted", "untrusted_lines"))
 
 
@@ -33,66 +25,6 @@ def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
             f"no state for agent(s) {names} yet: run `dreaming run --agent {missing[0]}` first"
         )
     return found
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _candidate(agent: str, row: Any, gate: Gate | None) -> dict[str, Any]:
-    return {
-        "agent": agent,
-        "id": row["id"],
-        "key": row["key"],
-        "text": row["text"],
-        "score": row["score"],
-        "salience": row["salience"],
-        "features": (row["features"] or "").split(),
-        "gate": PASSES if gate is None else gate.value,
-        "status": row["status"],
-        "owner_lines": row["owner_lines"],
-        "agent_lines": row["agent_lines"],
-        "untrusted_lines": row["untrusted_lines"],
-        "system_lines": row["system_lines"],
-        "sessions": row["sessions"],
-        "days": row["days"],
-        "first_seen": _iso(row["first_seen"]),
-        "last_seen": _iso(row["last_seen"]),
-        "durable_cue": bool(row["durable_cue"]),
-        "rem_boost": row["rem_boost"],
-        "evidence_count": row["evidence_count"],
-        "decided_evidence": row["decided_evidence"],
-        "stale": bool(row["stale"]),
-    }
-
-
-def list_candidates(
-    conn: Connection, agent: str, deep: DeepSettings, *, include_decided: bool
-) -> list[dict[str, Any]]:
-    """The agent's candidates, pending ones only unless `include_decided`, by score
-    (highest first) then id, each with the gate that holds it back."""
-    where = CANDIDATES.c.agent == agent
-    if not include_decided:
-        # Deep's own notion of pending: never decided, or new evidence since the decision.
-        where = and_(
-            where,
-            or_(
-                CANDIDATES.c.status == "pending",
-                CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
-            ),
-        )
-    clock = read_clock(conn, agent)
-    rows = conn.execute(
-        select(CANDIDATES).where(where).order_by(CANDIDATES.c.score.desc(), CANDIDATES.c.id)
-    ).mappings()
-    return [_candidate(agent, r, held_back(r, deep, clock)) for r in rows]
-
-
-def gate_counts(listed: list[dict[str, Any]]) -> dict[str, int]:
-    counts = dict.fromkeys(GATES, 0)
-    for c in listed:
-        counts[c["gate"]] += 1
-    return counts
 
 
 def _said_by(c: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
 from datetime import datetime
 from typing import Any
 
@@ -12,25 +12,11 @@ from sqlalchemy import Connection, and_, or_, select
 from dreaming import lineage
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
-from dreaming.corpus import reference
 from dreaming.errors import StateError
 from dreaming.memory_file import KEY_PREFIX
-from dreaming.messages import Format
-from dreaming.store.models import (
-    CorpusLineRow,
-    DecisionRow,
-    EntryEvidenceRow,
-    EntryRow,
-    SessionRow,
-    SupersessionRow,
-)
+from dreaming.store.models import EntryRow
 
-SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
-DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
 ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"
@@ -45,70 +31,26 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def line_ref(agent: str, session_id: str, line: int, path: str | None, fmt: str | None) -> str:
-    """Where an evidence line is. An OpenClaw session keeps the corpus's own reference
-    (`<agent>/sessions/<agent>/<session>#L<n>`); a transcript from elsewhere (Claude Code's
-    projects, an event log) is named by its file on disk, which that reference would not find."""
-    if path is None or fmt == Format.OPENCLAW.value:
-        return reference(agent, session_id, line)
-    return f"{path}#L{line}"
-
-
 def evidence(
     conn: Connection, agent: str, key: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Entry key -> its evidence lines with their corpus text (None once purged from the
-    corpus) and their transcript file (None if the session is no longer recorded), in
-    (session, line) order: one query for one entry, or for all of an agent's."""
-    where = EVIDENCE.c.agent == agent
-    if key is not None:
-        where = and_(where, EVIDENCE.c.entry_key == key)
-    rows = conn.execute(
-        select(
-            EVIDENCE.c.entry_key,
-            EVIDENCE.c.session_id,
-            EVIDENCE.c.line,
-            LINES.c.role,
-            LINES.c.origin_class,
-            LINES.c.ts,
-            LINES.c.text,
-            SESSIONS.c.path,
-            SESSIONS.c.format,
-        )
-        .select_from(
-            EVIDENCE.outerjoin(
-                LINES,
-                and_(
-                    LINES.c.agent == EVIDENCE.c.agent,
-                    LINES.c.session_id == EVIDENCE.c.session_id,
-                    LINES.c.line == EVIDENCE.c.line,
-                ),
-            ).outerjoin(
-                SESSIONS,
-                and_(
-                    SESSIONS.c.agent == EVIDENCE.c.agent,
-                    SESSIONS.c.session_id == EVIDENCE.c.session_id,
-                ),
-            )
-        )
-        .where(where)
-        .order_by(EVIDENCE.c.entry_key, EVIDENCE.c.session_id, EVIDENCE.c.line)
-    ).all()
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for entry, session_id, line, role, origin_class, ts, text, path, fmt in rows:
-        out[entry].append(
+    """Entry key -> its evidence lines as JSON data (text None once purged from the corpus)."""
+    return {
+        entry: [
             {
-                "ref": line_ref(agent, session_id, int(line), path, fmt),
-                "path": path,
-                "session_id": session_id,
-                "line": int(line),
-                "role": role,
-                "origin_class": origin_class,
-                "ts": _iso(ts),
-                "text": text,
+                "ref": ev.ref(agent),
+                "path": ev.path,
+                "session_id": ev.session_id,
+                "line": ev.line,
+                "role": ev.role,
+                "origin_class": ev.origin_class,
+                "ts": _iso(ev.ts),
+                "text": ev.text,
             }
-        )
-    return dict(out)
+            for ev in lines
+        ]
+        for entry, lines in lineage.evidence_lines(conn, agent, key).items()
+    }
 
 
 def evidence_line(ev: dict[str, Any]) -> str:
@@ -137,29 +79,18 @@ def _entry(conn: Any, agent: str, key: str, text: str, *, detail: bool) -> dict[
     }
     if detail:
         data["evidence"] = evidence(conn, agent, key).get(key, [])
-        data["supersedes"] = [
-            r[0]
-            for r in conn.execute(
-                select(SUPERSESSIONS.c.old_key).where(
-                    and_(SUPERSESSIONS.c.agent == agent, SUPERSESSIONS.c.new_key == key)
-                )
-            )
-        ]
+        data["supersedes"] = lineage.supersedes(conn, agent, key).get(key, [])
         data["decisions"] = [
-            dict(r)
-            for r in conn.execute(
-                select(
-                    DECISIONS.c.run_id,
-                    DECISIONS.c.action,
-                    DECISIONS.c.candidate_key,
-                    DECISIONS.c.targets,
-                    DECISIONS.c.path,
-                    DECISIONS.c.created_at,
-                    DECISIONS.c.reason,
-                )
-                .where(and_(DECISIONS.c.agent == agent, DECISIONS.c.entry_key == key))
-                .order_by(DECISIONS.c.id)
-            ).mappings()
+            {
+                "run_id": d.run_id,
+                "action": d.action,
+                "candidate_key": d.candidate_key,
+                "targets": json.dumps(list(d.targets)),
+                "path": d.path,
+                "created_at": d.created_at,
+                "reason": d.reason,
+            }
+            for d in lineage.decisions(conn, agent, touching=key)
         ]
     return data
 

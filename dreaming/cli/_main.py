@@ -93,6 +93,7 @@ def main() -> None:
         _llm,
         _logs,
         _repair,
+        _report,
         _review,
         _run,
         _runs,

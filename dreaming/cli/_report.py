@@ -1,0 +1,47 @@
+"""`dreaming report`: one self-contained HTML page of what memory learned and why."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+
+import click
+
+from dreaming.cli._main import Context, cli, pass_ctx
+from dreaming.cli._output import note
+from dreaming.errors import StateError
+from dreaming.report import build_report, render
+
+
+@cli.command()
+@click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Show the changes of every run since DATE (UTC, YYYY-MM-DD) instead of tonight's.",
+)
+@click.option(
+    "--out",
+    required=True,
+    metavar="FILE.html",
+    help="Where to write the page ('-' for stdout).",
+)
+@pass_ctx
+def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: str) -> None:
+    """Write one HTML page per state folder: per agent, tonight's changes to memory (or every
+    change since --since) with diffs and reasons, every live entry's lineage down to its
+    evidence lines and LLM calls, what was kept out and why, and LLM spend against the caps.
+
+    The page is self-contained (inline CSS and SVG, no script, nothing fetched): open it
+    from disk. "Tonight" is the agent's last run with a deep phase."""
+    day: date | None = since.date() if since is not None else None
+    html = render(build_report(ctx.app, agents, day))
+    if out == "-":
+        click.echo(html, nl=False)
+        return
+    path = Path(out).expanduser()
+    try:
+        path.write_text(html, encoding="utf-8")
+    except OSError as err:
+        raise StateError(f"cannot write the report to {path}: {err.strerror or err}") from err
+    note(f"report written: {path}")

@@ -1,0 +1,132 @@
+"""Gathering the report: one AgentReport per agent, from its state. Read only."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine, and_, select
+
+from dreaming import lineage
+from dreaming.config import BudgetSettings, DeepSettings
+from dreaming.report import _changes, _kept_out
+from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
+from dreaming.runs import list_runs
+from dreaming.store.models import SpendRow, StateRow
+
+if TYPE_CHECKING:
+    from dreaming.app import App
+
+SPEND = SpendRow.__table__  # type: ignore[attr-defined]
+STATE = StateRow.__table__  # type: ignore[attr-defined]
+SPEND_DAYS = 14  # the spend chart's window without --since
+RUNS_SHOWN = 20  # runs listed without --since
+
+
+def build_report(app: App, agents: Sequence[str] = (), since: date | None = None) -> Report:
+    """The report of `agents` (default: every agent with state). A named agent that is known
+    (it has transcripts) but has never been run gets an empty section; an unknown name is
+    the StateError other commands give."""
+    now = datetime.now(UTC)
+    names = app.agents(agents) if agents else app.agents_with_state()
+    sections = []
+    for agent in names:
+        if not app.has_state(agent):
+            sections.append(_no_state(agent, app, since, now.date()))
+            continue
+        sections.append(
+            agent_report(
+                app.engine(agent, create=False),
+                agent,
+                deep=app.settings.deep,
+                budget=app.settings.budget,
+                fleet_daily_max_usd=app.settings.fleet.daily_max_usd if app.fleet else None,
+                since=since,
+                today=now.date(),
+            )
+        )
+    return Report(now, str(app.paths.state_dir), since, app.fleet, tuple(sections))
+
+
+def agent_report(
+    engine: Engine,
+    agent: str,
+    *,
+    deep: DeepSettings,
+    budget: BudgetSettings,
+    since: date | None = None,
+    today: date | None = None,
+    fleet_daily_max_usd: float | None = None,
+) -> AgentReport:
+    """One agent's section: `since` a day (UTC) for every run since then, else tonight's."""
+    today = today or datetime.now(UTC).date()
+    runs = list_runs(engine, agent)  # newest first
+    with engine.connect() as conn:
+        every = lineage.decisions(conn, agent)
+        view = _changes.DecisionView.load(engine, conn, agent, runs, every)
+        sessions = _kept_out.sessions(conn, agent)
+        tonight = _changes.tonight(_changes.tonight_runs(runs, since), every, view)
+        entries = _changes.entries(conn, agent, every, sessions, view)
+        kept_out = _kept_out.kept_out(conn, agent, deep, sessions, every)
+        spend = _spend(conn, agent, since or today - timedelta(days=SPEND_DAYS - 1), today)
+        clock = conn.execute(
+            select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == "clock"))
+        ).scalar()
+    shown = _changes.since(runs, since) if since is not None else runs[:RUNS_SHOWN]
+    return AgentReport(
+        agent=agent,
+        has_state=True,
+        clock=clock,
+        tonight=tonight,
+        entries=entries,
+        kept_out=kept_out,
+        spend=Spend(spend, budget, fleet_daily_max_usd),
+        runs=tuple(shown),
+        run_count=len(runs),
+        outcomes=dict(Counter(r.outcome for r in runs).most_common()),
+    )
+
+
+def _no_state(agent: str, app: App, since: date | None, today: date) -> AgentReport:
+    start = since or today - timedelta(days=SPEND_DAYS - 1)
+    return AgentReport(
+        agent=agent,
+        has_state=False,
+        clock=None,
+        tonight=Tonight((), (), (), (), (), (), ()),
+        entries=(),
+        kept_out=KeptOut(0, (), 0, ()),
+        spend=Spend(_window(start, today, {}), app.settings.budget, None),
+        runs=(),
+        run_count=0,
+        outcomes={},
+    )
+
+
+def _window(start: date, end: date, rows: Mapping[str, DaySpend]) -> tuple[DaySpend, ...]:
+    days = []
+    day = start
+    while day <= end:
+        days.append(rows.get(day.isoformat(), DaySpend(day, 0.0, 0, 0)))
+        day += timedelta(days=1)
+    return tuple(days)
+
+
+def _spend(conn: Connection, agent: str, start: date, end: date) -> tuple[DaySpend, ...]:
+    """What the agent's LLM calls cost per UTC day (the `spend` table the daily caps read),
+    every day from `start` to `end`."""
+    rows = {
+        day: DaySpend(date.fromisoformat(day), float(usd), int(tokens), int(calls))
+        for day, usd, tokens, calls in conn.execute(
+            select(SPEND.c.day, SPEND.c.usd, SPEND.c.tokens, SPEND.c.calls).where(
+                and_(
+                    SPEND.c.agent == agent,
+                    SPEND.c.day >= start.isoformat(),
+                    SPEND.c.day <= end.isoformat(),
+                )
+            )
+        )
+    }
+    return _window(start, end, rows)
