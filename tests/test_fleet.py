@@ -176,6 +176,7 @@ def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
     assert workspace_files(root) == workspace_files(reference)
 
 
+@pytest.mark.timeout(360)  # six agents, three workers: ~60 s alone, twice that on a busy host
 def test_a_fleet_budget_smaller_than_the_work_makes_exactly_the_affordable_calls(
     tmp_path: Path, pg_database: PgDatabase, fake_openai: FakeOpenAI
 ) -> None:
