@@ -94,22 +94,29 @@ def capture(
     if run_id is None:
         return
     now = datetime.now(UTC)
+    keys, candidate_ids = list(dict.fromkeys(keys)), list(dict.fromkeys(candidate_ids))
+    refs = [*keys, *(str(cid) for cid in candidate_ids)]
+    # Only the refs at hand: a run's journal grows with every decision it applies.
     seen = {
         (kind, ref)
         for kind, ref in conn.execute(
             select(JOURNAL.c.kind, JOURNAL.c.ref).where(
-                and_(JOURNAL.c.agent == agent, JOURNAL.c.run_id == run_id)
+                and_(
+                    JOURNAL.c.agent == agent,
+                    JOURNAL.c.run_id == run_id,
+                    JOURNAL.c.ref.in_(refs),
+                )
             )
         )
     }
     rows: list[dict[str, Any]] = []
-    for key in dict.fromkeys(keys):
+    for key in keys:
         if (ENTRY, key) in seen:
             continue
         image = _entry_image(conn, agent, key)
         sessions = sorted({o[0] for o in image["origins"]}) if image else []
         rows.append(_row(agent, run_id, ENTRY, key, image, sessions, now))
-    for cid in dict.fromkeys(candidate_ids):
+    for cid in candidate_ids:
         if (CANDIDATE, str(cid)) in seen:
             continue
         row = conn.execute(

@@ -145,14 +145,13 @@ def write(
     report: SyncReport | None = None,
     *,
     backup: bool = True,
-    base: str | None = None,
 ) -> SyncReport:
     """Render MEMORY.md from the database, back up the old file, write atomically, clear
     the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
     report = report or SyncReport()
     with engine.connect() as conn:
-        if base is None and (run := _get(conn, agent, BASE_KEY)) is not None:
-            base = _base(conn, agent, int(run), _read(path) or "")
+        run = _get(conn, agent, BASE_KEY)  # an undo's: lay the entries into that run's file
+        base = _base(conn, agent, int(run), _read(path) or "") if run is not None else None
         current, new = render(conn, agent, path, base)
     if current is not None:
         seen = Counter(b.key for b in memory_file.parse(current).blocks if not b.edited)

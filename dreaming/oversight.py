@@ -55,9 +55,10 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
     with app.lock(agent, "review"):
         with engine.begin() as conn:
             review.expire(conn, agent)
-            chosen = review.proposals(conn, agent, ids=ids) if ids else []
             if ids is None:
                 chosen = review.proposals(conn, agent, status=review.PENDING)
+            else:
+                chosen = review.proposals(conn, agent, ids=ids)
             missing = sorted(set(ids or []) - {p.id for p in chosen})
             if missing:
                 raise StateError(

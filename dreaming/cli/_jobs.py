@@ -15,7 +15,7 @@ from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note, usd
 from dreaming.cli._progress import progress
-from dreaming.cli._run import format_result
+from dreaming.cli._run import format_result, note_degraded
 from dreaming.jobs import CopyOutcome, copy_bundled_jobs
 from dreaming.scheduler import (
     AgentOutcome,
@@ -217,10 +217,7 @@ def run_job(
         click.echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
     if any(r["outcome"] == AgentOutcome.FAILED for r in results):
         sys.exit(EXIT_FAILED)
-    if any(r.get("degraded") for r in results):
-        for r in results:
-            if r.get("degraded"):
-                note(f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}")
+    if note_degraded(results):
         sys.exit(EXIT_DEGRADED)
 
 

@@ -213,18 +213,22 @@ def exit_on_problems(results: list[dict[str, Any]]) -> None:
     """A busy, failed or degraded agent is one line on stderr each; the exit status says
     the worst: 1 when an agent failed, 3 when one was degraded (a fallback decided what
     the model should have), else 0. The agents that ran have been reported above."""
-    for r in results:
-        if "error" in r:
-            click.echo(f"dreaming: error: {r['error']}", err=True)
-        elif r.get("degraded"):
-            click.echo(
-                f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}",
-                err=True,
-            )
-    if any("error" in r for r in results):
+    failed = [r for r in results if "error" in r]
+    for r in failed:
+        click.echo(f"dreaming: error: {r['error']}", err=True)
+    degraded = note_degraded([r for r in results if "error" not in r])
+    if failed:
         sys.exit(EXIT_FAILED)
-    if any(r.get("degraded") for r in results):
+    if degraded:
         sys.exit(EXIT_DEGRADED)
+
+
+def note_degraded(results: list[dict[str, Any]]) -> bool:
+    """One stderr line per degraded agent, with why; whether there was one."""
+    degraded = [r for r in results if r.get("degraded")]
+    for r in degraded:
+        note(f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}")
+    return bool(degraded)
 
 
 PHASES = ["light", "rem", "deep"]

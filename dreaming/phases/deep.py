@@ -647,21 +647,22 @@ class DeepPhase:
                     expire_days=self.settings.review_expire_days,
                 )
                 summary.proposed += 1
-                summary.decisions.append(
-                    {
-                        "candidate": d.candidate_key,
-                        "candidate_text": self._texts.get(d.candidate_id),
-                        "action": d.action.value,
-                        "targets": list(d.targets),
-                        "entry": None,
-                        "text": d.text,
-                        "path": d.path,
-                        "reason": d.reason,
-                        "also": [k for _, k in d.also],
-                        "proposal": pid,
-                    }
-                )
+                summary.decisions.append(self._decided(d, None) | {"proposal": pid})
         return now_apply
+
+    def _decided(self, d: lineage.Applied, entry: str | None) -> dict[str, Any]:
+        """A decision as the run's summary (and so the preview) shows it."""
+        return {
+            "candidate": d.candidate_key,
+            "candidate_text": self._texts.get(d.candidate_id),
+            "action": d.action.value,
+            "targets": list(d.targets),
+            "entry": entry,
+            "text": d.text,
+            "path": d.path,
+            "reason": d.reason,
+            "also": [k for _, k in d.also],
+        }
 
     def _proposal_detail(
         self, conn: Connection, agent: str, d: lineage.Applied
@@ -719,19 +720,7 @@ class DeepPhase:
                     conn, agent, d, self.run_id, prune=False, bookkeeping=bookkeeping
                 )
                 summary.actions[d.action.value] += 1
-                summary.decisions.append(
-                    {
-                        "candidate": d.candidate_key,
-                        "candidate_text": self._texts.get(d.candidate_id),
-                        "action": d.action.value,
-                        "targets": list(d.targets),
-                        "entry": key,
-                        "text": d.text,
-                        "path": d.path,
-                        "reason": d.reason,
-                        "also": [k for _, k in d.also],
-                    }
-                )
+                summary.decisions.append(self._decided(d, key))
             bookkeeping.flush(conn)
             lineage.prune_orphans(conn, agent)
             memory_sync.mark_dirty(conn, agent)
