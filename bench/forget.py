@@ -79,10 +79,7 @@ from dreaming.llm.calls import record_calls  # noqa: E402
 from dreaming.phases.deep import DeepPhase, DeepSummary  # noqa: E402
 from dreaming.runs import finish_run, start_run  # noqa: E402
 from dreaming.sanitize import sanitize_entry_text  # noqa: E402
-from dreaming.store.models import (  # noqa: E402
-    CandidateRow,
-    OriginRow,
-)
+from dreaming.store.tables import CANDIDATES, ORIGINS  # noqa: E402
 
 AGENT = "main"
 DEFAULT_SESSIONS, DEFAULT_ENTRIES = 10_000, 20_000
@@ -93,9 +90,6 @@ BATCH = 8  # candidates per recorded LLM call, as [deep] batch_size
 SLOW_SHARE, SLOW_S = 0.10, 5.0  # a purge slower than this is profiled
 START = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 SPAN_S = 42 * 86400
-
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
 
 
 def human(n: float) -> str:

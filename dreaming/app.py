@@ -51,7 +51,7 @@ from dreaming.runs import (
 )
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.engine import HeldLock
-from dreaming.store.models import RunRow, SessionRow
+from dreaming.store.tables import RUNS, SESSIONS
 from dreaming.tags import TagRegistry, build_registry
 
 if TYPE_CHECKING:
@@ -120,11 +120,9 @@ class App:
         """Whether `agent` has been run before (has a database, or rows in the fleet's)."""
         if not self.fleet:
             return self.paths.database(agent).exists()
-        sessions = SessionRow.__table__  # type: ignore[attr-defined]
-        runs = RunRow.__table__  # type: ignore[attr-defined]
         # Two index probes, not a scan: a fleet database holds every agent's rows.
         query = select(
-            exists().where(sessions.c.agent == agent) | exists().where(runs.c.agent == agent)
+            exists().where(SESSIONS.c.agent == agent) | exists().where(RUNS.c.agent == agent)
         )
         with self.shared_engine().connect() as conn:
             return bool(conn.execute(query).scalar())
@@ -139,9 +137,7 @@ class App:
     def known_agents(self) -> list[str]:
         if not self.fleet:
             return self.paths.known_agents()
-        sessions = SessionRow.__table__  # type: ignore[attr-defined]
-        runs = RunRow.__table__  # type: ignore[attr-defined]
-        query = union(select(sessions.c.agent).distinct(), select(runs.c.agent).distinct())
+        query = union(select(SESSIONS.c.agent).distinct(), select(RUNS.c.agent).distinct())
         with self.shared_engine().connect() as conn:
             return sorted(r[0] for r in conn.execute(query))
 

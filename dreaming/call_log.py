@@ -11,9 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from dreaming.store.models import LLMCallRow
-
-CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import LLM_CALLS
 
 
 @dataclass(frozen=True)
@@ -103,14 +101,14 @@ def list_calls(
 ) -> list[LoggedCall]:
     """The calls of `agents` (None: every agent in the database), newest first, at most
     `limit`, only those of run `run_id` when given."""
-    query = select(CALLS)
+    query = select(LLM_CALLS)
     if agents is not None:
-        query = query.where(CALLS.c.agent.in_(list(agents)))
+        query = query.where(LLM_CALLS.c.agent.in_(list(agents)))
     if run_id is not None:
-        query = query.where(CALLS.c.run_id == run_id)
+        query = query.where(LLM_CALLS.c.run_id == run_id)
     # Ids follow the order calls were recorded in; the primary key sorts a fleet's table
     # without a scan, where created_at has no index.
-    query = query.order_by(CALLS.c.id.desc())
+    query = query.order_by(LLM_CALLS.c.id.desc())
     if limit is not None:
         query = query.limit(limit)
     with engine.connect() as conn:

@@ -33,24 +33,18 @@ from dreaming import salience as salience_mod
 from dreaming.config import Settings
 from dreaming.scoring import Rarity, Signals, score
 from dreaming.store.dialect import upsert
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CandidateRow,
-    CorpusLineRow,
-    EntryRow,
-    RecallRow,
-    StateRow,
+from dreaming.store.tables import (
+    AGENT_STATE,
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+    ENTRIES,
+    RECALLS,
 )
 
 if TYPE_CHECKING:
     from dreaming.phases.light import LightSummary
 
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
 CLOCK_KEY = "clock"
 T = TypeVar("T")
 
@@ -213,7 +207,7 @@ class Folder:
         _set_where_ids(conn, _MARK_CUE, cue)
         if evidence:
             conn.execute(
-                _do_nothing_on_conflict(conn, EVIDENCE),
+                _do_nothing_on_conflict(conn, CANDIDATE_EVIDENCE),
                 [
                     {
                         "candidate_id": real.get(cid, cid),
@@ -289,7 +283,9 @@ def _chunks(items: Sequence[T], size: int = 500) -> Iterable[Sequence[T]]:
 
 
 def _joined_evidence() -> Any:
-    return EVIDENCE.join(LINES, LINES.c.id == EVIDENCE.c.corpus_line_id)
+    return CANDIDATE_EVIDENCE.join(
+        CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+    )
 
 
 def refresh_stale(conn: Connection, agent: str) -> int:
@@ -311,24 +307,32 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
     ids, so the signals never travel through Python (both SQLite and PostgreSQL run it)."""
     updated = 0
     ordered = sorted(set(ids))
-    as_int = LINES.c.line.type
+    as_int = CORPUS_LINES.c.line.type
     for chunk in _chunks(ordered):
         stats = (
             select(
-                EVIDENCE.c.candidate_id.label("cid"),
-                func.count(func.distinct(EVIDENCE.c.session_id)).label("sessions"),
-                func.count(func.distinct(EVIDENCE.c.day)).label("days"),
-                func.sum((EVIDENCE.c.origin_class == "owner").cast(type_=as_int)).label("own"),
-                func.sum((EVIDENCE.c.origin_class == "agent").cast(type_=as_int)).label("agt"),
-                func.sum((EVIDENCE.c.origin_class == "untrusted").cast(type_=as_int)).label("untr"),
-                func.sum((EVIDENCE.c.origin_class == "system").cast(type_=as_int)).label("sysl"),
+                CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
+                func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
+                func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
+                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "owner").cast(type_=as_int)).label(
+                    "own"
+                ),
+                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "agent").cast(type_=as_int)).label(
+                    "agt"
+                ),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == "untrusted").cast(type_=as_int)
+                ).label("untr"),
+                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "system").cast(type_=as_int)).label(
+                    "sysl"
+                ),
                 func.count().label("n"),
-                func.min(LINES.c.ts).label("first_ts"),
-                func.max(LINES.c.ts).label("last_ts"),
+                func.min(CORPUS_LINES.c.ts).label("first_ts"),
+                func.max(CORPUS_LINES.c.ts).label("last_ts"),
             )
             .select_from(_joined_evidence())
-            .where(EVIDENCE.c.candidate_id.in_(chunk))
-            .group_by(EVIDENCE.c.candidate_id)
+            .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
+            .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
             .subquery()
         )
         result = conn.execute(
@@ -355,9 +359,9 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
                 and_(
                     CANDIDATES.c.id.in_(chunk),
                     CANDIDATES.c.status == "pending",
-                    ~select(EVIDENCE.c.candidate_id)
+                    ~select(CANDIDATE_EVIDENCE.c.candidate_id)
                     .select_from(_joined_evidence())
-                    .where(EVIDENCE.c.candidate_id == CANDIDATES.c.id)
+                    .where(CANDIDATE_EVIDENCE.c.candidate_id == CANDIDATES.c.id)
                     .exists(),
                 )
             )
@@ -452,8 +456,8 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     return pending
 
 
-_READ_CLOCK = select(STATE.c.value).where(
-    and_(STATE.c.agent == bindparam("agent"), STATE.c.key == CLOCK_KEY)
+_READ_CLOCK = select(AGENT_STATE.c.value).where(
+    and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == CLOCK_KEY)
 )
 _SET_STATE: dict[str, Any] = {}
 
@@ -462,7 +466,7 @@ def _set_state(conn: Connection) -> Any:
     """Upsert of one agent_state row, built once per backend."""
     stmt = _SET_STATE.get(conn.dialect.name)
     if stmt is None:
-        ins = upsert(conn, STATE)
+        ins = upsert(conn, AGENT_STATE)
         stmt = ins.on_conflict_do_update(
             index_elements=["agent", "key"], set_={"value": ins.excluded.value}
         )

@@ -42,45 +42,26 @@ from dreaming.messages import SessionFile
 from dreaming.phases.light import flush_corpus_files
 from dreaming.scrub import carries, needles_of, redact, scrub_text, snippets_of
 from dreaming.store.dialect import is_postgres, upsert
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CandidateRow,
-    CorpusDirtyDayRow,
-    CorpusLineRow,
-    DecisionRow,
-    EntryEvidenceRow,
-    EntryRow,
-    FileCursorRow,
-    LLMCallRow,
-    MemoryBackupRow,
-    OriginRow,
-    PurgeRow,
-    RecallRow,
-    RunRow,
-    SessionRow,
-    SupersessionRow,
-    TombstoneRow,
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+    DECISIONS,
+    DIRTY_DAYS,
+    ENTRY_EVIDENCE,
+    FILE_CURSORS,
+    LLM_CALLS,
+    MEMORY_BACKUPS,
+    ORIGINS,
+    PURGES,
+    RECALLS,
+    RUNS,
+    SESSIONS,
+    SUPERSESSIONS,
+    TOMBSTONES,
 )
 from dreaming.tombstones import file_tombstones, record_tombstones, remove_stale_temp_files
 from dreaming.transcripts import TranscriptReader
-
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
-ENTRY_EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
-RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
-CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
-BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
-CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
-RUNS = RunRow.__table__  # type: ignore[attr-defined]
-DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
-SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
-DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
-PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -101,16 +82,18 @@ class Scope:
 
     def lines(self, agent: str) -> Any:
         if self.line_ids is None:
-            return and_(LINES.c.agent == agent, LINES.c.session_id.in_(self.sessions))
-        return and_(LINES.c.agent == agent, LINES.c.id.in_(self.line_ids))
+            return and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.session_id.in_(self.sessions))
+        return and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.id.in_(self.line_ids))
 
     def evidence(self, agent: str) -> Any:
         if self.line_ids is None:
             return and_(
-                CAND_EVIDENCE.c.agent == agent, CAND_EVIDENCE.c.session_id.in_(self.sessions)
+                CANDIDATE_EVIDENCE.c.agent == agent,
+                CANDIDATE_EVIDENCE.c.session_id.in_(self.sessions),
             )
         return and_(
-            CAND_EVIDENCE.c.agent == agent, CAND_EVIDENCE.c.corpus_line_id.in_(self.line_ids)
+            CANDIDATE_EVIDENCE.c.agent == agent,
+            CANDIDATE_EVIDENCE.c.corpus_line_id.in_(self.line_ids),
         )
 
     def recalls(self, agent: str) -> Any:
@@ -176,9 +159,13 @@ class Purge:
         a = self.agent
         ids = list(scope.sessions)
         lines = conn.execute(
-            select(LINES.c.id, LINES.c.text, LINES.c.day, LINES.c.session_id, LINES.c.line).where(
-                scope.lines(a)
-            )
+            select(
+                CORPUS_LINES.c.id,
+                CORPUS_LINES.c.text,
+                CORPUS_LINES.c.day,
+                CORPUS_LINES.c.session_id,
+                CORPUS_LINES.c.line,
+            ).where(scope.lines(a))
         ).all()
         if scope.whole:
             by_origin = select(ORIGINS.c.entry_key).where(
@@ -218,7 +205,7 @@ class Purge:
             {
                 c
                 for (c,) in conn.execute(
-                    select(CAND_EVIDENCE.c.candidate_id).where(scope.evidence(a))
+                    select(CANDIDATE_EVIDENCE.c.candidate_id).where(scope.evidence(a))
                 )
             }
         )
@@ -250,14 +237,18 @@ class Purge:
         calls = [
             i
             for i, req, resp in conn.execute(
-                select(CALLS.c.id, CALLS.c.request, CALLS.c.response).where(CALLS.c.agent == a)
+                select(LLM_CALLS.c.id, LLM_CALLS.c.request, LLM_CALLS.c.response).where(
+                    LLM_CALLS.c.agent == a
+                )
             )
             if carries(req, needles) or carries(resp, needles)
         ]
         backups = [
             i
             for i, content in conn.execute(
-                select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == a)
+                select(MEMORY_BACKUPS.c.id, MEMORY_BACKUPS.c.content).where(
+                    MEMORY_BACKUPS.c.agent == a
+                )
             )
             if carries(content, needles)
             or any(b.key in plan["entries"] for b in memory_file.parse(content).blocks)
@@ -275,12 +266,14 @@ class Purge:
             "entries": len(plan["entries"]),
             "index_rows": len(plan["entries"]),
             "candidates": len(plan["candidates"]),
-            "candidate_evidence": n(CAND_EVIDENCE, scope.evidence(a)),
+            "candidate_evidence": n(CANDIDATE_EVIDENCE, scope.evidence(a)),
             "recalls": n(RECALLS, scope.recalls(a)),
             "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
             if scope.whole
             else n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.entry_key.in_(plan["entries"])),
-            "cursors": n(CURSORS, CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids))
+            "cursors": n(
+                FILE_CURSORS, FILE_CURSORS.c.agent == a, FILE_CURSORS.c.session_id.in_(ids)
+            )
             if scope.whole
             else 0,
             "memory_backups": len(backups),
@@ -374,10 +367,10 @@ class Purge:
         ids = list(scope.sessions)
         needles = needles_of(plan["snippets"])
         # 1. corpus
-        conn.execute(delete(LINES).where(scope.lines(a)))
+        conn.execute(delete(CORPUS_LINES).where(scope.lines(a)))
         if plan["days"]:
             conn.execute(
-                upsert(conn, DIRTY).on_conflict_do_nothing(),
+                upsert(conn, DIRTY_DAYS).on_conflict_do_nothing(),
                 [{"agent": a, "day": d} for d in plan["days"]],
             )
         # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
@@ -401,11 +394,11 @@ class Purge:
             )
         memory_sync.mark_dirty(conn, a)
         # 4. state: candidates (re-derived from what remains), recalls, cursors, logs, backups
-        conn.execute(delete(CAND_EVIDENCE).where(scope.evidence(a)))
+        conn.execute(delete(CANDIDATE_EVIDENCE).where(scope.evidence(a)))
         refresh_candidates(conn, a, plan["candidates"])
         # Whatever status: a candidate no remaining line supports is gone with its sessions.
-        supported = select(CAND_EVIDENCE.c.candidate_id).where(
-            CAND_EVIDENCE.c.candidate_id.in_(plan["candidates"])
+        supported = select(CANDIDATE_EVIDENCE.c.candidate_id).where(
+            CANDIDATE_EVIDENCE.c.candidate_id.in_(plan["candidates"])
         )
         conn.execute(
             delete(CANDIDATES).where(
@@ -424,10 +417,12 @@ class Purge:
         conn.execute(delete(RECALLS).where(scope.recalls(a)))
         if scope.whole:
             conn.execute(
-                delete(CURSORS).where(and_(CURSORS.c.agent == a, CURSORS.c.session_id.in_(ids)))
+                delete(FILE_CURSORS).where(
+                    and_(FILE_CURSORS.c.agent == a, FILE_CURSORS.c.session_id.in_(ids))
+                )
             )
         if plan["calls"]:
-            conn.execute(delete(CALLS).where(CALLS.c.id.in_(plan["calls"])))
+            conn.execute(delete(LLM_CALLS).where(LLM_CALLS.c.id.in_(plan["calls"])))
         for run_id in plan["runs"]:
             summary = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar_one()
             redacted = redact(json.loads(summary or "{}"), needles)
@@ -436,15 +431,17 @@ class Purge:
             )
         for backup_id in plan["backups"]:
             content = conn.execute(
-                select(BACKUPS.c.content).where(BACKUPS.c.id == backup_id)
+                select(MEMORY_BACKUPS.c.content).where(MEMORY_BACKUPS.c.id == backup_id)
             ).scalar_one()
             cleaned = scrub_text(content, needles, set(plan["entries"]))[0]
             if cleaned.strip():
                 conn.execute(
-                    update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
+                    update(MEMORY_BACKUPS)
+                    .where(MEMORY_BACKUPS.c.id == backup_id)
+                    .values(content=cleaned)
                 )
             else:
-                conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+                conn.execute(delete(MEMORY_BACKUPS).where(MEMORY_BACKUPS.c.id == backup_id))
         # Undo images and review proposals hold the purged text too: they go, and a run
         # that needed them can no longer be undone (purges win).
         journal.forget_sessions(conn, a, ids, lambda text: carries(text, needles))
@@ -491,12 +488,16 @@ class Purge:
             wanted = frozenset(tokens.split())
             best: claims_mod.Claim | None = None
             for (line_text,) in conn.execute(
-                select(LINES.c.text)
+                select(CORPUS_LINES.c.text)
                 .select_from(
-                    CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id)
+                    CANDIDATE_EVIDENCE.join(
+                        CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+                    )
                 )
-                .where(CAND_EVIDENCE.c.candidate_id == cid)
-                .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.id)  # as SQLite sorts
+                .where(CANDIDATE_EVIDENCE.c.candidate_id == cid)
+                .order_by(
+                    CORPUS_LINES.c.ts.asc().nulls_first(), CORPUS_LINES.c.id
+                )  # as SQLite sorts
             ):
                 for claim in claims_mod.extract(
                     line_text, min_words=cs.min_claim_words, max_words=cs.max_claim_words
@@ -506,7 +507,9 @@ class Purge:
                     ) > claims_mod.jaccard(best.tokens, wanted):
                         best = claim
             if best is None:
-                conn.execute(delete(CAND_EVIDENCE).where(CAND_EVIDENCE.c.candidate_id == cid))
+                conn.execute(
+                    delete(CANDIDATE_EVIDENCE).where(CANDIDATE_EVIDENCE.c.candidate_id == cid)
+                )
                 conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
             else:
                 # Taken from a kept line: even if a purged line said the same words, these
@@ -598,7 +601,9 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         needles = needles_of(snippets)
         with engine.begin() as conn:
             for backup_id, content in conn.execute(
-                select(BACKUPS.c.id, BACKUPS.c.content).where(BACKUPS.c.agent == agent)
+                select(MEMORY_BACKUPS.c.id, MEMORY_BACKUPS.c.content).where(
+                    MEMORY_BACKUPS.c.agent == agent
+                )
             ).all():
                 if carries(content, needles) or any(
                     b.key in entries for b in memory_file.parse(content).blocks
@@ -606,10 +611,12 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
                     cleaned = scrub_text(content, needles, set(entries))[0]
                     if cleaned.strip():
                         conn.execute(
-                            update(BACKUPS).where(BACKUPS.c.id == backup_id).values(content=cleaned)
+                            update(MEMORY_BACKUPS)
+                            .where(MEMORY_BACKUPS.c.id == backup_id)
+                            .values(content=cleaned)
                         )
                     else:
-                        conn.execute(delete(BACKUPS).where(BACKUPS.c.id == backup_id))
+                        conn.execute(delete(MEMORY_BACKUPS).where(MEMORY_BACKUPS.c.id == backup_id))
             faults.checkpoint("forget.before_complete")
             conn.execute(
                 update(PURGES)

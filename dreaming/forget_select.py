@@ -14,10 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dreaming.messages import SessionFile
-from dreaming.store.models import SessionRow, TombstoneRow
-
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import SESSIONS, TOMBSTONES
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
-from dreaming.store.models import CandidateRow
-
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import CANDIDATES
 
 
 class Gate(StrEnum):

@@ -21,21 +21,14 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming import entry_index
 from dreaming.store.dialect import upsert
-from dreaming.store.models import (
-    CandidateRow,
-    EntryEvidenceRow,
-    EntryRow,
-    JournalRow,
-    OriginRow,
-    SupersessionRow,
+from dreaming.store.tables import (
+    CANDIDATES,
+    ENTRIES,
+    ENTRY_EVIDENCE,
+    JOURNAL,
+    ORIGINS,
+    SUPERSESSIONS,
 )
-
-JOURNAL = JournalRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
 
 ENTRY, CANDIDATE, PURGED = "entry", "candidate", "purged"
 
@@ -66,8 +59,8 @@ def _entry_image(conn: Connection, agent: str, key: str) -> dict[str, Any] | Non
         ).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
     ).all()
     evidence = conn.execute(
-        select(EVIDENCE.c.session_id, EVIDENCE.c.line).where(
-            and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key == key)
+        select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line).where(
+            and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key == key)
         )
     ).all()
     return {
@@ -219,7 +212,7 @@ def restore(
         existed = conn.execute(
             select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
         ).scalar()
-        for table in (ORIGINS, EVIDENCE):
+        for table in (ORIGINS, ENTRY_EVIDENCE):
             mine = and_(table.c.agent == agent, table.c.entry_key == key)
             conn.execute(delete(table).where(mine))
         conn.execute(delete(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key)))
@@ -258,7 +251,7 @@ def restore(
             )
         if image["evidence"]:
             conn.execute(
-                upsert(conn, EVIDENCE).on_conflict_do_nothing(),
+                upsert(conn, ENTRY_EVIDENCE).on_conflict_do_nothing(),
                 [
                     {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                     for s, n in image["evidence"]

@@ -26,27 +26,17 @@ from dreaming.corpus import reference
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
 from dreaming.store.dialect import upsert
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CandidateRow,
-    CorpusLineRow,
-    DecisionRow,
-    EntryEvidenceRow,
-    EntryRow,
-    OriginRow,
-    SessionRow,
-    SupersessionRow,
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+    DECISIONS,
+    ENTRIES,
+    ENTRY_EVIDENCE,
+    ORIGINS,
+    SESSIONS,
+    SUPERSESSIONS,
 )
-
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
-SUPERSESSIONS = SupersessionRow.__table__  # type: ignore[attr-defined]
-DECISIONS = DecisionRow.__table__  # type: ignore[attr-defined]
 
 # When one session supports a fact through several kinds of line, its origin takes the most
 # trusted class: the origin says who stood behind the fact in that session.
@@ -85,22 +75,24 @@ class Applied:
 def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineage:
     rows = conn.execute(
         select(
-            CAND_EVIDENCE.c.session_id,
+            CANDIDATE_EVIDENCE.c.session_id,
             SESSIONS.c.session_key,
-            CAND_EVIDENCE.c.origin_class,
-            LINES.c.ts,
-            LINES.c.line,
+            CANDIDATE_EVIDENCE.c.origin_class,
+            CORPUS_LINES.c.ts,
+            CORPUS_LINES.c.line,
         )
         .select_from(
-            CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id).outerjoin(
+            CANDIDATE_EVIDENCE.join(
+                CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+            ).outerjoin(
                 SESSIONS,
                 and_(
-                    SESSIONS.c.agent == CAND_EVIDENCE.c.agent,
-                    SESSIONS.c.session_id == CAND_EVIDENCE.c.session_id,
+                    SESSIONS.c.agent == CANDIDATE_EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == CANDIDATE_EVIDENCE.c.session_id,
                 ),
             )
         )
-        .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
+        .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
     ).all()
     per_session: dict[str, Origin] = {}
     evidence: set[tuple[str, int]] = set()
@@ -132,9 +124,9 @@ def entry_lineage(conn: Connection, agent: str, key: str) -> Lineage:
         .order_by(ORIGINS.c.session_id)
     ).all()
     evidence = conn.execute(
-        select(EVIDENCE.c.session_id, EVIDENCE.c.line)
-        .where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key == key))
-        .order_by(EVIDENCE.c.session_id, EVIDENCE.c.line)
+        select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+        .where(and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key == key))
+        .order_by(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
     ).all()
     return Lineage(tuple(Origin(*r) for r in origins), tuple((s, int(n)) for s, n in evidence))
 
@@ -167,39 +159,39 @@ def evidence_lines(
 ) -> dict[str, list[EvidenceLine]]:
     """Entry key -> its evidence lines with their corpus text, in (session, line) order: one
     query for one entry, or for all of an agent's."""
-    where = EVIDENCE.c.agent == agent
+    where = ENTRY_EVIDENCE.c.agent == agent
     if key is not None:
-        where = and_(where, EVIDENCE.c.entry_key == key)
+        where = and_(where, ENTRY_EVIDENCE.c.entry_key == key)
     rows = conn.execute(
         select(
-            EVIDENCE.c.entry_key,
-            EVIDENCE.c.session_id,
-            EVIDENCE.c.line,
-            LINES.c.role,
-            LINES.c.origin_class,
-            LINES.c.ts,
-            LINES.c.text,
+            ENTRY_EVIDENCE.c.entry_key,
+            ENTRY_EVIDENCE.c.session_id,
+            ENTRY_EVIDENCE.c.line,
+            CORPUS_LINES.c.role,
+            CORPUS_LINES.c.origin_class,
+            CORPUS_LINES.c.ts,
+            CORPUS_LINES.c.text,
             SESSIONS.c.path,
             SESSIONS.c.format,
         )
         .select_from(
-            EVIDENCE.outerjoin(
-                LINES,
+            ENTRY_EVIDENCE.outerjoin(
+                CORPUS_LINES,
                 and_(
-                    LINES.c.agent == EVIDENCE.c.agent,
-                    LINES.c.session_id == EVIDENCE.c.session_id,
-                    LINES.c.line == EVIDENCE.c.line,
+                    CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
+                    CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
+                    CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
                 ),
             ).outerjoin(
                 SESSIONS,
                 and_(
-                    SESSIONS.c.agent == EVIDENCE.c.agent,
-                    SESSIONS.c.session_id == EVIDENCE.c.session_id,
+                    SESSIONS.c.agent == ENTRY_EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == ENTRY_EVIDENCE.c.session_id,
                 ),
             )
         )
         .where(where)
-        .order_by(EVIDENCE.c.entry_key, EVIDENCE.c.session_id, EVIDENCE.c.line)
+        .order_by(ENTRY_EVIDENCE.c.entry_key, ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
     ).all()
     out: dict[str, list[EvidenceLine]] = defaultdict(list)
     for entry, session_id, line, role, origin_class, ts, text, path, fmt in rows:
@@ -304,7 +296,7 @@ def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> 
         )
     if lineage.evidence:
         conn.execute(
-            upsert(conn, EVIDENCE).on_conflict_do_nothing(),
+            upsert(conn, ENTRY_EVIDENCE).on_conflict_do_nothing(),
             [
                 {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                 for s, n in lineage.evidence
@@ -324,7 +316,9 @@ def prune_orphans(conn: Connection, agent: str) -> int:
         delete(ORIGINS).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.not_in(live)))
     ).rowcount
     removed += conn.execute(
-        delete(EVIDENCE).where(and_(EVIDENCE.c.agent == agent, EVIDENCE.c.entry_key.not_in(live)))
+        delete(ENTRY_EVIDENCE).where(
+            and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key.not_in(live))
+        )
     ).rowcount
     return int(removed)
 

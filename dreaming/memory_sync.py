@@ -25,10 +25,8 @@ from sqlalchemy import Connection, Engine, and_, delete, select
 from dreaming import faults, memory_file, salience
 from dreaming.lineage import live_entries, remove_entries
 from dreaming.store.dialect import upsert
-from dreaming.store.models import MemoryBackupRow, StateRow
+from dreaming.store.tables import AGENT_STATE, MEMORY_BACKUPS
 
-STATE = StateRow.__table__  # type: ignore[attr-defined]
-BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
 DIRTY_KEY = "memory_dirty"
 HASH_KEY = "memory_hash"
 # Set with the dirty mark by an undo: the next write lays the entries into the file that
@@ -54,14 +52,16 @@ def content_hash(content: str) -> str:
 
 def _get(conn: Connection, agent: str, key: str) -> str | None:
     value = conn.execute(
-        select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == key))
+        select(AGENT_STATE.c.value).where(
+            and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == key)
+        )
     ).scalar()
     return str(value) if value is not None else None
 
 
 def _set(conn: Connection, agent: str, key: str, value: str) -> None:
     conn.execute(
-        upsert(conn, STATE)
+        upsert(conn, AGENT_STATE)
         .values(agent=agent, key=key, value=value)
         .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
     )
@@ -87,9 +87,9 @@ def _base(conn: Connection, agent: str, run_id: int, current: str) -> str | None
     it keeps the operator's text as it is now and no block was edited by a person since;
     else None (the entries go into the current file)."""
     value = conn.execute(
-        select(BACKUPS.c.content)
-        .where(and_(BACKUPS.c.agent == agent, BACKUPS.c.run_id == run_id))
-        .order_by(BACKUPS.c.id)
+        select(MEMORY_BACKUPS.c.content)
+        .where(and_(MEMORY_BACKUPS.c.agent == agent, MEMORY_BACKUPS.c.run_id == run_id))
+        .order_by(MEMORY_BACKUPS.c.id)
         .limit(1)
     ).scalar()
     if value is None or memory_file.parse(current).edited_blocks():
@@ -160,14 +160,14 @@ def write(
     if backup and current is not None and current != new:
         with engine.begin() as conn:
             latest = conn.execute(
-                select(BACKUPS.c.content)
-                .where(BACKUPS.c.agent == agent)
-                .order_by(BACKUPS.c.id.desc())
+                select(MEMORY_BACKUPS.c.content)
+                .where(MEMORY_BACKUPS.c.agent == agent)
+                .order_by(MEMORY_BACKUPS.c.id.desc())
                 .limit(1)
             ).scalar()
             if latest != current:
                 conn.execute(
-                    BACKUPS.insert().values(
+                    MEMORY_BACKUPS.insert().values(
                         agent=agent, run_id=run_id, content=current, created_at=datetime.now(UTC)
                     )
                 )
@@ -178,8 +178,8 @@ def write(
     faults.checkpoint("memory.after_write")
     with engine.begin() as conn:
         conn.execute(
-            delete(STATE).where(
-                and_(STATE.c.agent == agent, STATE.c.key.in_([DIRTY_KEY, BASE_KEY]))
+            delete(AGENT_STATE).where(
+                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key.in_([DIRTY_KEY, BASE_KEY]))
             )
         )
         _set(conn, agent, HASH_KEY, content_hash(new))

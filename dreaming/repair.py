@@ -19,10 +19,7 @@ from sqlalchemy import Engine, insert
 from dreaming import entry_index, memory_file, memory_sync
 from dreaming.config import Paths
 from dreaming.lineage import live_entries
-from dreaming.store.models import EntryRow, OriginRow
-
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import ENTRIES, ORIGINS
 
 ADOPTED = "adopted:MEMORY.md"  # the origin of an entry whose sources are unknown
 UNKNOWN = "unknown"

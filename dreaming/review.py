@@ -24,11 +24,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming.decisions import Action
 from dreaming.lineage import Applied
-from dreaming.store.models import CandidateRow, EntryRow, ProposalRow
-
-PROPOSALS = ProposalRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 
 PENDING = "pending"
 STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "replaced")

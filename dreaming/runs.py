@@ -13,10 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, delete, func, insert, select, update
 
 from dreaming.llm._records import UNCHARGED_OUTCOMES
-from dreaming.store.models import LLMCallRow, RunRow
-
-RUNS = RunRow.__table__  # type: ignore[attr-defined]
-CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import LLM_CALLS, RUNS
 
 
 def utcnow() -> datetime:
@@ -69,8 +66,8 @@ def run_has_calls(engine: Engine, agent: str, run_id: int) -> bool:
     """Whether the run left any LLM call record (sent or refused by the budget)."""
     with engine.connect() as conn:
         found = conn.execute(
-            select(CALLS.c.id)
-            .where(and_(CALLS.c.agent == agent, CALLS.c.run_id == run_id))
+            select(LLM_CALLS.c.id)
+            .where(and_(LLM_CALLS.c.agent == agent, LLM_CALLS.c.run_id == run_id))
             .limit(1)
         ).first()
     return found is not None
@@ -189,19 +186,19 @@ def _usage(conn: Any, agent: str, run_ids: list[int]) -> dict[int, LLMUsage]:
         return {}
     rows = conn.execute(
         select(
-            CALLS.c.run_id,
+            LLM_CALLS.c.run_id,
             func.count(),
-            func.coalesce(func.sum(CALLS.c.input_tokens + CALLS.c.output_tokens), 0),
-            func.coalesce(func.sum(CALLS.c.cost_usd), 0.0),
+            func.coalesce(func.sum(LLM_CALLS.c.input_tokens + LLM_CALLS.c.output_tokens), 0),
+            func.coalesce(func.sum(LLM_CALLS.c.cost_usd), 0.0),
         )
         .where(
             and_(
-                CALLS.c.agent == agent,
-                CALLS.c.run_id.in_(run_ids),
-                CALLS.c.outcome.not_in(UNCHARGED_OUTCOMES),  # never sent: nothing spent
+                LLM_CALLS.c.agent == agent,
+                LLM_CALLS.c.run_id.in_(run_ids),
+                LLM_CALLS.c.outcome.not_in(UNCHARGED_OUTCOMES),  # never sent: nothing spent
             )
         )
-        .group_by(CALLS.c.run_id)
+        .group_by(LLM_CALLS.c.run_id)
     )
     return {int(r[0]): LLMUsage(int(r[1]), int(r[2]), float(r[3])) for r in rows}
 

@@ -14,25 +14,16 @@ from sqlalchemy import Engine, and_, func, select
 
 from dreaming.config import BudgetSettings
 from dreaming.jobs import Job, effective_budget
-from dreaming.store.models import (
-    CandidateRow,
-    CorpusLineRow,
-    EntryRow,
-    RunRow,
-    SessionRow,
-    SpendRow,
-    StateRow,
-    TombstoneRow,
+from dreaming.store.tables import (
+    AGENT_STATE,
+    CANDIDATES,
+    CORPUS_LINES,
+    ENTRIES,
+    RUNS,
+    SESSIONS,
+    SPEND,
+    TOMBSTONES,
 )
-
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-RUNS = RunRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
-SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
 
 def utc_day(now: datetime | None = None) -> str:
@@ -185,9 +176,11 @@ def agent_status(
         entries = conn.execute(
             select(func.count()).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
         ).scalar_one()
-        lines = conn.execute(select(func.count()).where(LINES.c.agent == agent)).scalar_one()
+        lines = conn.execute(select(func.count()).where(CORPUS_LINES.c.agent == agent)).scalar_one()
         clock = conn.execute(
-            select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == "clock"))
+            select(AGENT_STATE.c.value).where(
+                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == "clock")
+            )
         ).scalar()
         last_runs: dict[str, Any] = {}
         for phases, started, ended, outcome, summary in conn.execute(

@@ -20,31 +20,19 @@ from dreaming.errors import WorkspaceFileError
 from dreaming.lineage import live_entries
 from dreaming.repair import ADOPTED
 from dreaming.store.migrations import MIGRATIONS, applied
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CorpusLineRow,
-    EntryEvidenceRow,
-    FileCursorRow,
-    OriginRow,
-    PurgeRow,
-    RecallRow,
-    SessionRow,
-    StateRow,
-    TombstoneRow,
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CORPUS_LINES,
+    ENTRY_EVIDENCE,
+    FILE_CURSORS,
+    ORIGINS,
+    PURGES,
+    RECALLS,
+    SESSIONS,
+    TOMBSTONES,
 )
 from dreaming.tombstones import file_tombstones
 from dreaming.transcripts import Cursor, cursor_is_valid
-
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = EntryEvidenceRow.__table__  # type: ignore[attr-defined]
-CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
-PURGES = PurgeRow.__table__  # type: ignore[attr-defined]
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -131,7 +119,7 @@ def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> 
 
 def _orphans(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
     problems = []
-    for table, label in ((ORIGINS, "origin"), (EVIDENCE, "evidence")):
+    for table, label in ((ORIGINS, "origin"), (ENTRY_EVIDENCE, "evidence")):
         for (key,) in conn.execute(
             select(table.c.entry_key).where(table.c.agent == agent).distinct()
         ):
@@ -167,10 +155,10 @@ def _tombstoned(conn: Connection, paths: Paths, agent: str) -> list[str]:
         return []
     problems = []
     for table, label in (
-        (LINES, "corpus lines"),
-        (CAND_EVIDENCE, "candidate evidence"),
+        (CORPUS_LINES, "corpus lines"),
+        (CANDIDATE_EVIDENCE, "candidate evidence"),
         (ORIGINS, "entry origins"),
-        (EVIDENCE, "entry evidence"),
+        (ENTRY_EVIDENCE, "entry evidence"),
         (RECALLS, "recalls"),
     ):
         rows = conn.execute(
@@ -218,10 +206,10 @@ def _index(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
 
 
 _CONTRIBUTORS = (
-    (LINES, "corpus lines"),
-    (CAND_EVIDENCE, "candidate evidence"),
+    (CORPUS_LINES, "corpus lines"),
+    (CANDIDATE_EVIDENCE, "candidate evidence"),
     (ORIGINS, "entry origins"),
-    (EVIDENCE, "entry evidence"),
+    (ENTRY_EVIDENCE, "entry evidence"),
     (RECALLS, "recalls"),
 )
 
@@ -271,12 +259,12 @@ def _admission(conn: Connection, paths: Paths, agent: str) -> list[str]:
             )
         if trust is not None:
             wrong = conn.execute(
-                select(LINES.c.line).where(
+                select(CORPUS_LINES.c.line).where(
                     and_(
-                        LINES.c.agent == agent,
-                        LINES.c.session_id == sid,
-                        LINES.c.role == "user",
-                        LINES.c.origin_class != trust,
+                        CORPUS_LINES.c.agent == agent,
+                        CORPUS_LINES.c.session_id == sid,
+                        CORPUS_LINES.c.role == "user",
+                        CORPUS_LINES.c.origin_class != trust,
                     )
                 )
             ).first()
@@ -289,7 +277,7 @@ def _transcripts(conn: Connection, agent: str) -> list[str]:
     """Evidence still matches its line: every transcript still holds, byte for byte, what
     its cursor says was read (an edit before the cursor is re-derived by the next night)."""
     problems = []
-    for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings():
+    for r in conn.execute(select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)).mappings():
         path = Path(r["path"])
         if not path.exists():
             continue  # a deleted transcript changes nothing that was derived from it

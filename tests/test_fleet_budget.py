@@ -41,8 +41,8 @@ from dreaming.llm import (
 )
 from dreaming.llm._pricing import prompt_token_bound
 from dreaming.llm.calls import record_calls, run_budget, spent_today
-from dreaming.llm.ledger import WINDOWS
 from dreaming.store import open_engine, open_shared_engine
+from dreaming.store.tables import RATE_WINDOWS as WINDOWS
 from tests.backends import Backend
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, ErrorReply, FakeOpenAI, Reply
 

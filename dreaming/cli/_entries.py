@@ -14,9 +14,7 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
 from dreaming.memory_file import KEY_PREFIX
-from dreaming.store.models import EntryRow
-
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import ENTRIES
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"

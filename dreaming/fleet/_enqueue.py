@@ -14,10 +14,9 @@ from dreaming.app import App
 from dreaming.fleet._queue import build_queue, defer_run, ensure_queue_schema, libpq_dsn
 from dreaming.jobs import JobCatalog
 from dreaming.store.dialect import upsert
-from dreaming.store.models import FleetFireRow
+from dreaming.store.tables import FLEET_FIRES
 
 log = logging.getLogger("dreaming.fleet")
-FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
 
 
 def enqueue_job(
@@ -88,22 +87,27 @@ def _claim(app: App, job: str, agent: str, fire: str) -> bool:
     over a claim abandoned before its task was queued."""
     now = datetime.now(UTC)
     values = {"job": job, "agent": agent, "fire": fire, "created_at": now}
-    mine = (FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire)
+    mine = (
+        (FLEET_FIRES.c.job == job) & (FLEET_FIRES.c.agent == agent) & (FLEET_FIRES.c.fire == fire)
+    )
     with app.shared_engine().begin() as conn:
         inserted = conn.execute(
-            upsert(conn, FIRES).values(**values).on_conflict_do_nothing().returning(FIRES.c.job)
+            upsert(conn, FLEET_FIRES)
+            .values(**values)
+            .on_conflict_do_nothing()
+            .returning(FLEET_FIRES.c.job)
         ).first()
         if inserted is not None:
             return True
         taken_over = conn.execute(
-            update(FIRES)
+            update(FLEET_FIRES)
             .where(
                 mine
-                & FIRES.c.queue_job_id.is_(None)
-                & (FIRES.c.created_at < now - _ABANDONED_CLAIM)
+                & FLEET_FIRES.c.queue_job_id.is_(None)
+                & (FLEET_FIRES.c.created_at < now - _ABANDONED_CLAIM)
             )
             .values(created_at=now)
-            .returning(FIRES.c.job)
+            .returning(FLEET_FIRES.c.job)
         ).first()
     return taken_over is not None
 
@@ -111,8 +115,12 @@ def _claim(app: App, job: str, agent: str, fire: str) -> bool:
 def _claimed(app: App, job: str, agent: str, fire: str, queue_id: int) -> None:
     with app.shared_engine().begin() as conn:
         conn.execute(
-            update(FIRES)
-            .where((FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire))
+            update(FLEET_FIRES)
+            .where(
+                (FLEET_FIRES.c.job == job)
+                & (FLEET_FIRES.c.agent == agent)
+                & (FLEET_FIRES.c.fire == fire)
+            )
             .values(queue_job_id=queue_id)
         )
 
@@ -120,8 +128,10 @@ def _claimed(app: App, job: str, agent: str, fire: str, queue_id: int) -> None:
 def _release(app: App, job: str, agent: str, fire: str) -> None:
     with app.shared_engine().begin() as conn:
         conn.execute(
-            delete(FIRES).where(
-                (FIRES.c.job == job) & (FIRES.c.agent == agent) & (FIRES.c.fire == fire)
+            delete(FLEET_FIRES).where(
+                (FLEET_FIRES.c.job == job)
+                & (FLEET_FIRES.c.agent == agent)
+                & (FLEET_FIRES.c.fire == fire)
             )
         )
 

@@ -17,13 +17,12 @@ from dreaming.config import FleetSettings
 from dreaming.errors import StateError
 from dreaming.fleet._queue import RUN_TASK, build_queue, defer_run
 from dreaming.jobs import JobCatalog
-from dreaming.store.models import FleetFireRow
+from dreaming.store.tables import FLEET_FIRES
 
 if TYPE_CHECKING:
     from procrastinate import JobContext
 
 log = logging.getLogger("dreaming.fleet")
-FIRES = FleetFireRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -163,4 +162,4 @@ async def prune_finished_jobs(context: JobContext, timestamp: int) -> None:
     # Fire claims only need to outlive the moment two schedulers fire together.
     cutoff = datetime.now(UTC) - timedelta(hours=fleet.keep_finished_jobs_h)
     with state.app.shared_engine().begin() as conn:
-        conn.execute(delete(FIRES).where(FIRES.c.created_at < cutoff))
+        conn.execute(delete(FLEET_FIRES).where(FLEET_FIRES.c.created_at < cutoff))

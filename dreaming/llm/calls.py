@@ -17,14 +17,11 @@ from dreaming.config import BudgetSettings
 from dreaming.llm._records import CallRecord
 from dreaming.llm.budget import Budget
 from dreaming.store.dialect import upsert
-from dreaming.store.models import LLMCallRow, SpendRow
+from dreaming.store.tables import LLM_CALLS, SPEND
 
 if TYPE_CHECKING:
     from dreaming.llm._client import LLMClient
     from dreaming.llm.ledger import Ledger
-
-CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
-SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
 
 def utc_today(now: datetime | None = None) -> str:
@@ -79,7 +76,7 @@ def record_calls(
     if not calls:
         return
     conn.execute(
-        CALLS.insert(),
+        LLM_CALLS.insert(),
         [
             {
                 "agent": agent,

@@ -28,19 +28,17 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, Update, case, delete, select, update
+from sqlalchemy import Connection, Engine, Update, case, delete, select, update
 
 from dreaming.errors import BudgetExceededError, LLMConfigError, TransientError
 from dreaming.llm.calls import utc_today
 from dreaming.store.dialect import upsert
-from dreaming.store.models import BudgetLedgerRow, RateWindowRow
+from dreaming.store.tables import BUDGET_LEDGER, RATE_WINDOWS
 
 _log = logging.getLogger("dreaming.llm")
 
-LEDGER = cast(Table, BudgetLedgerRow.__table__)  # type: ignore[attr-defined]
-WINDOWS = cast(Table, RateWindowRow.__table__)  # type: ignore[attr-defined]
 
 # As in budget.py: float sums of prices drift in the last bits; exactly filling a cap is allowed.
 _USD_EPSILON = 1e-12
@@ -111,7 +109,7 @@ class Ledger:
             )
         usd = worst_usd or 0.0
         day = self.today()
-        c = LEDGER.c
+        c = BUDGET_LEDGER.c
         room = [c.scope == self.scope, c.day == day]
         if self.max_usd is not None:
             room.append(c.usd_spent + c.usd_reserved + usd <= self.max_usd + _USD_EPSILON)
@@ -122,7 +120,7 @@ class Ledger:
         with self.engine.begin() as conn:
             self._ensure_row(conn, day)
             taken = conn.execute(
-                update(LEDGER)
+                update(BUDGET_LEDGER)
                 .where(*room)
                 .values(
                     usd_reserved=c.usd_reserved + usd,
@@ -137,7 +135,7 @@ class Ledger:
 
     def settle(self, reservation: Reservation, usd: float | None, tokens: int) -> None:
         """Replace a reservation by what the attempt really spent (one call, on its day)."""
-        c = LEDGER.c
+        c = BUDGET_LEDGER.c
         with self.engine.begin() as conn:
             changed = conn.execute(
                 self._unreserve(reservation).values(
@@ -161,7 +159,9 @@ class Ledger:
         day = day or self.today()
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(LEDGER).where(LEDGER.c.scope == self.scope, LEDGER.c.day == day)
+                select(BUDGET_LEDGER).where(
+                    BUDGET_LEDGER.c.scope == self.scope, BUDGET_LEDGER.c.day == day
+                )
             ).first()
         values = dict(row._mapping) if row is not None else {}
         return {
@@ -182,18 +182,18 @@ class Ledger:
 
     def _ensure_row(self, conn: Connection, day: str) -> None:
         conn.execute(
-            upsert(conn, LEDGER)
+            upsert(conn, BUDGET_LEDGER)
             .values(scope=self.scope, day=day)
             .on_conflict_do_nothing(index_elements=["scope", "day"])
         )
 
     def _unreserve(self, reservation: Reservation) -> Update:
-        c = LEDGER.c
+        c = BUDGET_LEDGER.c
         # Clamped at zero: float sums drift, and an operator may have cleared reservations.
         usd_left = c.usd_reserved - reservation.usd
         tokens_left = c.tokens_reserved - reservation.tokens
         return (
-            update(LEDGER)
+            update(BUDGET_LEDGER)
             .where(c.scope == reservation.scope, c.day == reservation.day)
             .values(
                 usd_reserved=case((usd_left > 0, usd_left), else_=0.0),
@@ -204,7 +204,9 @@ class Ledger:
 
     def _refusal(self, conn: Connection, day: str, worst_usd: float | None, tokens: int) -> str:
         row = conn.execute(
-            select(LEDGER).where(LEDGER.c.scope == self.scope, LEDGER.c.day == day)
+            select(BUDGET_LEDGER).where(
+                BUDGET_LEDGER.c.scope == self.scope, BUDGET_LEDGER.c.day == day
+            )
         ).one()
         parts = []
         if self.max_usd is not None:
@@ -297,22 +299,22 @@ class RateLimiter:
             self.sleep(wait)
 
     def _take(self, window: int) -> int | None:
-        c = WINDOWS.c
+        c = RATE_WINDOWS.c
         with self.engine.begin() as conn:
             opened = conn.execute(
-                upsert(conn, WINDOWS)
+                upsert(conn, RATE_WINDOWS)
                 .values(profile=self.profile_name, window_start=window, requests=0)
                 .on_conflict_do_nothing(index_elements=["profile", "window_start"])
             ).rowcount
             if opened:  # the first request of a window tidies away the profile's old ones
                 conn.execute(
-                    delete(WINDOWS).where(
+                    delete(RATE_WINDOWS).where(
                         c.profile == self.profile_name,
                         c.window_start < window - _KEEP_WINDOWS_S,
                     )
                 )
             row = conn.execute(
-                update(WINDOWS)
+                update(RATE_WINDOWS)
                 .where(
                     c.profile == self.profile_name,
                     c.window_start == window,

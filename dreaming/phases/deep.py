@@ -57,13 +57,11 @@ from dreaming.llm import Budget, CallRecord, calls_of
 from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
 from dreaming.progress import Progress, Tick
 from dreaming.sanitize import sanitize_entry_text
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CandidateRow,
-    CorpusLineRow,
-    EntryRow,
-    LLMCallRow,
-    SpendRow,
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+    ENTRIES,
 )
 from dreaming.tags import TagRegistry
 
@@ -72,12 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-CAND_EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-ENTRIES = EntryRow.__table__  # type: ignore[attr-defined]
-CALLS = LLMCallRow.__table__  # type: ignore[attr-defined]
-SPEND = SpendRow.__table__  # type: ignore[attr-defined]
 
 PROMOTABLE_CLASSES = ("owner", "agent")
 
@@ -409,10 +401,16 @@ class DeepPhase:
         """Up to three evidence lines, each with who said it and when, so the model can tell
         a person's instruction from the agent's narration of it."""
         rows = conn.execute(
-            select(LINES.c.text, LINES.c.role, LINES.c.day)
-            .select_from(CAND_EVIDENCE.join(LINES, LINES.c.id == CAND_EVIDENCE.c.corpus_line_id))
-            .where(CAND_EVIDENCE.c.candidate_id == candidate_id)
-            .order_by(LINES.c.ts.desc().nulls_last(), LINES.c.id.desc())  # as SQLite sorts
+            select(CORPUS_LINES.c.text, CORPUS_LINES.c.role, CORPUS_LINES.c.day)
+            .select_from(
+                CANDIDATE_EVIDENCE.join(
+                    CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+                )
+            )
+            .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
+            .order_by(
+                CORPUS_LINES.c.ts.desc().nulls_last(), CORPUS_LINES.c.id.desc()
+            )  # as SQLite sorts
             .limit(3)
         ).all()
         return [
@@ -949,9 +947,11 @@ def _by_utterance(conn: Connection, selected: list[_Candidate]) -> list[_Candida
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
         first.update(
             conn.execute(
-                select(CAND_EVIDENCE.c.candidate_id, func.min(CAND_EVIDENCE.c.corpus_line_id))
-                .where(CAND_EVIDENCE.c.candidate_id.in_(chunk))
-                .group_by(CAND_EVIDENCE.c.candidate_id)
+                select(
+                    CANDIDATE_EVIDENCE.c.candidate_id, func.min(CANDIDATE_EVIDENCE.c.corpus_line_id)
+                )
+                .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
+                .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
             ).all()
         )
     order: dict[int, list[_Candidate]] = {}

@@ -42,33 +42,22 @@ from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
 from dreaming.progress import Progress, Tick
 from dreaming.store.dialect import upsert
-from dreaming.store.models import (
-    CandidateEvidenceRow,
-    CandidateRow,
-    CorpusDirtyDayRow,
-    CorpusLineRow,
-    FileCursorRow,
-    OriginRow,
-    RecallRow,
-    SessionRow,
-    StateRow,
-    TombstoneRow,
+from dreaming.store.tables import (
+    AGENT_STATE,
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+    DIRTY_DAYS,
+    FILE_CURSORS,
+    ORIGINS,
+    SESSIONS,
+    TOMBSTONES,
 )
 from dreaming.tags import Scope, TagRegistry
 from dreaming.tombstones import file_tombstones
 from dreaming.transcripts import Cursor, TranscriptReader
 
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
-CURSORS = FileCursorRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-RECALLS = RecallRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
 RESCORE_KEY = "rescore_pending"
-DIRTY = CorpusDirtyDayRow.__table__  # type: ignore[attr-defined]
 
 MAX_SKIPPED_FILES = 100
 
@@ -256,7 +245,7 @@ _CURSOR_COLUMNS = (
 
 
 def _upsert_cursor(conn: Connection) -> Any:
-    ins = upsert(conn, CURSORS)
+    ins = upsert(conn, FILE_CURSORS)
     return ins.on_conflict_do_update(
         index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _CURSOR_COLUMNS}
     )
@@ -264,35 +253,41 @@ def _upsert_cursor(conn: Connection) -> Any:
 
 # The new lines of one session file: what is stored already, and their ids.
 _SPAN = and_(
-    LINES.c.agent == bindparam("agent"),
-    LINES.c.session_id == bindparam("session_id"),
-    LINES.c.line >= bindparam("first"),
-    LINES.c.line <= bindparam("last"),
+    CORPUS_LINES.c.agent == bindparam("agent"),
+    CORPUS_LINES.c.session_id == bindparam("session_id"),
+    CORPUS_LINES.c.line >= bindparam("first"),
+    CORPUS_LINES.c.line <= bindparam("last"),
 )
-_LINES_IN_SPAN = select(LINES.c.line).where(_SPAN)
-_IDS_IN_SPAN = select(LINES.c.line, LINES.c.id).where(_SPAN)
+_LINES_IN_SPAN = select(CORPUS_LINES.c.line).where(_SPAN)
+_IDS_IN_SPAN = select(CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(_SPAN)
 
 
 def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
     rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
     if rows:
-        conn.execute(_built(conn, "dirty", _do_nothing_on_conflict(DIRTY)), rows)
+        conn.execute(_built(conn, "dirty", _do_nothing_on_conflict(DIRTY_DAYS)), rows)
 
 
 def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
     """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
     cleared only after its file is written (a crash in between rewrites it next run)."""
     with engine.connect() as conn:
-        days = sorted(d for (d,) in conn.execute(select(DIRTY.c.day).where(DIRTY.c.agent == agent)))
+        days = sorted(
+            d for (d,) in conn.execute(select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == agent))
+        )
         if not days:
             return 0
 
         def rendered() -> Iterator[tuple[str, str]]:
             for day in days:
                 rows = conn.execute(
-                    select(LINES.c.session_id, LINES.c.line, LINES.c.text)
-                    .where(and_(LINES.c.agent == agent, LINES.c.day == day))
-                    .order_by(LINES.c.ts.asc().nulls_first(), LINES.c.session_id, LINES.c.line)
+                    select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
+                    .where(and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.day == day))
+                    .order_by(
+                        CORPUS_LINES.c.ts.asc().nulls_first(),
+                        CORPUS_LINES.c.session_id,
+                        CORPUS_LINES.c.line,
+                    )
                 )
                 yield day, corpus.render_day(agent, rows)
 
@@ -300,8 +295,10 @@ def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
     with engine.begin() as conn:
         for chunk in range(0, len(days), 500):
             conn.execute(
-                delete(DIRTY).where(
-                    and_(DIRTY.c.agent == agent, DIRTY.c.day.in_(days[chunk : chunk + 500]))
+                delete(DIRTY_DAYS).where(
+                    and_(
+                        DIRTY_DAYS.c.agent == agent, DIRTY_DAYS.c.day.in_(days[chunk : chunk + 500])
+                    )
                 )
             )
     return len(days)
@@ -348,7 +345,9 @@ class LightPhase:
             }
             cursors = {
                 r["path"]: dict(r)
-                for r in conn.execute(select(CURSORS).where(CURSORS.c.agent == agent)).mappings()
+                for r in conn.execute(
+                    select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
+                ).mappings()
             }
             self.folder = Folder.load(
                 conn,
@@ -422,11 +421,11 @@ class LightPhase:
         with self.engine.begin() as conn:
             # A run killed between a file's commit and this point leaves the mark behind, so
             # the next run rescores even though it reads nothing new.
-            pending_mark = and_(STATE.c.agent == agent, STATE.c.key == RESCORE_KEY)
-            if changed or conn.execute(select(STATE.c.value).where(pending_mark)).first():
+            pending_mark = and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == RESCORE_KEY)
+            if changed or conn.execute(select(AGENT_STATE.c.value).where(pending_mark)).first():
                 summary.candidates_updated = refresh_stale(conn, agent)
                 summary.candidates_pending = rescore(conn, agent, self.settings)
-                conn.execute(delete(STATE).where(pending_mark))
+                conn.execute(delete(AGENT_STATE).where(pending_mark))
             else:
                 summary.candidates_pending = int(
                     conn.execute(
@@ -470,8 +469,8 @@ class LightPhase:
             derived = {
                 sid
                 for (sid,) in conn.execute(
-                    select(LINES.c.session_id)
-                    .where(and_(LINES.c.agent == agent, LINES.c.session_id.in_(ids)))
+                    select(CORPUS_LINES.c.session_id)
+                    .where(and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.session_id.in_(ids)))
                     .distinct()
                 )
             } | {sf.session_id for sf, _, _ in moved if str(sf.path) in cursors}
@@ -525,12 +524,17 @@ class LightPhase:
                 line_id
                 for line_id, n, text_hash, role, cls in conn.execute(
                     select(
-                        LINES.c.id,
-                        LINES.c.line,
-                        LINES.c.text_hash,
-                        LINES.c.role,
-                        LINES.c.origin_class,
-                    ).where(and_(LINES.c.agent == agent, LINES.c.session_id == sf.session_id))
+                        CORPUS_LINES.c.id,
+                        CORPUS_LINES.c.line,
+                        CORPUS_LINES.c.text_hash,
+                        CORPUS_LINES.c.role,
+                        CORPUS_LINES.c.origin_class,
+                    ).where(
+                        and_(
+                            CORPUS_LINES.c.agent == agent,
+                            CORPUS_LINES.c.session_id == sf.session_id,
+                        )
+                    )
                 )
                 if fresh.get(n) != (text_hash, role, cls)
             ]
@@ -539,8 +543,8 @@ class LightPhase:
             touched = {
                 c
                 for (c,) in conn.execute(
-                    select(EVIDENCE.c.candidate_id)
-                    .where(EVIDENCE.c.corpus_line_id.in_(stale))
+                    select(CANDIDATE_EVIDENCE.c.candidate_id)
+                    .where(CANDIDATE_EVIDENCE.c.corpus_line_id.in_(stale))
                     .distinct()
                 )
             }
@@ -651,14 +655,14 @@ class LightPhase:
                 if have:
                     rows = [r for r in rows if r["line"] not in have]
             if rows:
-                conn.execute(insert(LINES), rows)
+                conn.execute(insert(CORPUS_LINES), rows)
                 ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
                 new_lines = [(ids[r["line"]], r) for r in rows]
                 touched |= self.folder.fold(conn, new_lines, summary)
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             conn.execute(
-                _built(conn, "state", _do_nothing_on_conflict(STATE)),
+                _built(conn, "state", _do_nothing_on_conflict(AGENT_STATE)),
                 {"agent": agent, "key": RESCORE_KEY, "value": "1"},
             )
             _mark_dirty(conn, agent, days)

@@ -30,7 +30,7 @@ from dreaming.llm import calls_of
 from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.dialect import upsert
-from dreaming.store.models import CandidateEvidenceRow, CandidateRow, CorpusLineRow, StateRow
+from dreaming.store.tables import AGENT_STATE, CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
 from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-EVIDENCE = CandidateEvidenceRow.__table__  # type: ignore[attr-defined]
-LINES = CorpusLineRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
 
 # Concepts that recur in any conversation and say nothing about it.
 _DULL = frozenset({"want", "need", "make", "know", "think", "good", "time", "today", "tomorrow"})
@@ -144,9 +140,11 @@ class RemPhase:
             ids = [r[0] for r in rows]
             spread: dict[int, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
             for cid, session_id, day in conn.execute(
-                select(EVIDENCE.c.candidate_id, EVIDENCE.c.session_id, EVIDENCE.c.day).where(
-                    EVIDENCE.c.candidate_id.in_(ids)
-                )
+                select(
+                    CANDIDATE_EVIDENCE.c.candidate_id,
+                    CANDIDATE_EVIDENCE.c.session_id,
+                    CANDIDATE_EVIDENCE.c.day,
+                ).where(CANDIDATE_EVIDENCE.c.candidate_id.in_(ids))
             ):
                 spread[cid][0].add(session_id)
                 spread[cid][1].add(day)
@@ -326,14 +324,18 @@ MARK_KEY = "rem_input"
 
 def _newest_line(engine: Engine, agent: str) -> str:
     with engine.connect() as conn:
-        value = conn.execute(select(func.max(LINES.c.id)).where(LINES.c.agent == agent)).scalar()
+        value = conn.execute(
+            select(func.max(CORPUS_LINES.c.id)).where(CORPUS_LINES.c.agent == agent)
+        ).scalar()
     return str(value or 0)
 
 
 def _get_mark(engine: Engine, agent: str) -> str | None:
     with engine.connect() as conn:
         value = conn.execute(
-            select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == MARK_KEY))
+            select(AGENT_STATE.c.value).where(
+                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == MARK_KEY)
+            )
         ).scalar()
     return str(value) if value is not None else None
 
@@ -341,7 +343,7 @@ def _get_mark(engine: Engine, agent: str) -> str | None:
 def _set_mark(engine: Engine, agent: str, value: str) -> None:
     with engine.begin() as conn:
         conn.execute(
-            upsert(conn, STATE)
+            upsert(conn, AGENT_STATE)
             .values(agent=agent, key=MARK_KEY, value=value)
             .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
         )

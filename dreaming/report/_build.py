@@ -14,13 +14,11 @@ from dreaming.config import BudgetSettings, DeepSettings
 from dreaming.report import _changes, _kept_out
 from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
 from dreaming.runs import list_runs
-from dreaming.store.models import SpendRow, StateRow
+from dreaming.store.tables import AGENT_STATE, SPEND
 
 if TYPE_CHECKING:
     from dreaming.app import App
 
-SPEND = SpendRow.__table__  # type: ignore[attr-defined]
-STATE = StateRow.__table__  # type: ignore[attr-defined]
 SPEND_DAYS = 14  # the spend chart's window without --since
 RUNS_SHOWN = 20  # runs listed without --since
 
@@ -72,7 +70,9 @@ def agent_report(
         kept_out = _kept_out.kept_out(conn, agent, deep, sessions, every)
         spend = _spend(conn, agent, since or today - timedelta(days=SPEND_DAYS - 1), today)
         clock = conn.execute(
-            select(STATE.c.value).where(and_(STATE.c.agent == agent, STATE.c.key == "clock"))
+            select(AGENT_STATE.c.value).where(
+                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == "clock")
+            )
         ).scalar()
     shown = _changes.since(runs, since) if since is not None else runs[:RUNS_SHOWN]
     return AgentReport(

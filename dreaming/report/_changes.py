@@ -25,11 +25,7 @@ from dreaming.report._records import (
     Tonight,
 )
 from dreaming.runs import RunRecord
-from dreaming.store.models import CandidateRow, MemoryBackupRow, OriginRow
-
-BACKUPS = MemoryBackupRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
-ORIGINS = OriginRow.__table__  # type: ignore[attr-defined]
+from dreaming.store.tables import CANDIDATES, MEMORY_BACKUPS, ORIGINS
 
 # Runs that changed no memory: another run held the agent, or a preview (dry run).
 NOT_APPLIED = ("skipped", "preview")
@@ -70,7 +66,9 @@ def _known_texts(
             texts[key] = text
 
     for (content,) in conn.execute(
-        select(BACKUPS.c.content).where(BACKUPS.c.agent == agent).order_by(BACKUPS.c.id.desc())
+        select(MEMORY_BACKUPS.c.content)
+        .where(MEMORY_BACKUPS.c.agent == agent)
+        .order_by(MEMORY_BACKUPS.c.id.desc())
     ):
         for block in memory_file.parse(content).blocks:
             keep(block.key, block.text)

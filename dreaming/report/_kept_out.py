@@ -13,10 +13,8 @@ from dreaming import lineage
 from dreaming.config import DeepSettings
 from dreaming.gates import PASSES, Gate, list_candidates
 from dreaming.report._records import FunnelStep, Held, KeptOut, Session, SessionGroup
-from dreaming.store.models import SessionRow, TombstoneRow
+from dreaming.store.tables import SESSIONS, TOMBSTONES
 
-SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-TOMBSTONES = TombstoneRow.__table__  # type: ignore[attr-defined]
 EXAMPLES = 3  # candidates shown per gate
 
 
