@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from dreaming import runner
 from dreaming.store import agent_lock, migrations, open_engine
 from dreaming.verify import verify
 from tests.deep_helpers import build_state, decide_all, open_app
@@ -162,7 +163,7 @@ def single_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
         )
         app = open_app(root)
         try:
-            app.run(["light", "rem", "deep"])
+            runner.run(app, ["light", "rem", "deep"])
         finally:
             app.close()
     return {a: logical_state(root, a) for a in ("bob", "main")}

@@ -280,15 +280,15 @@ SERVER = textwrap.dedent(
             note("os.fsync", synced)
 
         os.fsync = traced_fsync
-        from dreaming.app import App
+        from dreaming import runner
 
-        run_agent = App.run_agent
+        run_agent = runner.run_agent
 
-        def traced_run_agent(self, name, *args, **kwargs):
+        def traced_run_agent(app, name, *args, **kwargs):
             agent[0] = name
-            return run_agent(self, name, *args, **kwargs)
+            return run_agent(app, name, *args, **kwargs)
 
-        App.run_agent = traced_run_agent
+        runner.run_agent = traced_run_agent
 
     for raw in sys.stdin:
         req = json.loads(raw)

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from dreaming import memory_file as mf
+from dreaming import runner
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app, tree_hash, user_prompt
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("backend")
 def night(root: Path, **deep: Any) -> dict[str, Any]:
     app = open_app(root)
     try:
-        app.run_light()
-        return {d["agent"]: d for d in app.run_deep(**deep)}
+        runner.run_light(app)
+        return {d["agent"]: d for d in runner.run_deep(app, **deep)}
     finally:
         app.close()
 
@@ -31,7 +32,7 @@ def night(root: Path, **deep: Any) -> dict[str, Any]:
 def deep_only(root: Path, **deep: Any) -> dict[str, Any]:
     app = open_app(root)
     try:
-        return {d["agent"]: d for d in app.run_deep(**deep)}
+        return {d["agent"]: d for d in runner.run_deep(app, **deep)}
     finally:
         app.close()
 
@@ -327,7 +328,7 @@ def test_runaway_guard_stops_after_consecutive_all_skip_batches(
 def test_dry_run_writes_nothing(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     root = build_state(tmp_path / "s")
     app = open_app(root)
-    app.run_light()
+    runner.run_light(app)
     app.close()
     before = tree_hash(root)
     out = deep_only(root, dry_run=True)["main"]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from dreaming import memory_file as mf
+from dreaming import runner
 from dreaming.cli._main import cli
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
@@ -27,8 +28,8 @@ def night(root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
 
     app = App.open(root, root / "dreaming.toml", env=env) if env is not None else open_app(root)
     try:
-        app.run_light()
-        return {d["agent"]: d for d in app.run_deep()}
+        runner.run_light(app)
+        return {d["agent"]: d for d in runner.run_deep(app)}
     finally:
         app.close()
 

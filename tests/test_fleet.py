@@ -13,6 +13,7 @@ import pytest
 import time_machine
 from sqlalchemy import create_engine, text
 
+from dreaming import runner
 from dreaming._scheduler._service import ENQUEUE_JOB_FUNC
 from dreaming.app import App
 from dreaming.fleet import enqueue_job
@@ -71,7 +72,7 @@ def test_workers_run_a_night_like_one_machine(tmp_path: Path, pg_database: PgDat
     app = App.open(local, local / "dreaming.toml", env={})
     try:
         for job, phases in JOBS.items():
-            assert {r["outcome"] for r in app.run(phases, job=job)} == {"ok"}
+            assert {r.outcome for r in runner.run(app, phases, job=job)} == {"ok"}
     finally:
         app.close()
     fleet_files, local_files = workspace_files(fleet), workspace_files(local)
@@ -170,7 +171,7 @@ def test_a_killed_worker_s_job_is_retried_elsewhere_and_converges(
     dreaming(root, "verify")
     app = App.open(reference, reference / "dreaming.toml", env={})
     try:
-        app.run(JOBS["nightly"], job="nightly")
+        runner.run(app, JOBS["nightly"], job="nightly")
     finally:
         app.close()
     assert workspace_files(root) == workspace_files(reference)

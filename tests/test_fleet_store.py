@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from dreaming import demo
+from dreaming import demo, runner
 from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError
 from dreaming.forget import Selector
+from dreaming.runner import Phase
 from dreaming.store import MIGRATIONS, open_shared_engine
 from dreaming.store.models import SQLModel
 from dreaming.verify import verify
@@ -73,7 +74,7 @@ def test_a_night_on_postgres_equals_the_same_night_on_sqlite(tmp_path: Path, pg_
     for name, root in (("local", local), ("fleet", fleet)):
         app = App.open(root, root / "dreaming.toml", env={})
         try:
-            results[name] = app.run(["light", "rem", "deep"])
+            results[name] = [r.to_dict() for r in runner.run(app, ["light", "rem", "deep"])]
             agents = [r["agent"] for r in results[name]]
             outputs[name] = _outputs(app, agents)
             for agent in agents:
@@ -92,7 +93,7 @@ def test_agents_share_one_database_without_seeing_each_other(tmp_path: Path, pg_
     root = _fleet_folder(tmp_path / "fleet", pg_url)
     app = App.open(root, root / "dreaming.toml", env={})
     try:
-        app.run(["light", "rem", "deep"])
+        runner.run(app, ["light", "rem", "deep"])
         agents = app.known_agents()
         assert len(agents) >= 2
         assert all(app.has_state(a) for a in agents)
@@ -103,7 +104,9 @@ def test_agents_share_one_database_without_seeing_each_other(tmp_path: Path, pg_
             before = conn.execute(
                 text("SELECT count(*) FROM corpus_lines WHERE agent = :a"), {"a": other}
             ).scalar_one()
-        report = app.forget(first, Selector(sessions=tuple(_sessions(app, first))), dry_run=False)
+        report = runner.forget(
+            app, first, Selector(sessions=tuple(_sessions(app, first))), dry_run=False
+        )
         assert report["sessions"]
         with app.engine(other).connect() as conn:
             after = conn.execute(
@@ -173,7 +176,7 @@ def test_runs_survive_the_server_dropping_idle_pooled_connections(
     app = App.open(root, root / "dreaming.toml", env={})
     admin = create_engine(pg_url)
     try:
-        assert {r["outcome"] for r in app.run(["light"])} == {"ok"}
+        assert {r.outcome for r in runner.run(app, ["light"])} == {"ok"}
         # As a server restart would: every connection of this app's pool is cut.
         with admin.connect() as conn:
             killed = conn.execute(
@@ -183,7 +186,7 @@ def test_runs_survive_the_server_dropping_idle_pooled_connections(
                 )
             ).scalar_one()
         assert killed >= 1
-        assert {r["outcome"] for r in app.run(["light", "rem", "deep"])} == {"ok"}
+        assert {r["outcome"] for r in runner.run(app, ["light", "rem", "deep"])} == {"ok"}
         assert all(verify(app.engine(a), app.paths, a).ok for a in app.known_agents())
     finally:
         admin.dispose()
@@ -226,7 +229,7 @@ def test_a_run_whose_lock_session_dies_stops_at_the_next_phase(
     monkeypatch.setattr(LightPhase, "run", light_then_lose_the_lock)
     try:
         with pytest.raises(LockLostError, match="lost its lock"):
-            app.run_agent("main", ["light", "rem", "deep"])
+            runner.run_agent(app, "main", list(Phase))
         with app.engine("main").connect() as conn:
             outcome, phases_done = conn.execute(
                 text("SELECT outcome, summary FROM runs WHERE agent = 'main'")

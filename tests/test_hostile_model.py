@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dreaming import demo
+from dreaming import demo, runner
 from dreaming import memory_file as mf
 from dreaming.app import App
 from dreaming.config import BudgetSettings
@@ -248,7 +248,7 @@ def night(
 ) -> dict[str, dict[str, Any]]:
     app = open_app(root)
     try:
-        return {r["agent"]: r for r in app.run(list(phases), budget=budget)}
+        return {r.agent: r.to_dict() for r in runner.run(app, list(phases), budget=budget)}
     finally:
         app.close()
 
@@ -560,7 +560,12 @@ def test_run_budget_covers_rem_and_deep_together(tmp_path: Path, fake_openai: Fa
     cap = 0.0105
     app = open_app(root)
     try:
-        results = app.run(["light", "rem", "deep"], ["main"], budget=BudgetSettings(max_usd=cap))
+        results = [
+            r.to_dict()
+            for r in runner.run(
+                app, ["light", "rem", "deep"], ["main"], budget=BudgetSettings(max_usd=cap)
+            )
+        ]
         usd = one(app, "main", "SELECT sum(usd) FROM spend")[0]
     finally:
         app.close()

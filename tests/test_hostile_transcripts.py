@@ -31,6 +31,7 @@ import pytest
 from sqlalchemy import text
 
 from dreaming import memory_file as mf
+from dreaming import runner
 from dreaming.app import App
 from dreaming.sanitize import entry_text_problems
 from dreaming.verify import verify
@@ -323,7 +324,7 @@ def test_hostile_transcripts_never_break_memory(
     fake_openai.default = obedient
     app = open_app(root)
     try:
-        results = {r["agent"]: r for r in app.run(["light", "deep"])}
+        results = {r.agent: r.to_dict() for r in runner.run(app, ["light", "deep"])}
         deep = results["main"]["phases"]["deep"]
         assert deep["selected"] >= len(GENUINE)
         if mode == "obedient":
@@ -344,7 +345,7 @@ def test_corpus_keeps_user_text_and_drops_blocks_line_by_line(tmp_path: Path) ->
     build(root)
     app = open_app(root)
     try:
-        app.run(["light"], ["main"])
+        runner.run(app, ["light"], ["main"])
         lines = {
             sid: body
             for sid, body in rows(
@@ -383,7 +384,7 @@ def test_memory_quoted_back_is_not_promoted_again(tmp_path: Path, form: str) -> 
     build(root)
     app = open_app(root)
     try:
-        app.run(["light", "deep"])
+        runner.run(app, ["light", "deep"])
         before = dict(rows(app, "main", "SELECT key, text FROM entries WHERE status = 'live'"))
     finally:
         app.close()
@@ -403,7 +404,7 @@ def test_memory_quoted_back_is_not_promoted_again(tmp_path: Path, form: str) -> 
     )
     app = open_app(root)
     try:
-        app.run(["light", "deep"])
+        runner.run(app, ["light", "deep"])
         after = dict(rows(app, "main", "SELECT key, text FROM entries WHERE status = 'live'"))
         echoed = rows(app, "main", "SELECT entry_key FROM origins WHERE session_id = 's-echo'")
         assert after == before, sorted(set(after.values()) - set(before.values()))
@@ -427,7 +428,7 @@ def test_marker_at_the_end_of_a_claim_leaves_no_debris(tmp_path: Path) -> None:
     )
     app = open_app(root)
     try:
-        app.run(["light", "deep"], ["main"])
+        runner.run(app, ["light", "deep"], ["main"])
         entries = check_memory(app, "main")
     finally:
         app.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dreaming import runner
 from dreaming.app import App
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "locomo.py"
@@ -116,7 +117,7 @@ def test_transcripts_are_openclaw_v3_and_lines_map_back_to_turns(
     # The map agrees with what the light phase records as each corpus line's reference.
     app = App.open(state, None, env={})
     try:
-        app.run(["light"], ["conv-99"])
+        runner.run(app, ["light"], ["conv-99"])
         with app.engine("conv-99").connect() as conn:
             rows = conn.exec_driver_sql("SELECT session_id, line, text FROM corpus_lines").all()
     finally:

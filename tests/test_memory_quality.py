@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dreaming import runner
 from dreaming.app import App
 from dreaming.memory_file import read
 from tests.openclaw_builder import FakeOpenClaw
@@ -34,7 +35,7 @@ def night(state: Path, config: str | None = None) -> None:
         (state / "dreaming.toml").write_text(config)
     app = App.open(state, state / "dreaming.toml" if config else None, env={})
     try:
-        app.run(["light", "rem", "deep"], None)
+        runner.run(app, ["light", "rem", "deep"], None)
     finally:
         app.close()
 

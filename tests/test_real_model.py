@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dreaming import memory_file as mf
+from dreaming import runner
 from dreaming.app import App
 from tests.deep_helpers import build_state
 
@@ -41,8 +42,8 @@ def test_night_against_a_real_model(tmp_path: Path) -> None:
     (root / "dreaming.toml").write_text(config)
     app = App.open(root, root / "dreaming.toml", env={})
     try:
-        app.run_light()
-        out = {d["agent"]: d for d in app.run_deep()}
+        runner.run_light(app)
+        out = {d["agent"]: d for d in runner.run_deep(app)}
     finally:
         app.close()
     assert out["main"]["llm"]["calls"] >= 1

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dreaming import diary
+from dreaming import diary, runner
 from tests.deep_helpers import build_state, open_app
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 from tests.openclaw_builder import append
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("backend")
 def run(root: Path, phases: list[str], **kw: Any) -> dict[str, Any]:
     app = open_app(root)
     try:
-        return {r["agent"]: r["phases"] for r in app.run(phases, **kw)}
+        return {r.agent: r.phase_dicts() for r in runner.run(app, phases, **kw)}
     finally:
         app.close()
 

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dreaming import memory_file as mf
-from dreaming import report
+from dreaming import report, runner
 from dreaming.cli._main import cli
 from tests.deep_helpers import build_state, candidate_texts, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
@@ -106,7 +106,7 @@ def llm_night(root: Path, fake: FakeOpenAI) -> dict[str, str]:
     fake.default = _add_all
     app = open_app(root)
     try:
-        app.run(["light", "rem", "deep"])
+        runner.run(app, ["light", "rem", "deep"])
     finally:
         app.close()
     memory = root / "workspace" / "MEMORY.md"
@@ -129,7 +129,7 @@ def llm_night(root: Path, fake: FakeOpenAI) -> dict[str, str]:
     fake.default = _merge_and_supersede
     app = open_app(root)
     try:
-        app.run(["light", "rem", "deep"])
+        runner.run(app, ["light", "rem", "deep"])
     finally:
         app.close()
     return {"removed": removed.text}
@@ -228,7 +228,7 @@ def test_report_to_stdout_and_a_clean_error_for_an_unknown_agent(tmp_path: Path)
     root = build_state(tmp_path / "s")
     app = open_app(root)
     try:
-        app.run(["light", "rem", "deep"])
+        runner.run(app, ["light", "rem", "deep"])
     finally:
         app.close()
     result = invoke(root, "report", "--out", "-", "--agent", "bob")

@@ -24,7 +24,7 @@ import pytest
 import time_machine
 from click.testing import CliRunner
 
-from dreaming import demo, scheduler
+from dreaming import demo, runner, scheduler
 from dreaming._scheduler._runner import job_catalog
 from dreaming._scheduler._service import _service_lock
 from dreaming.app import App
@@ -607,7 +607,10 @@ def interrupt_during_the_run(
             os.kill(os.getpid(), signal.SIGTERM)
 
     try:
-        return app.run(["light"], ["main"], job=job_name, progress=progress)
+        return [
+            r.to_dict()
+            for r in runner.run(app, ["light"], ["main"], job=job_name, progress=progress)
+        ]
     finally:
         app.close()
 

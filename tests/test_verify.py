@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from dreaming import memory_file as mf
+from dreaming import runner
 from dreaming.cli._main import cli
 from tests.deep_helpers import build_state, open_app
 
@@ -30,7 +31,7 @@ def verify(root: Path) -> tuple[int, str]:
 def night(tmp_path: Path) -> Path:
     root = build_state(tmp_path / "s")
     app = open_app(root)
-    app.run(["light", "rem", "deep"])
+    runner.run(app, ["light", "rem", "deep"])
     app.close()
     return root
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from tzlocal import get_localzone
 
+from dreaming import runner
 from dreaming._scheduler._store import StoredSchedule
 from dreaming._scheduler._triggers import describe_trigger, next_fire_time
 from dreaming.app import App
@@ -29,6 +29,7 @@ from dreaming.config import BudgetSettings, Paths
 from dreaming.errors import DreamingError, LockedError, StateError
 from dreaming.jobs import Job, JobCatalog, JobFile, effective_budget
 from dreaming.progress import Progress
+from dreaming.runner import Outcome
 from dreaming.runs import record_skipped
 
 log = logging.getLogger("dreaming.scheduler")
@@ -96,14 +97,8 @@ def describe_job(
     }
 
 
-class AgentOutcome(StrEnum):
-    OK = "ok"
-    BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
-    DEGRADED = "degraded"  # a fallback decided what the model should have (reason given)
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
-    QUEUED = "queued"  # handed to the fleet queue; a worker runs it
+# The outcomes are the runner's; the scheduler reports them per agent.
+AgentOutcome = Outcome
 
 
 class JobRunner(ABC):
@@ -181,7 +176,8 @@ class InProcessRunner(JobRunner):
         )
         started = time.monotonic()
         try:
-            [result] = self.app.run(
+            [typed] = runner.run(
+                self.app,
                 job.phases,
                 [agent],
                 job=job.name,
@@ -190,6 +186,7 @@ class InProcessRunner(JobRunner):
                 llm=job.llm,
                 progress=progress,
             )
+            result = typed.to_dict()
         except LockedError as err:
             result = base | {
                 "run_id": None,

@@ -9,10 +9,12 @@ from typing import Any
 import click
 
 from dreaming import demo as demo_mod
+from dreaming import runner
 from dreaming.app import App
 from dreaming.cli._main import Context, cli
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._run import format_result
+from dreaming.runner import Phase
 
 
 @cli.command()
@@ -33,17 +35,17 @@ def demo(directory: Path, as_json: bool) -> None:
         context = click.get_current_context().find_object(Context)
         if not as_json and context is not None and context.verbose:
             note(app.registry.banner())  # `dreaming tags` shows it any time
-        results = app.run(["light", "rem", "deep"])
+        results = runner.run(app, list(Phase))
         report: dict[str, Any] = {"state_dir": str(root), "agents": []}
         for result in results:
-            agent = result["agent"]
+            agent = result.agent
             report["agents"].append(
                 {
                     "agent": agent,
                     "memory": str(app.paths.memory_file(agent)),
                     "dreams": str(app.paths.dreams_file(agent)),
                     "corpus": str(app.paths.corpus_dir(agent)),
-                    "phases": result["phases"],
+                    "phases": result.phase_dicts(),
                 }
             )
     finally:
@@ -52,8 +54,8 @@ def demo(directory: Path, as_json: bool) -> None:
         emit_json(report)
         return
     click.echo(f"demo state folder: {root}")
-    for a in report["agents"]:
-        click.echo(format_result({"phases": a["phases"]}))
+    for result, a in zip(results, report["agents"], strict=True):
+        click.echo(format_result(result))
         click.echo(f"  MEMORY.md: {a['memory']}")
         click.echo(f"  DREAMS.md: {a['dreams']}")
         click.echo(f"  corpus:    {a['corpus']}")

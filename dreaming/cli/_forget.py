@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.forget import Selector, parse_since
@@ -95,7 +96,7 @@ def forget(
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    report = ctx.app.forget(agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone)
+    report = runner.forget(ctx.app, agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone)
     if as_json:
         emit_json(report)
     else:

@@ -15,7 +15,7 @@ from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note, usd
 from dreaming.cli._progress import progress
-from dreaming.cli._run import format_result, note_degraded
+from dreaming.cli._run import format_recorded, note_degraded
 from dreaming.jobs import CopyOutcome, copy_bundled_jobs
 from dreaming.scheduler import (
     AgentOutcome,
@@ -90,7 +90,7 @@ def format_agent_result(result: dict[str, Any]) -> str:
         return f"agent {result['agent']}: skipped, {result['reason']}"
     if result["outcome"] == AgentOutcome.FAILED:
         return f"agent {result['agent']}: failed: {result['error']}"
-    return format_result(result)
+    return format_recorded(result["phases"])
 
 
 @cli.group(invoke_without_command=True)

@@ -3,103 +3,103 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
+from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.config import BudgetSettings
+from dreaming.phases.deep import DeepSummary
+from dreaming.phases.light import LightSummary
+from dreaming.phases.rem import RemSummary
+from dreaming.runner import AgentResult, Phase, Summary, summary_from_dict
 
 
-def format_light(data: dict[str, Any]) -> str:
-    s = data["sessions"]
+def format_light(s: LightSummary) -> str:
     lines = [
-        f"agent {data['agent']}: light phase",
-        f"  sessions: {s['seen']} seen, {s['read']} read, {s['unchanged']} unchanged"
-        + (f", {s['rewritten']} rewritten" if s["rewritten"] else ""),
+        f"agent {s.agent}: light phase",
+        f"  sessions: {s.sessions_seen} seen, {s.sessions_read} read,"
+        f" {s.sessions_unchanged} unchanged"
+        + (f", {s.files_rewritten} rewritten" if s.files_rewritten else ""),
     ]
-    for reason, count in s["not_admitted"].items():
+    for reason, count in sorted(s.not_admitted.items()):
         lines.append(f"  not admitted: {count} ({reason})")
-    if s.get("unclassified_count"):
+    if s.unclassified:
         lines.append(
-            f"  unclassified: {s['unclassified_count']} (kept as untrusted evidence;"
+            f"  unclassified: {len(s.unclassified)} (kept as untrusted evidence;"
             " `dreaming status` says how to admit them)"
         )
-    if s.get("lines_rederived"):
+    if s.lines_rederived:
         lines.append(
-            f"  edited transcripts: {s['lines_rederived']} changed lines purged and read again"
+            f"  edited transcripts: {s.lines_rederived} changed lines purged and read again"
         )
-    for change in s.get("reclassified", []):
+    for change in s.reclassified[:50]:
         old, new = change["from"], change["to"]
         lines.append(
             f"  re-derived {change['session_id']}: {old['status']}/{old['trust'] or '-'} ->"
             f" {new['status']}/{new['trust'] or '-'} ({change['reason'] or 'admitted'}),"
             f" {change.get('entries_removed', 0)} entries removed"
         )
-    lines.append(f"  messages: {data['messages']} spoken, {data['corpus_lines']} new corpus lines")
-    if data["dropped"]:
-        lines.append("  dropped: " + ", ".join(f"{k} {v}" for k, v in data["dropped"].items()))
-    if data["skips"]:
-        lines.append("  skipped: " + ", ".join(f"{k} {v}" for k, v in data["skips"].items()))
-    c = data["candidates"]
-    again = max(0, c["updated"] - c["new"])
+    lines.append(f"  messages: {s.messages} spoken, {s.corpus_lines} new corpus lines")
+    if s.dropped:
+        lines.append("  dropped: " + _counts(s.dropped))
+    if s.skips:
+        lines.append("  skipped: " + _counts(s.skips))
+    again = max(0, s.candidates_updated - s.candidates_new)
     lines.append(
-        f"  candidates (statements that may become memory): {c['new']} new,"
-        f" {again} heard again; {c['pending']} not in memory yet"
+        f"  candidates (statements that may become memory): {s.candidates_new} new,"
+        f" {again} heard again; {s.candidates_pending} not in memory yet"
         " (`dreaming candidates` says why)"
     )
-    if data["recalls"]:
-        lines.append(f"  recalls: {data['recalls']} lines repeat what memory already holds")
+    if s.recalls:
+        lines.append(f"  recalls: {s.recalls} lines repeat what memory already holds")
     return "\n".join(lines)
 
 
-def format_deep(data: dict[str, Any]) -> str:
-    llm = data["llm"]
-    head = f"agent {data['agent']}: deep phase" + (
-        " (preview: nothing written)" if data["dry_run"] else ""
-    )
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counter.items()))
+
+
+def format_deep(s: DeepSummary) -> str:
+    head = f"agent {s.agent}: deep phase" + (" (preview: nothing written)" if s.dry_run else "")
     lines = [
         head,
-        f"  candidates selected: {data['selected']} in {data['batches']} batches",
+        f"  candidates selected: {s.selected} in {s.batches} batches",
         "  decisions: "
-        + (", ".join(f"{k} {v}" for k, v in data["actions"].items()) or "none")
-        + (
-            "  (decided by: " + ", ".join(f"{k} {v}" for k, v in data["paths"].items()) + ")"
-            if data["paths"]
-            else ""
-        ),
-        f"  llm: {llm['calls']} calls, {llm['input_tokens']}+{llm['output_tokens']} tokens,"
-        f" ${llm['cost_usd']:.4f}",
-        f"  entries now: {data['entries']}",
+        + (_counts(s.actions) or "none")
+        + (f"  (decided by: {_counts(s.paths)})" if s.paths else ""),
+        f"  llm: {s.llm_calls} calls, {s.input_tokens}+{s.output_tokens} tokens,"
+        f" ${round(s.cost_usd, 6):.4f}",
+        f"  entries now: {s.entries}",
     ]
-    if data["deferred"]:
-        lines.append("  deferred: " + ", ".join(f"{k} {v}" for k, v in data["deferred"].items()))
-    if data["ended_on_budget"]:
+    if s.deferred:
+        lines.append("  deferred: " + _counts(s.deferred))
+    if s.ended_on_budget:
         lines.append("  ended on budget: the remaining candidates wait for the next run")
-    if data["runaway_stop"]:
+    if s.runaway_stop:
         lines.append("  stopped early: the model skipped every candidate in consecutive batches")
-    if data.get("proposed"):
+    if s.proposed:
         lines.append(
-            f"  staged for review: {data['proposed']} proposals (`dreaming review list`);"
+            f"  staged for review: {s.proposed} proposals (`dreaming review list`);"
             " MEMORY.md is unchanged by them"
         )
-    for why in data.get("degraded", []):
+    for why in s.degraded:
         lines.append(f"  degraded: {why[:300]}")
-    lines += [f"  fallback{n}: {fb[:200]}" for fb, n in collapse(data["fallbacks"])]
-    mem = data["memory"]
-    for key in mem["edited_by_person"]:
+    lines += [f"  fallback{n}: {fb[:200]}" for fb, n in collapse(s.fallbacks)]
+    for key in s.edited_by_person:
         lines.append(f"  MEMORY.md block {key} was edited by a person: left as it is")
-    for key in mem["removed_by_person"]:
+    for key in s.removed_by_person:
         lines.append(f"  MEMORY.md block {key} was removed by a person: entry retired")
-    for key in mem.get("duplicates_removed", []):
+    for key in s.duplicates_removed:
         lines.append(f"  MEMORY.md line {key} appeared more than once: the copies were removed")
-    if data["dry_run"]:
-        lines += [format_decision(d) for d in data["decisions"]]
-        lines.append(
-            data["diff"].rstrip("\n") if data["diff"] else "  (MEMORY.md would not change)"
-        )
+    if s.dry_run:
+        lines += [format_decision(d) for d in s.decisions]
+        lines.append(s.diff.rstrip("\n") if s.diff else "  (MEMORY.md would not change)")
     return "\n".join(lines)
 
 
@@ -133,23 +133,36 @@ def _budget(
     return settings.model_copy(update={"max_usd": budget_usd})
 
 
-def format_rem(data: dict[str, Any]) -> str:
-    themes = ", ".join(t["concept"] for t in data["themes"]) or "none"
+def format_rem(s: RemSummary) -> str:
+    themes = ", ".join(t.label for t in s.themes) or "none"
     lines = [
-        f"agent {data['agent']}: REM phase" + (" (dry run)" if data["dry_run"] else ""),
-        f"  themes: {themes}; {data['boosted']} candidates boosted",
-        f"  diary ({data['diary_by']}): " + ("written" if data["diary_written"] else "unchanged"),
+        f"agent {s.agent}: REM phase" + (" (dry run)" if s.dry_run else ""),
+        f"  themes: {themes}; {s.boosted} candidates boosted",
+        f"  diary ({s.diary_by}): " + ("written" if s.diary_written else "unchanged"),
     ]
-    if data["fallback"]:
-        lines.append(f"  fallback: {data['fallback'][:200]}")
+    if s.fallback:
+        lines.append(f"  fallback: {s.fallback[:200]}")
     return "\n".join(lines)
 
 
-FORMATTERS = {"light": format_light, "rem": format_rem, "deep": format_deep}
+def format_summary(summary: Summary) -> str:
+    if isinstance(summary, LightSummary):
+        return format_light(summary)
+    if isinstance(summary, RemSummary):
+        return format_rem(summary)
+    return format_deep(summary)
 
 
-def format_result(result: dict[str, Any]) -> str:
-    return "\n".join(FORMATTERS[p](d) for p, d in result["phases"].items())
+def format_result(result: AgentResult) -> str:
+    return "\n".join(format_summary(s) for s in result.summaries.values())
+
+
+def format_recorded(phases: Mapping[str, Mapping[str, Any]]) -> str:
+    """Phase summaries as recorded (a run record's, a scheduler's report), shown as run
+    shows them. Raises KeyError, TypeError or ValueError on another version's shape."""
+    return "\n".join(
+        format_summary(summary_from_dict(Phase(p), data)) for p, data in phases.items()
+    )
 
 
 def run_phases(
@@ -171,7 +184,8 @@ def run_phases(
     if ctx.verbose:
         note(app.registry.banner())
     with progress(enabled=not as_json) as bar:
-        results = app.run(
+        results = runner.run(
+            app,
             wanted,
             list(agents) or None,
             job=job,
@@ -189,24 +203,24 @@ def run_phases(
                 "phases": wanted,
                 "job": job,
                 "dry_run": dry_run,
-                "agents": {r["agent"]: r["phases"] for r in results},
+                "agents": {r.agent: r.phase_dicts() for r in results},
                 "runs": [
                     {
-                        "agent": r["agent"],
-                        "run_id": r["run_id"],
-                        "outcome": r["outcome"],
-                        **{k: r[k] for k in ("error", "reason") if r.get(k)},
+                        "agent": r.agent,
+                        "run_id": r.run_id,
+                        "outcome": r.outcome,
+                        **{k: v for k, v in (("error", r.error), ("reason", r.reason)) if v},
                     }
                     for r in results
                 ],
             }
         )
     else:
-        text = [format_result(r) for r in results if "error" not in r]
+        text = [format_result(r) for r in results if r.error is None]
         click.echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
-        if dry_run and any("deep" in r["phases"] for r in results):
+        if dry_run and any(r.deep is not None for r in results):
             click.echo("preview only: run again with --apply to write MEMORY.md")
-    exit_on_problems(results)
+    exit_on_problems([r.to_dict() for r in results])
 
 
 def exit_on_problems(results: list[dict[str, Any]]) -> None:
@@ -231,7 +245,7 @@ def note_degraded(results: list[dict[str, Any]]) -> bool:
     return bool(degraded)
 
 
-PHASES = ["light", "rem", "deep"]
+PHASES = [str(p) for p in Phase]
 
 
 @cli.command()

@@ -9,7 +9,7 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, json_default
-from dreaming.cli._run import format_result
+from dreaming.cli._run import format_recorded
 from dreaming.errors import StateError
 from dreaming.runs import RunRecord, get_run, list_runs
 
@@ -114,8 +114,12 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     phase_data = record.summary.get("phases")
     if isinstance(phase_data, dict) and phase_data:
         try:
-            click.echo(format_result({"phases": phase_data}))
-        except (KeyError, TypeError):  # a summary written by another version: show it raw
+            click.echo(format_recorded(phase_data))
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+        ):  # a summary written by another version: show it raw
             click.echo(json.dumps(phase_data, indent=2, default=json_default))
 
 

@@ -1,0 +1,544 @@
+"""Running the pipeline: which phases there are, what a night of one agent comes to, and
+the orchestration that runs phases over agents (in this process or in worker processes)
+and forgets sessions. `App` is the state handle this works through; the CLI, the
+scheduler and the fleet call in here.
+
+The unit of work is one agent's night (`run_agent`): its phases in order, under the
+agent's lock, with one run record and one LLM budget. It returns a frozen `AgentResult`
+holding the phases' typed summaries; `to_dict()` is its JSON form (run records, `--json`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from dreaming import sources
+from dreaming.app import App
+from dreaming.config import BudgetSettings
+from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
+from dreaming.forget import Purge, Selector, complete_pending
+from dreaming.llm import CircuitBreaker
+from dreaming.llm.calls import LLMAccess, run_budget
+from dreaming.messages import SessionFile
+from dreaming.phases.deep import DeepPhase, DeepSummary
+from dreaming.phases.light import LightPhase, LightSummary
+from dreaming.phases.rem import RemPhase, RemSummary, Theme
+from dreaming.progress import Progress
+from dreaming.runs import close_abandoned, delete_run, finish_run, run_has_calls, start_run
+
+log = logging.getLogger(__name__)
+
+
+class Phase(StrEnum):
+    """The phases, in the order a night runs them."""
+
+    LIGHT = "light"
+    REM = "rem"
+    DEEP = "deep"
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
+
+
+class Outcome(StrEnum):
+    """How one agent's run ended (the `outcome` of its run record)."""
+
+    OK = "ok"
+    BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
+    DEGRADED = "degraded"  # a fallback decided what the model should have (reason given)
+    PREVIEW = "preview"  # a dry run: nothing written
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
+    QUEUED = "queued"  # handed to the fleet queue; a worker runs it
+
+
+# Outcomes of a run that did not happen here: their results carry no phase summaries.
+NOT_RUN = frozenset({Outcome.FAILED, Outcome.SKIPPED, Outcome.QUEUED})
+
+Summary = LightSummary | RemSummary | DeepSummary
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """One agent's run: its outcome and the summaries of the phases that ran."""
+
+    agent: str
+    outcome: Outcome
+    job: str | None = None
+    dry_run: bool = False
+    run_id: int | None = None
+    summaries: Mapping[Phase, Summary] = field(default_factory=dict)  # in phase order
+    degraded: tuple[str, ...] = ()  # where a fallback decided what the model should have
+    reason: str | None = None  # why it was degraded or skipped
+    error: str | None = None  # why it failed
+    queue_job_id: int | None = None  # the fleet task it was handed to
+
+    @property
+    def light(self) -> LightSummary | None:
+        summary = self.summaries.get(Phase.LIGHT)
+        return summary if isinstance(summary, LightSummary) else None
+
+    @property
+    def rem(self) -> RemSummary | None:
+        summary = self.summaries.get(Phase.REM)
+        return summary if isinstance(summary, RemSummary) else None
+
+    @property
+    def deep(self) -> DeepSummary | None:
+        summary = self.summaries.get(Phase.DEEP)
+        return summary if isinstance(summary, DeepSummary) else None
+
+    def phase_dicts(self) -> dict[str, dict[str, Any]]:
+        """Each phase's summary as JSON, with the run it belongs to."""
+        return {
+            str(phase): s.to_dict() | {"run_id": self.run_id} for phase, s in self.summaries.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "agent": self.agent,
+            "job": self.job,
+            "phases": self.phase_dicts(),
+            "dry_run": self.dry_run,
+            "run_id": self.run_id,
+        }
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.outcome not in NOT_RUN:
+            data["degraded"] = list(self.degraded)
+        data["outcome"] = self.outcome.value
+        if self.error is not None:
+            data["error"] = self.error
+        if self.queue_job_id is not None:
+            data["queue_job_id"] = self.queue_job_id
+        return data
+
+
+def summary_from_dict(phase: Phase, data: Mapping[str, Any]) -> Summary:
+    """A phase summary back from its JSON form (a run record's), to format as it was shown.
+    Raises KeyError or TypeError on a summary of another shape (another version's)."""
+    if phase == Phase.LIGHT:
+        return _light_from(data)
+    if phase == Phase.REM:
+        return _rem_from(data)
+    return _deep_from(data)
+
+
+def _light_from(d: Mapping[str, Any]) -> LightSummary:
+    s, c = d["sessions"], d["candidates"]
+    unclassified = list(s.get("unclassified", []))
+    unclassified += [""] * (s.get("unclassified_count", 0) - len(unclassified))  # count kept
+    return LightSummary(
+        agent=d["agent"],
+        sessions_seen=s["seen"],
+        sessions_read=s["read"],
+        sessions_unchanged=s["unchanged"],
+        files_rewritten=s["rewritten"],
+        lines_rederived=s.get("lines_rederived", 0),
+        not_admitted=Counter(s["not_admitted"]),
+        unclassified=unclassified,
+        reclassified=list(s.get("reclassified", [])),
+        messages=d["messages"],
+        corpus_lines=d["corpus_lines"],
+        dropped=Counter(d["dropped"]),
+        skips=Counter(d["skips"]),
+        candidates_new=c["new"],
+        candidates_updated=c["updated"],
+        candidates_pending=c["pending"],
+        recalls=d["recalls"],
+    )
+
+
+def _rem_from(d: Mapping[str, Any]) -> RemSummary:
+    themes = [
+        Theme(t["concept"], t["concept"], tuple(t["related"]), t["sessions"], t["days"], "")
+        for t in d["themes"]
+    ]
+    return RemSummary(
+        agent=d["agent"],
+        themes=themes,
+        boosted=d["boosted"],
+        diary_written=d["diary_written"],
+        diary_by=d["diary_by"],
+        fallback=d["fallback"],
+        dry_run=d["dry_run"],
+    )
+
+
+def _deep_from(d: Mapping[str, Any]) -> DeepSummary:
+    llm, memory = d["llm"], d["memory"]
+    return DeepSummary(
+        agent=d["agent"],
+        dry_run=d["dry_run"],
+        selected=d["selected"],
+        batches=d["batches"],
+        actions=Counter(d["actions"]),
+        paths=Counter(d["paths"]),
+        deferred=Counter(d["deferred"]),
+        fallbacks=list(d["fallbacks"]),
+        llm_calls=llm["calls"],
+        input_tokens=llm["input_tokens"],
+        output_tokens=llm["output_tokens"],
+        cost_usd=llm["cost_usd"],
+        ended_on_budget=d["ended_on_budget"],
+        runaway_stop=d["runaway_stop"],
+        degraded=list(d.get("degraded", [])),
+        proposed=d.get("proposed", 0),
+        edited_by_person=list(memory["edited_by_person"]),
+        removed_by_person=list(memory["removed_by_person"]),
+        duplicates_removed=list(memory.get("duplicates_removed", [])),
+        entries=d["entries"],
+        decisions=list(d["decisions"]),
+        diff=d["diff"],
+    )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one run asks of every agent's night (plain values: they cross to workers)."""
+
+    job: str | None = None
+    dry_run: bool = False
+    budget: BudgetSettings | None = None
+    profile: str | None = None  # the LLM profile; None: the embedded default decides
+    reingest: bool = False
+    deep: Mapping[str, Any] | None = None  # [deep] overrides (promote's --limit, --min-score)
+
+
+def run(
+    app: App,
+    phases: Sequence[str],
+    agents: Sequence[str] | None = None,
+    *,
+    job: str | None = None,
+    dry_run: bool = False,
+    budget: BudgetSettings | None = None,
+    llm: str | None = None,
+    progress: Progress | None = None,
+    reingest: bool = False,
+    workers: int = 1,
+    deep: Mapping[str, Any] | None = None,
+) -> list[AgentResult]:
+    """Run `phases` (in their natural order) for each agent: one lock, one run record.
+    `deep` overrides [deep] settings for this run (promote's --limit, --min-score)."""
+    ordered = _ordered(phases)
+    profile = llm if llm is not None else app.settings.deep.llm
+    if profile is not None and profile not in app.settings.llm.profiles:
+        raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
+    files = app.discover(agents) if Phase.LIGHT in ordered else {}
+    names = app.agents(agents, files if Phase.LIGHT in ordered else None)
+    options = RunOptions(job, dry_run, budget, profile, reingest, dict(deep) if deep else None)
+    if workers > 1 and len(names) > 1:
+        return _run_parallel(app, names, ordered, files, options, workers)
+    results: list[AgentResult] = []
+    busy: list[LockedError] = []
+    for agent in names:
+        try:
+            results.append(
+                run_agent(
+                    app, agent, ordered, options, files=files.get(agent, []), progress=progress
+                )
+            )
+        except LockedError as err:
+            # Another run has this agent: the others still get their night.
+            busy.append(err)
+            results.append(_not_run(agent, err, options))
+        except (OSError, SQLAlchemyError, SchemaTooNewError, WorkspaceFileError) as err:
+            # One agent's broken state (a file it cannot open, a corrupt database) is
+            # that agent's failed night, reported; the others still get theirs.
+            log.error("agent %s failed: %s", agent, err)
+            results.append(_not_run(agent, err, options))
+        finally:
+            # A fleet night visits thousands of agents: keep no engine (pool, page
+            # cache) open past its agent's run, or memory grows with the fleet.
+            app.release(agent)
+    if busy and len(busy) == len(names):
+        raise busy[0]
+    return results
+
+
+def run_light(
+    app: App, agents: Sequence[str] | None = None, progress: Progress | None = None
+) -> list[dict[str, Any]]:
+    """Light alone over the agents: each agent's light summary as JSON."""
+    return [r.phase_dicts()["light"] for r in run(app, [Phase.LIGHT], agents, progress=progress)]
+
+
+def run_deep(
+    app: App,
+    agents: Sequence[str] | None = None,
+    *,
+    dry_run: bool = False,
+    budget: BudgetSettings | None = None,
+    llm: str | None = None,
+) -> list[dict[str, Any]]:
+    """Deep alone over the agents: each agent's deep summary as JSON."""
+    results = run(app, [Phase.DEEP], agents, dry_run=dry_run, budget=budget, llm=llm)
+    return [r.phase_dicts()["deep"] for r in results]
+
+
+def _ordered(phases: Sequence[str]) -> list[Phase]:
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise StateError(f"unknown phase(s): {', '.join(sorted(unknown))}")
+    return [p for p in PHASES if p in phases]
+
+
+def _run_parallel(
+    app: App,
+    names: Sequence[str],
+    phases: Sequence[Phase],
+    files: Mapping[str, Sequence[SessionFile]],
+    options: RunOptions,
+    workers: int,
+) -> list[AgentResult]:
+    """Agents in worker processes: each agent's state is its own SQLite file, so they
+    share nothing but the machine. One agent's failure does not stop the others."""
+    context = multiprocessing.get_context("spawn")  # no inherited locks or connections
+    state = (str(app.paths.state_dir), str(app.config_path) if app.config_path else None)
+    results: dict[str, AgentResult] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {
+            pool.submit(
+                _run_agent_in_worker,
+                *state,
+                dict(app.env),
+                agent,
+                list(phases),
+                list(files.get(agent, [])),
+                options,
+            ): agent
+            for agent in names
+        }
+        for future in as_completed(futures):
+            agent = futures[future]
+            try:
+                results[agent] = future.result()
+            except Exception as err:  # reported per agent; the run goes on
+                log.error("agent %s failed: %s", agent, err)
+                results[agent] = _not_run(agent, err, options)
+    return [results[a] for a in names]
+
+
+def _run_agent_in_worker(
+    state_dir: str,
+    config: str | None,
+    env: dict[str, str],
+    agent: str,
+    phases: list[Phase],
+    files: list[SessionFile],
+    options: RunOptions,
+) -> AgentResult:
+    """The unit of work in a worker process: plain, picklable arguments in and out."""
+    app = App.open(Path(state_dir), Path(config) if config else None, env)
+    try:
+        return run_agent(app, agent, phases, options, files=files)
+    finally:
+        app.close()
+
+
+def _not_run(agent: str, err: Exception, options: RunOptions) -> AgentResult:
+    outcome = Outcome.SKIPPED if isinstance(err, LockedError) else Outcome.FAILED
+    return AgentResult(agent, outcome, options.job, options.dry_run, error=str(err))
+
+
+def run_agent(
+    app: App,
+    agent: str,
+    phases: Sequence[Phase],
+    options: RunOptions = RunOptions(),
+    *,
+    files: Sequence[SessionFile] = (),
+    progress: Progress | None = None,
+) -> AgentResult:
+    """The unit of work: one job's phases for one agent, under the agent's lock.
+
+    A dry run writes nothing at all (no run record either, unless it may call the model)
+    and skips light, whose whole job is writing the corpus."""
+    night = _Night(app, agent, phases, options, progress)
+    with app.lock(agent, options.job or "+".join(phases)) as held:
+        night.open()
+        try:
+            for phase in phases:
+                held.check()  # a fleet run whose lock died stops before the next phase
+                night.run_phase(phase, files)
+            held.check()  # ...and is not recorded as a clean run
+        except BaseException as err:
+            night.record_failure(err)
+            raise
+        result = night.close()
+    log.info("run %s for %s done: %s", result.run_id, agent, result.outcome)
+    return result
+
+
+class _Night:
+    """One agent's run in steps: open the run record, run each phase, close the record."""
+
+    def __init__(
+        self,
+        app: App,
+        agent: str,
+        phases: Sequence[Phase],
+        options: RunOptions,
+        progress: Progress | None,
+    ) -> None:
+        self.app, self.agent, self.options, self.progress = app, agent, options, progress
+        self.phases = list(phases)
+        self.engine = app.engine(agent)
+        self.summaries: dict[Phase, Summary] = {}
+        self.degraded: list[str] = []
+        self.on_budget = False
+        self.run_id: int | None = None
+        self.llm: LLMAccess | None = None
+
+    @property
+    def preview(self) -> bool:
+        """A dry run that may call the model gets a run record, so what it spent shows in
+        `runs` as in `status`; one that called nothing leaves no trace (see `close`)."""
+        return self.options.dry_run and self.options.profile is not None
+
+    def open(self) -> None:
+        options, engine, agent = self.options, self.engine, self.agent
+        if not options.dry_run:
+            complete_pending(engine, self.app.paths, agent)  # an interrupted purge first
+            if abandoned := close_abandoned(engine, agent):
+                log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
+        if not options.dry_run or self.preview:
+            self.run_id = start_run(engine, agent, [str(p) for p in self.phases], options.job)
+        # One budget for the whole run: REM's diary and deep's decisions draw on it
+        # together, through clients that share one circuit breaker.
+        factory = self.app.client_factory(options.profile, CircuitBreaker())
+        if factory is not None:
+            budget = options.budget or self.app.settings.budget
+            ledger = self.app.ledger()
+            self.llm = LLMAccess(factory, run_budget(engine, agent, budget, ledger=ledger))
+
+    def run_phase(self, phase: Phase, files: Sequence[SessionFile]) -> None:
+        app, options = self.app, self.options
+        llm_phase: dict[str, Any] = {
+            "llm": self.llm,
+            "dry_run": options.dry_run,
+            "run_id": self.run_id,
+        }
+        if phase == Phase.LIGHT and not options.dry_run:
+            light = LightPhase(
+                self.engine,
+                app.paths,
+                app.registry,
+                progress=self.progress,
+                reingest=options.reingest,
+            )
+            self.summaries[phase] = light.run(self.agent, files)
+        elif phase == Phase.REM:
+            rem = RemPhase(self.engine, app.paths, app.registry, **llm_phase).run(self.agent)
+            if rem.degraded:
+                self.degraded.append(f"rem: {rem.degraded}")
+            self.summaries[phase] = rem
+        elif phase == Phase.DEEP:
+            settings = app.settings.deep.model_copy(update=dict(options.deep or {}))
+            deep = DeepPhase(
+                self.engine,
+                app.paths,
+                app.registry,
+                settings=settings,
+                progress=self.progress,
+                **llm_phase,
+            ).run(self.agent)
+            self.on_budget = self.on_budget or deep.ended_on_budget
+            self.degraded += [f"deep: {why}" for why in deep.degraded]
+            self.summaries[phase] = deep
+
+    def result(self, outcome: Outcome) -> AgentResult:
+        options = self.options
+        return AgentResult(
+            self.agent,
+            outcome,
+            options.job,
+            options.dry_run,
+            self.run_id,
+            dict(self.summaries),
+            tuple(self.degraded),
+            # A fault to alert on outranks a budget kept: the model was wanted and failed.
+            reason="; ".join(self.degraded) if self.degraded else None,
+        )
+
+    def record_failure(self, err: BaseException) -> None:
+        if self.run_id is None:
+            return
+        outcome = Outcome.INTERRUPTED if isinstance(err, KeyboardInterrupt) else Outcome.FAILED
+        summary = self.result(outcome).to_dict() | {"error": str(err)}
+        finish_run(self.engine, self.run_id, outcome, summary)
+
+    def close(self) -> AgentResult:
+        outcome = Outcome.BUDGET if self.on_budget else Outcome.OK
+        if self.degraded:
+            outcome = Outcome.DEGRADED
+        if self.options.dry_run:
+            outcome = Outcome.PREVIEW
+        if (
+            self.preview
+            and self.run_id is not None
+            and not run_has_calls(self.engine, self.agent, self.run_id)
+        ):
+            delete_run(self.engine, self.run_id)
+            self.run_id = None
+        result = self.result(outcome)
+        if self.run_id is not None:
+            finish_run(self.engine, self.run_id, outcome, result.to_dict())
+        return result
+
+
+def forget(
+    app: App, agent: str, selector: Selector, *, dry_run: bool, pre_tombstone: bool = False
+) -> dict[str, Any]:
+    """Purge everything derived from the selected sessions of `agent` (see forget).
+
+    A dry run writes nothing at all: no tombstone, no lock file, no database. A session
+    id nothing knows is an error (a typo would otherwise tombstone nothing and leave the
+    real session), unless `pre_tombstone` says forgetting it before it appears is meant."""
+    files = sources.discover(app.paths, [agent]).get(agent, [])
+    has_state = app.has_state(agent)
+    if not files and not has_state:
+        app.agents([agent])  # unknown agent: a clean error naming the known ones
+    engine = app.engine(agent, create=False) if has_state else None
+    if not pre_tombstone and selector.sessions:
+        probe = Purge(engine, app.paths, agent).run(selector, files, dry_run=True)
+        unknown = [t.session_id for t in probe.targets if not t.resolved]
+        if unknown:
+            raise StateError(
+                f"agent {agent} has no session {', '.join(map(repr, unknown))}"
+                " (nothing forgotten; see `dreaming status` for its sessions, or pass"
+                " --pre-tombstone to keep such a session out before it ever appears)"
+            )
+    if dry_run:
+        return Purge(engine, app.paths, agent).run(selector, files, dry_run=True).to_dict()
+    engine = app.engine(agent)
+    with app.lock(agent, "forget"):
+        return Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
+
+
+__all__ = [
+    "NOT_RUN",
+    "PHASES",
+    "AgentResult",
+    "Outcome",
+    "Phase",
+    "RunOptions",
+    "forget",
+    "run",
+    "run_agent",
+    "run_deep",
+    "run_light",
+    "summary_from_dict",
+]
