@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.config import BudgetSettings
 from dreaming.jobs import Job, effective_budget
@@ -124,55 +124,10 @@ def agent_status(
     caps = daily_caps(agent, budget or BudgetSettings(), jobs)
     with engine.connect() as conn:
         spend = spend_on(conn, agent, day or utc_day(), caps)
-        by_status: dict[str, int] = dict(
-            conn.execute(
-                select(SESSIONS.c.status, func.count())
-                .where(SESSIONS.c.agent == agent)
-                .group_by(SESSIONS.c.status)
-            ).all()
-        )
-        not_admitted = [
-            {"session_id": sid, "session_key": key, "status": st, "reason": reason}
-            for sid, key, st, reason in conn.execute(
-                select(
-                    SESSIONS.c.session_id,
-                    SESSIONS.c.session_key,
-                    SESSIONS.c.status,
-                    SESSIONS.c.reason,
-                )
-                .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.status != "admitted"))
-                .order_by(SESSIONS.c.session_id)
-            )
-        ]
-        unclassified = [
-            sid
-            for (sid,) in conn.execute(
-                select(SESSIONS.c.session_id)
-                .where(
-                    and_(
-                        SESSIONS.c.agent == agent,
-                        SESSIONS.c.status == "admitted",
-                        SESSIONS.c.reason == "unclassified",
-                    )
-                )
-                .order_by(SESSIONS.c.session_id)
-            )
-        ]
-        forgotten = [
-            {"session_id": sid, "session_key": key, "status": "forgotten", "reason": reason}
-            for sid, key, reason in conn.execute(
-                select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key, TOMBSTONES.c.reason)
-                .where(TOMBSTONES.c.agent == agent)
-                .order_by(TOMBSTONES.c.session_id)
-            )
-        ]
-        candidates: dict[str, int] = dict(
-            conn.execute(
-                select(CANDIDATES.c.status, func.count())
-                .where(CANDIDATES.c.agent == agent)
-                .group_by(CANDIDATES.c.status)
-            ).all()
-        )
+        by_status = _count_by(conn, SESSIONS, agent)
+        not_admitted = _not_admitted(conn, agent)
+        forgotten = _forgotten(conn, agent)
+        candidates = _count_by(conn, CANDIDATES, agent)
         entries = conn.execute(
             select(func.count()).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
         ).scalar_one()
@@ -182,36 +137,91 @@ def agent_status(
                 and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == "clock")
             )
         ).scalar()
-        last_runs: dict[str, Any] = {}
-        for phases, started, ended, outcome, summary in conn.execute(
+        return {
+            "agent": agent,
+            "clock": clock,
+            "sessions": {k: by_status.get(k, 0) for k in ("admitted", "excluded", "internal")}
+            | {"forgotten": len(forgotten)},
+            "not_admitted": not_admitted + [f for f in forgotten if f not in not_admitted],
+            # Admitted as untrusted evidence only: nothing says whose chat they are.
+            "unclassified": _unclassified(conn, agent),
+            "corpus_lines": lines,
+            # by status; "pending" (what deep will consider) is always there
+            "candidates": {"pending": 0} | candidates,
+            "entries": entries,
+            "last_runs": _last_runs(conn, agent),
+            "spend_today": spend,
+        }
+
+
+def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:
+    """The agent's rows of `table` counted by their status."""
+    query = (
+        select(table.c.status, func.count()).where(table.c.agent == agent).group_by(table.c.status)
+    )
+    return {status: n for status, n in conn.execute(query)}
+
+
+def _not_admitted(conn: Connection, agent: str) -> list[dict[str, Any]]:
+    return [
+        {"session_id": sid, "session_key": key, "status": st, "reason": reason}
+        for sid, key, st, reason in conn.execute(
             select(
-                RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary
+                SESSIONS.c.session_id,
+                SESSIONS.c.session_key,
+                SESSIONS.c.status,
+                SESSIONS.c.reason,
             )
-            # a run skipped because the agent was busy did not run its phases
-            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != "skipped"))
-            .order_by(RUNS.c.id)
-        ):
-            corpus_lines = _light_lines(summary)
-            for phase in phases.split(","):
-                last_runs[phase] = {
-                    "started_at": _iso(started),
-                    "ended_at": _iso(ended),
-                    "outcome": outcome,
-                    "reason": _reason(summary) if outcome not in ("ok", "running") else None,
-                    "corpus_lines": corpus_lines,
-                }
-    return {
-        "agent": agent,
-        "clock": clock,
-        "sessions": {k: by_status.get(k, 0) for k in ("admitted", "excluded", "internal")}
-        | {"forgotten": len(forgotten)},
-        "not_admitted": not_admitted + [f for f in forgotten if f not in not_admitted],
-        # Admitted as untrusted evidence only: nothing says whose chat they are.
-        "unclassified": unclassified,
-        "corpus_lines": lines,
-        # by status; "pending" (what deep will consider) is always there
-        "candidates": {"pending": 0} | candidates,
-        "entries": entries,
-        "last_runs": last_runs,
-        "spend_today": spend,
-    }
+            .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.status != "admitted"))
+            .order_by(SESSIONS.c.session_id)
+        )
+    ]
+
+
+def _unclassified(conn: Connection, agent: str) -> list[str]:
+    return [
+        sid
+        for (sid,) in conn.execute(
+            select(SESSIONS.c.session_id)
+            .where(
+                and_(
+                    SESSIONS.c.agent == agent,
+                    SESSIONS.c.status == "admitted",
+                    SESSIONS.c.reason == "unclassified",
+                )
+            )
+            .order_by(SESSIONS.c.session_id)
+        )
+    ]
+
+
+def _forgotten(conn: Connection, agent: str) -> list[dict[str, Any]]:
+    return [
+        {"session_id": sid, "session_key": key, "status": "forgotten", "reason": reason}
+        for sid, key, reason in conn.execute(
+            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key, TOMBSTONES.c.reason)
+            .where(TOMBSTONES.c.agent == agent)
+            .order_by(TOMBSTONES.c.session_id)
+        )
+    ]
+
+
+def _last_runs(conn: Connection, agent: str) -> dict[str, Any]:
+    """Each phase's latest run (the runs in id order, later ones overwriting)."""
+    last_runs: dict[str, Any] = {}
+    for phases, started, ended, outcome, summary in conn.execute(
+        select(RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary)
+        # a run skipped because the agent was busy did not run its phases
+        .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != "skipped"))
+        .order_by(RUNS.c.id)
+    ):
+        corpus_lines = _light_lines(summary)
+        for phase in phases.split(","):
+            last_runs[phase] = {
+                "started_at": _iso(started),
+                "ended_at": _iso(ended),
+                "outcome": outcome,
+                "reason": _reason(summary) if outcome not in ("ok", "running") else None,
+                "corpus_lines": corpus_lines,
+            }
+    return last_runs
