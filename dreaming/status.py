@@ -14,8 +14,9 @@ from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.config import BudgetSettings
 from dreaming.jobs import Job, effective_budget
+from dreaming.store import state
+from dreaming.store.state import StateKey
 from dreaming.store.tables import (
-    AGENT_STATE,
     CANDIDATES,
     CORPUS_LINES,
     ENTRIES,
@@ -132,11 +133,7 @@ def agent_status(
             select(func.count()).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
         ).scalar_one()
         lines = conn.execute(select(func.count()).where(CORPUS_LINES.c.agent == agent)).scalar_one()
-        clock = conn.execute(
-            select(AGENT_STATE.c.value).where(
-                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == "clock")
-            )
-        ).scalar()
+        clock = state.get(conn, agent, StateKey.CLOCK)
         return {
             "agent": agent,
             "clock": clock,

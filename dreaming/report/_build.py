@@ -14,7 +14,9 @@ from dreaming.config import BudgetSettings, DeepSettings
 from dreaming.report import _changes, _kept_out
 from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
 from dreaming.runs import list_runs
-from dreaming.store.tables import AGENT_STATE, SPEND
+from dreaming.store import state
+from dreaming.store.state import StateKey
+from dreaming.store.tables import SPEND
 
 if TYPE_CHECKING:
     from dreaming.app import App
@@ -69,11 +71,7 @@ def agent_report(
         entries = _changes.entries(conn, agent, every, sessions, view)
         kept_out = _kept_out.kept_out(conn, agent, deep, sessions, every)
         spend = _spend(conn, agent, since or today - timedelta(days=SPEND_DAYS - 1), today)
-        clock = conn.execute(
-            select(AGENT_STATE.c.value).where(
-                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == "clock")
-            )
-        ).scalar()
+        clock = state.get(conn, agent, StateKey.CLOCK)
     shown = _changes.since(runs, since) if since is not None else runs[:RUNS_SHOWN]
     return AgentReport(
         agent=agent,

@@ -1,0 +1,64 @@
+"""Per-agent key/value marks (the `agent_state` table): each key typed, one get/put/clear.
+
+Small facts a phase leaves for the next run, each written in the same transaction as the
+work it describes so a crash cannot separate them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, select
+
+from dreaming.store.dialect import upsert
+from dreaming.store.tables import AGENT_STATE
+
+
+class StateKey(StrEnum):
+    CLOCK = "clock"  # the newest message time light has read (ISO 8601)
+    RESCORE_PENDING = "rescore_pending"  # light folded lines whose candidates need rescoring
+    REM_INPUT = "rem_input"  # the newest corpus line REM's diary was written from
+    MEMORY_DIRTY = "memory_dirty"  # entries changed since MEMORY.md was last written
+    MEMORY_HASH = "memory_hash"  # MEMORY.md's content hash as dreaming last wrote it
+    MEMORY_BASE_RUN = "memory_base_run"  # an undo: the run whose pre-run backup to lay over
+
+
+# Statements built once per backend: light sets a mark per transcript file it commits.
+_GET = select(AGENT_STATE.c.value).where(
+    and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == bindparam("key"))
+)
+_PUT: dict[str, Any] = {}
+_PUT_IF_ABSENT: dict[str, Any] = {}
+
+
+def get(conn: Connection, agent: str, key: StateKey) -> str | None:
+    value = conn.execute(_GET, {"agent": agent, "key": key.value}).scalar()
+    return str(value) if value is not None else None
+
+
+def put(conn: Connection, agent: str, key: StateKey, value: str) -> None:
+    stmt = _PUT.get(conn.dialect.name)
+    if stmt is None:
+        ins = upsert(conn, AGENT_STATE)
+        stmt = _PUT[conn.dialect.name] = ins.on_conflict_do_update(
+            index_elements=["agent", "key"], set_={"value": ins.excluded.value}
+        )
+    conn.execute(stmt, {"agent": agent, "key": key.value, "value": value})
+
+
+def put_if_absent(conn: Connection, agent: str, key: StateKey, value: str) -> None:
+    stmt = _PUT_IF_ABSENT.get(conn.dialect.name)
+    if stmt is None:
+        stmt = _PUT_IF_ABSENT[conn.dialect.name] = upsert(
+            conn, AGENT_STATE
+        ).on_conflict_do_nothing()
+    conn.execute(stmt, {"agent": agent, "key": key.value, "value": value})
+
+
+def clear(conn: Connection, agent: str, *keys: StateKey) -> None:
+    conn.execute(
+        delete(AGENT_STATE).where(
+            and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key.in_([k.value for k in keys]))
+        )
+    )
