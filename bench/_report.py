@@ -17,9 +17,22 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
+def table(headers: list[str], rows: list[list[Any]], *, label_column: bool = False) -> str:
+    """Headers, a rule of dashes, then the rows (values through `fmt`, strings as they are),
+    every column right-aligned and two spaces apart. `label_column`: the first column holds
+    labels, left-aligned, and no line ends in spaces."""
     cells = [headers, *[[fmt(v) for v in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+
+    def line(row: list[str]) -> str:
+        if not label_column:
+            return "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
+        padded = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(padded).rstrip()
+
+    lines = [line(r) for r in cells]
+    lines.insert(1, line(["-" * w for w in widths]))
     return "\n".join(lines)

@@ -49,7 +49,6 @@ import argparse
 import cProfile
 import json
 import math
-import pstats
 import random
 import re
 import shutil
@@ -64,12 +63,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _common import HelpFormatter, codenames, fill_codenames, iso, repo_on_path
+from _profile import top_functions
+from _report import table
 
-
-from _report import table  # noqa: E402
+repo_on_path()
 
 from dreaming.app import App  # noqa: E402
 from dreaming.phases.deep import DeepPhase  # noqa: E402
@@ -148,23 +146,10 @@ class Fact:
     entry: str | None  # the third-person text the model writes (None: skip)
 
 
-def _codenames(rng: random.Random) -> list[str]:
-    """Every three-syllable CV word (70**3 of them), shuffled. Ends in a vowel, so the
-    claim stemmer (plural folding) leaves it alone; no digits, which claims ignore."""
-    syllables = [c + v for c in "bdfgklmnprtvz" for v in "aeiou"]
-    words = [a + b + c for a in syllables for b in syllables for c in syllables]
-    rng.shuffle(words)
-    return words
-
-
-def _fill(template: str, s: str, v: str) -> str:
-    return template.format(S=s.capitalize(), v=v, V=v.capitalize())
-
-
 def make_facts(n: int, seed: int) -> tuple[list[Fact], list[Fact]]:
     """(seed facts for night one, N facts for night two)."""
     rng = random.Random(seed)
-    names = iter(_codenames(rng))
+    names = iter(codenames(rng))
     n_seed = max(n // 5, 1)
     n_merge = round(n * 0.03)
     n_supersede = round(n * 0.015)
@@ -173,45 +158,41 @@ def make_facts(n: int, seed: int) -> tuple[list[Fact], list[Fact]]:
     for i in range(n_seed):
         s, v = next(names), next(names)
         t = i % len(DURABLE)
-        seeds.append((Fact("seed", s, _fill(DURABLE[t][0], s, v), None), t, v))
+        seeds.append((Fact("seed", s, fill_codenames(DURABLE[t][0], s, v), None), t, v))
     main: list[Fact] = []
     related = rng.sample(range(n_seed), min(n_merge + n_supersede, n_seed))
     for j, si in enumerate(related):
         old, t, v = seeds[si]
         s = old.subject
-        said, entry = _fill(DURABLE[t][0], s, v), _fill(DURABLE[t][1], s, v)
+        said, entry = fill_codenames(DURABLE[t][0], s, v), fill_codenames(DURABLE[t][1], s, v)
         if j < n_merge:
             ext = EXTENSION.format(w=next(names))
             main.append(Fact("merge", s, said[:-1] + ext + ".", entry[:-1] + ext + "."))
         else:
             v2 = next(names)
-            said2 = _fill(DURABLE[t][0], s, v2)
+            said2 = fill_codenames(DURABLE[t][0], s, v2)
             main.append(
                 Fact(
                     "supersede",
                     s,
                     "Heads up, " + said2[0].lower() + said2[1:-1] + " now.",
-                    _fill(DURABLE[t][1], s, v2)[:-1] + " now.",
+                    fill_codenames(DURABLE[t][1], s, v2)[:-1] + " now.",
                 )
             )
     for i in range(n_ephemeral):
         s, v = next(names), next(names)
-        main.append(Fact("ephemeral", s, _fill(EPHEMERAL[i % len(EPHEMERAL)], s, v), None))
+        main.append(Fact("ephemeral", s, fill_codenames(EPHEMERAL[i % len(EPHEMERAL)], s, v), None))
     i = 0
     while len(main) < n:
         s, v = next(names), next(names)
         said, entry = DURABLE[i % len(DURABLE)]
-        main.append(Fact("durable", s, _fill(said, s, v), _fill(entry, s, v)))
+        main.append(Fact("durable", s, fill_codenames(said, s, v), fill_codenames(entry, s, v)))
         i += 1
     rng.shuffle(main)
     return [f for f, _, _ in seeds], main
 
 
 # -- transcripts ----------------------------------------------------------------------------
-
-
-def _iso(ts: datetime) -> str:
-    return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def write_night(
@@ -243,7 +224,7 @@ def write_night(
             ts = BASE_DAY + timedelta(
                 days=day, hours=rng.randint(8, 19), minutes=rng.randint(0, 59)
             )
-            out = [{"type": "session", "version": 3, "id": sid, "timestamp": _iso(ts)}]
+            out = [{"type": "session", "version": 3, "id": sid, "timestamp": iso(ts)}]
             turns: list[tuple[str, str]] = []
             for text in chunk:
                 turns += [("user", text), ("assistant", rng.choice(ACKS))]
@@ -256,7 +237,7 @@ def write_night(
                         "type": "message",
                         "id": mid,
                         "parentId": parent,
-                        "timestamp": _iso(ts + timedelta(minutes=2 * k, seconds=k)),
+                        "timestamp": iso(ts + timedelta(minutes=2 * k, seconds=k)),
                         "message": {"role": role, "content": [{"type": "text", "text": text}]},
                     }
                 )
@@ -574,33 +555,6 @@ def _metrics(
     return out
 
 
-def top_functions(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
-    stats = pstats.Stats(profile)
-    rows = []
-    for (file, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        short = file
-        for marker in ("/dreaming/", "/site-packages/", "/lib/python3"):
-            if marker in file:
-                short = file[file.index(marker) + 1 :]
-                break
-        rows.append(
-            {
-                "function": f"{short}:{line}({name})",
-                "ncalls": ncalls,
-                "tottime_s": round(tottime, 3),
-                "cumtime_s": round(cumtime, 3),
-            }
-        )
-    by_cum = sorted(rows, key=lambda r: -r["cumtime_s"])
-    by_own = sorted(rows, key=lambda r: -r["tottime_s"])
-    own_dreaming = [r for r in by_cum if r["function"].startswith("dreaming/")]
-    return [
-        {"view": "cumulative", "rows": by_cum[:limit]},
-        {"view": "cumulative, dreaming/ only", "rows": own_dreaming[:limit]},
-        {"view": "own time", "rows": by_own[:limit]},
-    ]
-
-
 # -- output ---------------------------------------------------------------------------------
 
 
@@ -710,12 +664,8 @@ def render(doc: dict[str, Any]) -> str:
 # -- main -----------------------------------------------------------------------------------
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
         "--candidates",
         type=int,

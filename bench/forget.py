@@ -46,7 +46,6 @@ import argparse
 import cProfile
 import json
 import math
-import pstats
 import random
 import re
 import shutil
@@ -63,11 +62,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _common import (
+    START,
+    HelpFormatter,
+    codenames,
+    dumps,
+    fill_codenames,
+    human,
+    iso,
+    repo_on_path,
+)
+from _profile import top_functions
+from _report import table
 
-from _report import table  # noqa: E402
+REPO = repo_on_path()
+
 from sqlalchemy import Engine, and_, event, func, select, text  # noqa: E402
 
 from dreaming import lineage, memory_file, memory_sync  # noqa: E402
@@ -88,16 +97,7 @@ FACTS_PER_ENTRY = 1.15  # distinct facts per wanted entry: room for the few that
 MENTIONS = ((1, 0.05), (2, 0.55), (3, 0.30), (4, 0.10))  # sessions per fact, share
 BATCH = 8  # candidates per recorded LLM call, as [deep] batch_size
 SLOW_SHARE, SLOW_S = 0.10, 5.0  # a purge slower than this is profiled
-START = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 SPAN_S = 42 * 86400
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    return f"{n:.2f} GB"
 
 
 # -- the transcripts ------------------------------------------------------------------------
@@ -132,19 +132,6 @@ ACKS = ["Noted.", "Got it.", "Okay, noted.", "Understood, thanks.", "Will do."]
 CLOSING = "I updated the {S} notes so the {v} details live in one place."
 
 
-def _codenames(rng: random.Random) -> list[str]:
-    """Every three-syllable CV word (70**3 of them), shuffled: no digits (claims ignore
-    them), ends in a vowel (the plural stemmer leaves it alone)."""
-    syllables = [c + v for c in "bdfgklmnprtvz" for v in "aeiou"]
-    words = [a + b + c for a in syllables for b in syllables for c in syllables]
-    rng.shuffle(words)
-    return words
-
-
-def _fill(template: str, s: str, v: str) -> str:
-    return template.format(S=s.capitalize(), v=v, V=v.capitalize())
-
-
 def _paraphrase(fact: str, rng: random.Random) -> str:
     """Rewordings that fold into the same claim (same content words, or one more)."""
     r = rng.random()
@@ -155,25 +142,18 @@ def _paraphrase(fact: str, rng: random.Random) -> str:
     return fact
 
 
-def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
-
-
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def _session_lines(
     rng: random.Random, session_id: str, statements: list[str], names: Iterator[str]
 ) -> tuple[list[str], int]:
     """One session's JSONL lines and its last timestamp (ms)."""
     ms = int((START + rng.random() * SPAN_S) * 1000)
     out = [
-        _dumps(
+        dumps(
             {
                 "type": "session",
                 "version": 3,
                 "id": session_id,
-                "timestamp": _iso(ms),
+                "timestamp": iso(ms),
                 "cwd": "/home/dev/projects/bench",
             }
         )
@@ -192,12 +172,12 @@ def _session_lines(
         if role == "assistant":
             msg |= {"api": "anthropic-messages", "provider": "anthropic", "stopReason": "stop"}
         out.append(
-            _dumps(
+            dumps(
                 {
                     "type": "message",
                     "id": line_id,
                     "parentId": parent,
-                    "timestamp": _iso(ms),
+                    "timestamp": iso(ms),
                     "message": msg,
                 }
             )
@@ -210,23 +190,23 @@ def _session_lines(
             parts.append(rng.choice(CHITCHAT))
         parts.append(_paraphrase(fact, rng))
         if rng.random() < 0.4:
-            parts.append(_fill(rng.choice(QUESTIONS), next(names), ""))
+            parts.append(fill_codenames(rng.choice(QUESTIONS), next(names), ""))
         message("user", " ".join(parts))
         message("assistant", rng.choice(ACKS))
-    message("assistant", _fill(CLOSING, next(names), next(names)))
+    message("assistant", fill_codenames(CLOSING, next(names), next(names)))
     return out, ms
 
 
 def write_transcripts(root: Path, sessions: int, entries: int, seed: int) -> dict[str, Any]:
     rng = random.Random(f"{seed}/facts")
-    names = iter(_codenames(rng))
+    names = iter(codenames(rng))
     n_facts = math.ceil(entries * FACTS_PER_ENTRY)
     per_session: list[list[str]] = [[] for _ in range(sessions)]
     mentions = 0
     counts = [c for c, _ in MENTIONS]
     shares = [w for _, w in MENTIONS]
     for i in range(n_facts):
-        fact = _fill(FACTS[i % len(FACTS)], next(names), next(names))
+        fact = fill_codenames(FACTS[i % len(FACTS)], next(names), next(names))
         r = min(rng.choices(counts, shares)[0], sessions)
         for s in rng.sample(range(sessions), r):
             per_session[s].append(fact)
@@ -551,31 +531,6 @@ class SQLTimer:
         ]
 
 
-def top_functions(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
-    stats = pstats.Stats(profile)
-    rows = []
-    for (file, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        short = file
-        for marker in ("/dreaming/", "/site-packages/", "/lib/python3"):
-            if marker in file:
-                short = file[file.index(marker) + 1 :]
-                break
-        rows.append(
-            {
-                "function": f"{short}:{line}({name})",
-                "ncalls": ncalls,
-                "tottime_s": round(tottime, 3),
-                "cumtime_s": round(cumtime, 3),
-            }
-        )
-    by_cum = sorted(rows, key=lambda r: -r["cumtime_s"])
-    own = [r for r in by_cum if r["function"].startswith("dreaming/")]
-    return [
-        {"view": "cumulative, dreaming/ only", "rows": own[:limit]},
-        {"view": "own time", "rows": sorted(rows, key=lambda r: -r["tottime_s"])[:limit]},
-    ]
-
-
 def profile_purge(app: App, sid: str, supports: int, limit: int) -> dict[str, Any]:
     timer = SQLTimer(app.engine(AGENT))
     prof = cProfile.Profile()
@@ -593,7 +548,7 @@ def profile_purge(app: App, sid: str, supports: int, limit: int) -> dict[str, An
         "sql_total_s": round(sql_total, 3),
         "sql_statements": int(sum(n for n, _, _ in timer.stats.values())),
         "entries_removed": row["entries_removed"],
-        "functions": top_functions(prof, limit),
+        "functions": top_functions(prof, limit, ("cumulative, dreaming/ only", "own time")),
         "sql": timer.top(limit),
     }
 
@@ -740,12 +695,8 @@ def _tree() -> str:
 # -- main -------------------------------------------------------------------------------------
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, help="session files")
     parser.add_argument("--entries", type=int, default=DEFAULT_ENTRIES, help="live entries")
     parser.add_argument(

@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _synth import SynthSet, SynthSpec, ensure_set, human, parse_size
+from _common import human, log
+from _synth import SynthSet, SynthSpec, ensure_set, parse_size
 
 QUICK_SIZE = "64MB"
 DEFAULT_SIZE = "1GB"
@@ -89,10 +90,6 @@ print(json.dumps({
     "library": str(Path(dreaming.__file__).parent),
 }))
 """
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- measurements
@@ -361,23 +358,23 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.gettempdir())
     work.mkdir(parents=True, exist_ok=True)
     try:
-        _log(f"data set: {human(size)} in {root}")
-        data = ensure_set(spec, root, log=_log)
+        log(f"data set: {human(size)} in {root}")
+        data = ensure_set(spec, root, log=log)
         paths = [data.root / f.path for f in data.files]
-        _log("warming the page cache (reading every file once) ...")
+        log("warming the page cache (reading every file once) ...")
         warm_s = warm_cache(paths)
 
-        _log("baseline: for line in f: json.loads(line) ...")
+        log("baseline: for line in f: json.loads(line) ...")
         base = min((baseline(paths) for _ in range(max(1, args.repeat))), key=lambda r: r["wall_s"])
         base.update(_rates(base["wall_s"], base["bytes"], base["lines"]))
 
-        _log("light phase, full set (child process, fresh state dir) ...")
+        log("light phase, full set (child process, fresh state dir) ...")
         full = light(data, work, 1, args.keep)
-        _log(f"light phase, 1/{SUBSET_EVERY} subset ...")
+        log(f"light phase, 1/{SUBSET_EVERY} subset ...")
         sub = light(data, work, SUBSET_EVERY, args.keep)
-        _log("readers only, full set (child process) ...")
+        log("readers only, full set (child process) ...")
         read = readers_only(data, work)
-        _log("floor: child that imports and opens the app only ...")
+        log("floor: child that imports and opens the app only ...")
         floor = floor_rss(work)
 
         checks = []

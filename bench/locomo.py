@@ -135,9 +135,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _common import iso, repo_on_path
+from _report import table
+
+REPO = repo_on_path()
 
 from sqlalchemy import text as sql  # noqa: E402
 
@@ -298,10 +299,6 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
 # -- transcripts ----------------------------------------------------------------------------
 
 
-def _iso(ts: datetime) -> str:
-    return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def write_conversation(
     state: Path, conv: Conversation, roles: str, upto: int | None = None
 ) -> dict[str, int]:
@@ -315,7 +312,7 @@ def write_conversation(
     size = 0
     for s in conv.sessions[:upto]:
         lines: list[dict[str, Any]] = [
-            {"type": "session", "version": 3, "id": s.session_id, "timestamp": _iso(s.start)}
+            {"type": "session", "version": 3, "id": s.session_id, "timestamp": iso(s.start)}
         ]
         parent: str | None = None
         for k, turn in enumerate(s.turns):
@@ -326,7 +323,7 @@ def write_conversation(
                     "type": "message",
                     "id": mid,
                     "parentId": parent,
-                    "timestamp": _iso(s.start + timedelta(minutes=k)),
+                    "timestamp": iso(s.start + timedelta(minutes=k)),
                     "message": {"role": role, "content": [{"type": "text", "text": turn.text}]},
                 }
             )
@@ -984,19 +981,6 @@ def _row(d: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(pairs(cells))]
-        return "  ".join(padded).rstrip()
-
-    def pairs(cells: Sequence[str]) -> Iterable[tuple[str, int]]:
-        return zip(cells, widths, strict=True)
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
-
-
 QUALITY = [
     "sess",
     "turns",
@@ -1056,7 +1040,7 @@ def render(doc: dict[str, Any]) -> str:
                 rows.append(
                     [agent, *([run["label"]] if len(runs) > 1 else []), *(row[c] for c in cols)]
                 )
-        parts.append(f"\n{title}\n" + _table(headers, rows))
+        parts.append(f"\n{title}\n" + table(headers, rows, label_column=True))
     many = len(runs) > 1
     stage_rows: list[list[str]] = []
     for st in STAGES:
@@ -1078,9 +1062,10 @@ def render(doc: dict[str, Any]) -> str:
     labels = [r["label"] for r in runs]
     parts.append(
         "\nwhere gold facts end up (lost at a gate: the stage of the fact's own claim)\n"
-        + _table(
+        + table(
             ["stage", *(h for lb in labels for h in (f"{lb} facts" if many else "facts", "share"))],
             stage_rows,
+            label_column=True,
         )
     )
     cat_rows: list[list[str]] = []
@@ -1092,13 +1077,14 @@ def render(doc: dict[str, Any]) -> str:
         cat_rows.append(cells)
     parts.append(
         "\nQA evidence coverage by category\n"
-        + _table(
+        + table(
             [
                 "category",
                 "questions",
                 *(h for lb in labels for h in ((f"{lb} any", "all") if many else ("any", "all"))),
             ],
             cat_rows,
+            label_column=True,
         )
     )
     return "\n".join(parts)

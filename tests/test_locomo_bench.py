@@ -21,6 +21,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "locomo.py"
 
 @pytest.fixture(scope="module")
 def locomo() -> ModuleType:
+    if str(BENCH.parent) not in sys.path:  # its helpers (_common) are imported from bench/
+        sys.path.insert(0, str(BENCH.parent))
     spec = importlib.util.spec_from_file_location("bench_locomo", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
