@@ -69,6 +69,7 @@ from _report import table
 
 repo_on_path()
 
+from dreaming import runner  # noqa: E402
 from dreaming.app import App  # noqa: E402
 from dreaming.phases.deep import DeepPhase  # noqa: E402
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI, Reply  # noqa: E402
@@ -261,7 +262,7 @@ def write_night(
 
 def write_config(state: Path, *, batch_size: int = 8, base_url: str | None = None) -> Path:
     """The benchmark's settings; with `base_url`, `[deep] llm` names the fake's profile.
-    (`App.run_deep(llm=...)` alone is not enough: DeepPhase uses the LLM only when
+    (`runner.run_deep(app, llm=...)` alone is not enough: DeepPhase uses the LLM only when
     `[deep] llm` is set, so an override without it silently runs deterministically.)"""
     path = state / "dreaming.toml"
     path.write_text(
@@ -311,11 +312,11 @@ def build_state(
     night1 = write_night(state, seeds, SEED_DAYS, rng, "n1")
     app = open_app(state)
     try:
-        app.run_light([AGENT])
-        seeded = app.run_deep([AGENT])[0]  # no profile configured: deterministic
+        runner.run_light(app, [AGENT])
+        seeded = runner.run_deep(app, [AGENT])[0]  # no profile configured: deterministic
         log(f"  night one: {len(seeds)} seed facts -> {seeded['entries']} entries")
         night2 = write_night(state, facts, MAIN_DAYS, rng, "n2")
-        light = app.run_light([AGENT])[0]
+        light = runner.run_light(app, [AGENT])[0]
         selected, pending = eligible(app)
     finally:
         app.close()
@@ -473,7 +474,7 @@ def run_once(
             if profile is not None:
                 profile.enable()
             t0 = time.perf_counter()
-            summary = app.run_deep([AGENT], llm="bench" if use_llm else None)[0]
+            summary = runner.run_deep(app, [AGENT], llm="bench" if use_llm else None)[0]
             wall = time.perf_counter() - t0
             if profile is not None:
                 profile.disable()

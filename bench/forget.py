@@ -79,7 +79,7 @@ REPO = repo_on_path()
 
 from sqlalchemy import Engine, and_, event, func, select, text  # noqa: E402
 
-from dreaming import lineage, memory_file, memory_sync  # noqa: E402
+from dreaming import lineage, memory_file, memory_sync, runner  # noqa: E402
 from dreaming.app import App  # noqa: E402
 from dreaming.decisions import Action, PromptCandidate, PromptEntry, render_prompt  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
@@ -478,10 +478,10 @@ def _purge_row(
 def purge_once(app: App, sid: str, supports: int) -> dict[str, Any]:
     selector = Selector(sessions=(sid,))
     t0 = time.perf_counter()
-    dry = app.forget(AGENT, selector, dry_run=True)
+    dry = runner.forget(app, AGENT, selector, dry_run=True)
     dry_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    real = app.forget(AGENT, selector, dry_run=False)
+    real = runner.forget(app, AGENT, selector, dry_run=False)
     real_s = time.perf_counter() - t0
     row = _purge_row(sid, supports, dry_s, real, real_s)
     row["dry_matches_real"] = dry["counts"] == real["counts"] and (
@@ -537,7 +537,7 @@ def profile_purge(app: App, sid: str, supports: int, limit: int) -> dict[str, An
     t0 = time.perf_counter()
     with timer.active():
         prof.enable()
-        real = app.forget(AGENT, Selector(sessions=(sid,)), dry_run=False)
+        real = runner.forget(app, AGENT, Selector(sessions=(sid,)), dry_run=False)
         prof.disable()
     wall = time.perf_counter() - t0
     row = _purge_row(sid, supports, 0.0, real, wall)
@@ -767,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
 
         log("light pass (timed)")
         t0 = time.perf_counter()
-        light = app.run(["light"], [AGENT], progress=progress)[0]["phases"]["light"]
+        light = runner.run_light(app, [AGENT], progress=progress)[0]
         light_s = time.perf_counter() - t0
         log(f"  {light_s:.1f} s; {light['corpus_lines']:,} corpus lines")
 

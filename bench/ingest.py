@@ -13,7 +13,7 @@ What it does, in one run:
    run on a warm page cache), then times
    (a) the baseline: open each file in binary, `for line in f: json.loads(line)`;
    (b) the light phase over the same files, in a child process with a fresh state dir
-       (`App.open(state, None, env={}).run_light()`; the state dir links to the set's files
+       (`runner.run_light(App.open(state, None, env={}))`; the state dir links to the set's files
        and copies its sessions.json). Reported: wall time of run_light, MB/s, lines/s
        (lines = transcript lines read), and light/baseline throughput (target >= 0.5).
 3. Peak RSS of that child (os.wait4's rusage of exactly that child) for the full set and for
@@ -67,12 +67,13 @@ import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 import dreaming
+from dreaming import runner
 from dreaming.app import App
 app = App.open(Path(sys.argv[1]), None, env={})
 t1 = time.perf_counter()
 agents = []
 if sys.argv[2] == "run":
-    agents = app.run_light()
+    agents = runner.run_light(app)
 elif sys.argv[2] == "read":
     from dreaming.transcripts import TranscriptReader, discover_openclaw
     for sf in discover_openclaw(Path(sys.argv[1])):

@@ -143,7 +143,7 @@ REPO = repo_on_path()
 from sqlalchemy import text as sql  # noqa: E402
 
 from dreaming import claims as claims_mod  # noqa: E402
-from dreaming import lineage  # noqa: E402
+from dreaming import lineage, runner  # noqa: E402
 from dreaming.app import App  # noqa: E402
 from dreaming.candidates import read_clock  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
@@ -435,7 +435,7 @@ def night(app: App, agent: str, llm: str | None) -> dict[str, float]:
     times: dict[str, float] = {}
     for phase in ("light", "rem", "deep"):
         t0 = time.perf_counter()
-        app.run([phase], [agent], llm=llm)
+        runner.run(app, [phase], [agent], llm=llm)
         times[phase] = time.perf_counter() - t0
     return times
 
@@ -807,7 +807,8 @@ def purge_check(app: App, conv: Conversation) -> dict[str, Any]:
     # corpus files and the database at least), or finding none afterwards proves nothing.
     before = {hit["text"] for hit in scan(app, conv.agent, wanted)}
     t0 = time.perf_counter()
-    report = app.forget(conv.agent, Selector(sessions=(forgotten.session_id,)), dry_run=False)
+    selector = Selector(sessions=(forgotten.session_id,))
+    report = runner.forget(app, conv.agent, selector, dry_run=False)
     seconds = time.perf_counter() - t0
     leaks = scan(app, conv.agent, wanted)
     verdict = verify(app.engine(conv.agent), app.paths, conv.agent)

@@ -186,7 +186,7 @@ def test_runs_survive_the_server_dropping_idle_pooled_connections(
                 )
             ).scalar_one()
         assert killed >= 1
-        assert {r["outcome"] for r in runner.run(app, ["light", "rem", "deep"])} == {"ok"}
+        assert {r.outcome for r in runner.run(app, ["light", "rem", "deep"])} == {"ok"}
         assert all(verify(app.engine(a), app.paths, a).ok for a in app.known_agents())
     finally:
         admin.dispose()
