@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, func, select
 
 from dreaming.config import BudgetSettings
-from dreaming.jobs import Job, effective_budget
+from dreaming.scheduler import Job, effective_budget
 from dreaming.store.tables import (
     AGENT_STATE,
     CANDIDATES,

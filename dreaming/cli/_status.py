@@ -10,8 +10,7 @@ from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, note, usd
 from dreaming.errors import ConfigError
-from dreaming.jobs import Job
-from dreaming.scheduler import job_catalog
+from dreaming.scheduler import Job, job_catalog
 from dreaming.status import agent_status
 
 

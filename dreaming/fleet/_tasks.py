@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import delete
 
-from dreaming._scheduler._runner import AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
 from dreaming.config import FleetSettings
 from dreaming.errors import StateError
 from dreaming.fleet._queue import RUN_TASK, build_queue, defer_run
-from dreaming.jobs import JobCatalog
+from dreaming.scheduler import AgentOutcome, AgentResult, InProcessRunner, JobCatalog
 from dreaming.store.tables import FLEET_FIRES
 
 if TYPE_CHECKING:
