@@ -10,7 +10,8 @@ from pathlib import Path
 from sqlalchemy import delete, update
 
 from dreaming.app import App
-from dreaming.fleet._queue import build_queue, defer_run, ensure_queue_schema, libpq_dsn
+from dreaming.fleet._queue import defer_run, ensure_queue_schema, libpq_dsn
+from dreaming.fleet._tasks import build_queue
 from dreaming.scheduler import (
     SCHEDULED_FIRE,
     AgentOutcome,
