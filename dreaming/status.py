@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.config import BudgetSettings
-from dreaming.jobs import Job, effective_budget
+from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import (

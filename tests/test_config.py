@@ -6,7 +6,7 @@ import pytest
 
 from dreaming.config import Paths, Settings, find_config, load_settings
 from dreaming.errors import ConfigError
-from dreaming.jobs import load_job
+from dreaming.scheduler import load_job
 
 
 def write(tmp_path: Path, text: str) -> Path:

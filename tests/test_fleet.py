@@ -14,10 +14,9 @@ import time_machine
 from sqlalchemy import create_engine, text
 
 from dreaming import runner
-from dreaming._scheduler._service import ENQUEUE_JOB_FUNC
 from dreaming.app import App
 from dreaming.fleet import enqueue_job
-from dreaming.scheduler import JobScheduler, ScheduledCall, store_url
+from dreaming.scheduler import ENQUEUE_JOB_FUNC, JobScheduler, ScheduledCall, store_url
 from tests.deep_helpers import decide_all
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI
 from tests.fleet_helpers import (

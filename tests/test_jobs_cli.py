@@ -18,8 +18,18 @@ from dreaming import demo
 from dreaming.cli._main import cli
 from dreaming.config import Paths, Settings
 from dreaming.errors import ConfigError
-from dreaming.jobs import JobCatalog, JobSource, Trigger, bundled_jobs_dir, load_job, load_jobs
-from dreaming.scheduler import crontab_weekdays, job_catalog, jobs_dir, next_fire_time
+from dreaming.scheduler import (
+    JobCatalog,
+    JobSource,
+    Trigger,
+    bundled_jobs_dir,
+    crontab_weekdays,
+    job_catalog,
+    jobs_dir,
+    load_job,
+    load_jobs,
+    next_fire_time,
+)
 
 
 def invoke(root: Path, *args: str, config: Path | None = None) -> Result:

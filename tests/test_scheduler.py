@@ -25,20 +25,20 @@ import time_machine
 from click.testing import CliRunner
 
 from dreaming import demo, runner, scheduler
-from dreaming._scheduler._runner import job_catalog
-from dreaming._scheduler._service import _service_lock
 from dreaming.app import App
 from dreaming.cli._main import cli
 from dreaming.errors import ConfigError, StateError
-from dreaming.jobs import bundled_jobs_dir
 from dreaming.progress import Tick
 from dreaming.scheduler import (
     FireStatus,
     JobScheduler,
     ScheduledCall,
+    bundled_jobs_dir,
+    job_catalog,
     run_scheduled_job,
     store_url,
 )
+from dreaming.scheduler._service import _service_lock  # the lock itself, on purpose
 from dreaming.store import agent_lock
 from tests.deep_helpers import build_state, decide_all
 from tests.fake_openai import DEFAULT_KEY, FakeOpenAI
@@ -92,20 +92,31 @@ def at(hour: int, minute: int) -> datetime:
 
 def test_the_public_names_and_the_stored_function_name() -> None:
     assert set(scheduler.__all__) == {
+        "ENQUEUE_JOB_FUNC",
         "RUN_JOB_FUNC",
+        "SCHEDULED_FIRE",
         "AgentOutcome",
         "AgentResult",
+        "CopiedJob",
+        "CopyOutcome",
+        "Executor",
         "Fire",
         "FireStatus",
         "InProcessRunner",
+        "Job",
         "JobCatalog",
+        "JobFile",
         "JobRunner",
         "JobScheduler",
+        "JobSource",
         "ReloadReport",
         "ScheduledCall",
         "ServiceState",
         "StoredSchedule",
+        "Trigger",
         "build_trigger",
+        "bundled_jobs_dir",
+        "copy_bundled_jobs",
         "crontab_weekdays",
         "describe_job",
         "describe_trigger",
@@ -113,6 +124,8 @@ def test_the_public_names_and_the_stored_function_name() -> None:
         "find_job",
         "job_catalog",
         "jobs_dir",
+        "load_job",
+        "load_jobs",
         "next_fire_time",
         "read_schedules",
         "run_scheduled_job",

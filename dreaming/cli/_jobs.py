@@ -16,11 +16,12 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note, usd
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_recorded, note_degraded
-from dreaming.jobs import CopyOutcome, copy_bundled_jobs
 from dreaming.scheduler import (
     AgentOutcome,
+    CopyOutcome,
     InProcessRunner,
     StoredSchedule,
+    copy_bundled_jobs,
     describe_job,
     job_catalog,
     jobs_dir,

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import click
 
-from dreaming._scheduler._store import Executor
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
-from dreaming.scheduler import JobScheduler, StoredSchedule, jobs_dir, read_schedules
+from dreaming.scheduler import Executor, JobScheduler, StoredSchedule, jobs_dir, read_schedules
 
 
 def _service_logging() -> None:

@@ -10,8 +10,7 @@ from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json, note, usd
 from dreaming.errors import ConfigError
-from dreaming.jobs import Job
-from dreaming.scheduler import job_catalog
+from dreaming.scheduler import Job, job_catalog
 from dreaming.status import agent_status
 
 
@@ -86,7 +85,7 @@ def _shared_limits(app: App) -> dict[str, Any]:
         out["fleet_budget"] = ledger.spent()
     if app.fleet and app.settings.database_url is not None:
         try:
-            from dreaming.fleet._queue import libpq_dsn, queue_counts
+            from dreaming.fleet import libpq_dsn, queue_counts
         except ImportError:  # pragma: no cover - the fleet extra is missing
             return out
         out["queue"] = queue_counts(libpq_dsn(app.settings.database_url), app.settings.fleet.queue)

@@ -20,10 +20,11 @@ from dreaming.fleet._enqueue import enqueue_job, enqueue_scheduled_job
 from dreaming.fleet._queue import (
     RUN_TASK,
     STALLED_TASK,
-    build_queue,
     ensure_queue_schema,
     libpq_dsn,
+    queue_counts,
 )
+from dreaming.fleet._tasks import build_queue
 from dreaming.fleet._worker import run_worker
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "enqueue_scheduled_job",
     "ensure_queue_schema",
     "libpq_dsn",
+    "queue_counts",
     "run_worker",
 ]

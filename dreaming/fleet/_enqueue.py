@@ -9,10 +9,16 @@ from pathlib import Path
 
 from sqlalchemy import delete, update
 
-from dreaming._scheduler._runner import SCHEDULED_FIRE, AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
-from dreaming.fleet._queue import build_queue, defer_run, ensure_queue_schema, libpq_dsn
-from dreaming.jobs import JobCatalog
+from dreaming.fleet._queue import defer_run, ensure_queue_schema, libpq_dsn
+from dreaming.fleet._tasks import build_queue
+from dreaming.scheduler import (
+    SCHEDULED_FIRE,
+    AgentOutcome,
+    AgentResult,
+    InProcessRunner,
+    JobCatalog,
+)
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import FLEET_FIRES
 

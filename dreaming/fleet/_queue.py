@@ -1,5 +1,6 @@
-"""The Procrastinate app: its connection, its schema, and the tasks a fleet runs (the run
-of a job for an agent, and two housekeeping tasks)."""
+"""The Procrastinate queue on the fleet database: its connection, its schema, the names of
+the tasks a fleet runs, deferring a run, and counting what waits. The task bodies and
+their registration live in `_tasks`, which imports this module and not the reverse."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from dreaming.config import FleetSettings, Settings
+from dreaming.config import Settings
 from dreaming.errors import StateError
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ PRUNE_TASK = "dreaming.prune_finished_jobs"
 # Serialises schema creation between processes that start at once (two workers, a
 # scheduler): the same advisory-lock idea as our own migrations, another key.
 _SCHEMA_LOCK = 0x647265616D717565  # "dreamque"
-_HOUSEKEEPING_PRIORITY = 100  # runs use the default, 0; higher is fetched first
 
 
 def libpq_dsn(database_url: str) -> str:
@@ -61,44 +61,16 @@ def ensure_queue_schema(dsn: str) -> bool:
         return True
 
 
-def build_queue(settings: Settings) -> procrastinate.App:
-    """A Procrastinate app on the fleet database with our tasks registered. Open it with
-    `with queue.open():` to defer, or run a worker on it."""
+def connect_queue(settings: Settings) -> procrastinate.App:
+    """A Procrastinate app on the fleet database, no tasks registered yet (`build_queue` in
+    `_tasks` registers them)."""
     _require_procrastinate()
     import procrastinate
 
     if settings.database_url is None:
         raise StateError("fleet mode needs database_url in the settings (docs/fleet.md)")
     dsn = libpq_dsn(settings.database_url)
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
-    _register(app, settings.fleet)
-    return app
-
-
-def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
-    from dreaming.fleet import _tasks
-
-    # A run that fails is recorded as failed and the next fire runs the agent again: no
-    # automatic retry. A run that found its agent held outside the queue defers a fresh
-    # task for later (_tasks.run_agent_job); jobs of a dead worker are handed back by the
-    # stalled-job task.
-    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True)(_tasks.run_agent_job)
-    # Housekeeping goes first (priority) and never piles up (queueing lock): a nightly
-    # backlog must not keep a dead worker's task stranded until the backlog drains.
-    stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
-    app.periodic(
-        cron=fleet.stalled_check_cron,
-        periodic_id="stalled",
-        priority=_HOUSEKEEPING_PRIORITY,
-        queueing_lock=f"{fleet.queue}:stalled",
-    )(stalled(_tasks.retry_stalled_jobs))
-    prune = app.task(name=PRUNE_TASK, queue=fleet.queue, pass_context=True)
-    app.periodic(
-        cron="17 4 * * *",
-        periodic_id="prune",
-        priority=_HOUSEKEEPING_PRIORITY,
-        queueing_lock=f"{fleet.queue}:prune",
-    )(prune(_tasks.prune_finished_jobs))
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
 
 
 def defer_run(

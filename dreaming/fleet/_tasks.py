@@ -1,5 +1,7 @@
-"""The task bodies a worker runs. They find the worker's App through `bind`, because
-Procrastinate calls tasks with their JSON arguments only."""
+"""The tasks a fleet runs (the run of a job for an agent, and two housekeeping tasks), and
+`build_queue`, which registers them on a connected queue. The task bodies find the
+worker's App through `bind`, because Procrastinate calls tasks with their JSON arguments
+only."""
 
 from __future__ import annotations
 
@@ -11,18 +13,58 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import delete
 
-from dreaming._scheduler._runner import AgentOutcome, AgentResult, InProcessRunner
 from dreaming.app import App
-from dreaming.config import FleetSettings
+from dreaming.config import FleetSettings, Settings
 from dreaming.errors import StateError
-from dreaming.fleet._queue import RUN_TASK, build_queue, defer_run
-from dreaming.jobs import JobCatalog
+from dreaming.fleet._queue import (
+    PRUNE_TASK,
+    RUN_TASK,
+    STALLED_TASK,
+    connect_queue,
+    defer_run,
+)
+from dreaming.scheduler import AgentOutcome, AgentResult, InProcessRunner, JobCatalog
 from dreaming.store.tables import FLEET_FIRES
 
 if TYPE_CHECKING:
+    import procrastinate
     from procrastinate import JobContext
 
 log = logging.getLogger("dreaming.fleet")
+
+_HOUSEKEEPING_PRIORITY = 100  # runs use the default, 0; higher is fetched first
+
+
+def build_queue(settings: Settings) -> procrastinate.App:
+    """A Procrastinate app on the fleet database with our tasks registered. Open it with
+    `with queue.open():` to defer, or run a worker on it."""
+    app = connect_queue(settings)
+    _register(app, settings.fleet)
+    return app
+
+
+def _register(app: procrastinate.App, fleet: FleetSettings) -> None:
+    # A run that fails is recorded as failed and the next fire runs the agent again: no
+    # automatic retry. A run that found its agent held outside the queue defers a fresh
+    # task for later (run_agent_job); jobs of a dead worker are handed back by the
+    # stalled-job task.
+    app.task(name=RUN_TASK, queue=fleet.queue, pass_context=True)(run_agent_job)
+    # Housekeeping goes first (priority) and never piles up (queueing lock): a nightly
+    # backlog must not keep a dead worker's task stranded until the backlog drains.
+    stalled = app.task(name=STALLED_TASK, queue=fleet.queue, pass_context=True)
+    app.periodic(
+        cron=fleet.stalled_check_cron,
+        periodic_id="stalled",
+        priority=_HOUSEKEEPING_PRIORITY,
+        queueing_lock=f"{fleet.queue}:stalled",
+    )(stalled(retry_stalled_jobs))
+    prune = app.task(name=PRUNE_TASK, queue=fleet.queue, pass_context=True)
+    app.periodic(
+        cron="17 4 * * *",
+        periodic_id="prune",
+        priority=_HOUSEKEEPING_PRIORITY,
+        queueing_lock=f"{fleet.queue}:prune",
+    )(prune(prune_finished_jobs))
 
 
 @dataclass(frozen=True)

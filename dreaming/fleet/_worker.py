@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from dreaming.app import App
-from dreaming.fleet._queue import build_queue, ensure_queue_schema, libpq_dsn
-from dreaming.fleet._tasks import WorkerState, bind
+from dreaming.fleet._queue import ensure_queue_schema, libpq_dsn
+from dreaming.fleet._tasks import WorkerState, bind, build_queue
 from dreaming.runs import worker_name
 
 log = logging.getLogger("dreaming.fleet")

@@ -1,4 +1,5 @@
-"""Job triggers: crontab expressions and intervals as APScheduler 3 triggers.
+"""Job triggers: a job file's `[trigger]` table (the `Trigger` model) and its APScheduler 3
+trigger, built from a crontab expression or an interval.
 
 Cron expressions follow standard crontab: weekday 0 and 7 are Sunday, and when both the
 day of month and the weekday are restricted a day matching either fires. APScheduler 3
@@ -7,6 +8,7 @@ counts weekdays from Monday and requires both, so expressions are translated her
 
 from __future__ import annotations
 
+import zoneinfo
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,43 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tzlocal import get_localzone
 
 from dreaming.errors import ConfigError
-from dreaming.jobs import Trigger
+
+
+class Trigger(BaseModel):
+    """A job's `[trigger]`: a crontab expression or an interval, in a zone, with the grace
+    a late fire still runs in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str | None = None
+    interval_minutes: float | None = Field(default=None, gt=0)
+    timezone: str | None = None
+    misfire_grace_minutes: float = Field(default=60.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Trigger:
+        if (self.cron is None) == (self.interval_minutes is None):
+            raise ValueError("give exactly one of `cron` or `interval_minutes`")
+        if self.cron is not None and len(self.cron.split()) != 5:
+            raise ValueError(
+                f"cron {self.cron!r} must have 5 fields: minute hour day month weekday"
+            )
+        return self
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                zoneinfo.ZoneInfo(value)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown timezone {value!r}") from None
+        return value
+
 
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 

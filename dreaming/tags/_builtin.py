@@ -8,7 +8,7 @@ compared literally against the start of a line.
 
 from __future__ import annotations
 
-from dreaming._tags.model import Pattern, Producer, TagDeclaration
+from ._model import Pattern, Producer, TagDeclaration
 
 _BUILTIN = Producer.BUILTIN.value
 

@@ -35,18 +35,19 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from tzlocal import get_localzone
 
-from dreaming._scheduler._runner import (
+from dreaming.app import App
+from dreaming.errors import DreamingError, StateError
+
+from ._jobs import JobCatalog, JobFile
+from ._runner import (
     RUN_JOB_FUNC,
     SCHEDULED_FIRE,
     AgentOutcome,
     AgentResult,
     ScheduledCall,
 )
-from dreaming._scheduler._store import Executor, lock_path, store_name, store_url
-from dreaming._scheduler._triggers import build_trigger, fingerprint, grace_seconds
-from dreaming.app import App
-from dreaming.errors import DreamingError, StateError
-from dreaming.jobs import JobCatalog, JobFile
+from ._store import Executor, lock_path, store_name, store_url
+from ._triggers import build_trigger, fingerprint, grace_seconds
 
 log = logging.getLogger("dreaming.scheduler")
 

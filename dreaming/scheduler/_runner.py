@@ -22,15 +22,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from tzlocal import get_localzone
 
 from dreaming import runner
-from dreaming._scheduler._store import StoredSchedule
-from dreaming._scheduler._triggers import describe_trigger, next_fire_time
 from dreaming.app import App
 from dreaming.config import BudgetSettings, Paths
 from dreaming.errors import DreamingError, LockedError, StateError
-from dreaming.jobs import Job, JobCatalog, JobFile, effective_budget
 from dreaming.progress import Progress
 from dreaming.runner import Outcome
 from dreaming.runs import record_skipped
+
+from ._jobs import Job, JobCatalog, JobFile, effective_budget
+from ._store import StoredSchedule
+from ._triggers import describe_trigger, next_fire_time
 
 log = logging.getLogger("dreaming.scheduler")
 

@@ -2,7 +2,7 @@
 
 Agents' transcripts carry blocks that harnesses and plugins injected (recalled memories,
 untrusted inbound metadata headers, external-content wrappers, system reminders). This
-module owns recognising and removing them before anything becomes memory:
+package owns recognising and removing them before anything becomes memory:
 
 - :class:`TagDeclaration` - one producer's "I inject blocks that look like this"
   (patterns ``xml``, ``sentinel-line``, ``delimited``; scopes where it is stripped);
@@ -11,14 +11,15 @@ module owns recognising and removing them before anything becomes memory:
 - :class:`TagRegistry` - strips text for one :class:`Scope` and explains itself in a
   diagnostics banner.
 
-The implementation lives in the private package ``dreaming._tags``.
+The parts are private modules of this package (``_model``, ``_builtin``, ``_matcher``,
+``_registry``); everything outside the package imports from here.
 """
 
 from __future__ import annotations
 
-from dreaming._tags.builtin import BUILTIN_TAGS
-from dreaming._tags.model import ALL_SCOPES, Pattern, Producer, Scope, TagDeclaration
-from dreaming._tags.registry import ENV_VAR, TagRegistry, build_registry
+from ._builtin import BUILTIN_TAGS
+from ._model import ALL_SCOPES, Pattern, Producer, Scope, TagDeclaration
+from ._registry import ENV_VAR, TagRegistry, build_registry
 
 __all__ = [
     "ALL_SCOPES",

@@ -24,9 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dreaming._tags.builtin import BUILTIN_TAGS
-from dreaming._tags.matcher import Stripper
-from dreaming._tags.model import (
+from dreaming.errors import ConfigError
+
+from ._builtin import BUILTIN_TAGS
+from ._matcher import Stripper
+from ._model import (
     ALL_SCOPES,
     Pattern,
     Producer,
@@ -34,7 +36,6 @@ from dreaming._tags.model import (
     TagDeclaration,
     scope_names,
 )
-from dreaming.errors import ConfigError
 
 ENV_VAR = "DREAMING_STRIP_TAGS"
 ENV_PRODUCER = f"env:{ENV_VAR}"

@@ -1,4 +1,5 @@
-"""Scheduling `jobs/`: triggers, the runner seam, and the long-running service.
+"""Jobs (`jobs/*.toml`) and their scheduling: job files, triggers, the runner seam, and the
+long-running service.
 
     JobScheduler      decides *when*: APScheduler 3 with a persistent SQLite job store,
         │             coalesced misfires and a grace time per job. Due jobs are handed to
@@ -14,19 +15,35 @@
                       based runner (Procrastinate, for fleets) plugs in here and leaves the
                       trigger code alone.
 
-Jobs are looked up in a JobCatalog: the user's jobs folder over the bundled examples, the
-same way when scheduling and at each fire. `read_schedules` shows what a service's store
+A job file is a `Job` (with its `Trigger`), read by `load_job`. Jobs are looked up in a
+JobCatalog: the user's jobs folder over the bundled examples, the same way when scheduling
+and at each fire. `read_schedules` shows what a service's store
 holds to other processes (`jobs list`, `scheduler status`).
 
-The parts live in `dreaming._scheduler` (`_triggers`, `_runner`, `_service`, `_store`); this
-module is their public face, and `dreaming.scheduler:run_scheduled_job` is the name the job
-store keeps, so moving code between the private modules never strands a stored job.
+The parts are private modules of this package (`_jobs`, `_triggers`, `_runner`, `_service`,
+`_store`); this module is their public face, and everything outside the package imports from
+here. `dreaming.scheduler:run_scheduled_job` is the name the job store keeps, so moving code
+between the private modules never strands a stored job.
 """
 
 from __future__ import annotations
 
-from dreaming._scheduler._runner import (
+from ._jobs import (
+    CopiedJob,
+    CopyOutcome,
+    Job,
+    JobCatalog,
+    JobFile,
+    JobSource,
+    bundled_jobs_dir,
+    copy_bundled_jobs,
+    effective_budget,
+    load_job,
+    load_jobs,
+)
+from ._runner import (
     RUN_JOB_FUNC,
+    SCHEDULED_FIRE,
     AgentOutcome,
     AgentResult,
     InProcessRunner,
@@ -38,37 +55,49 @@ from dreaming._scheduler._runner import (
     jobs_dir,
     run_scheduled_job,
 )
-from dreaming._scheduler._service import (
+from ._service import (
+    ENQUEUE_JOB_FUNC,
     Fire,
     FireStatus,
     JobScheduler,
     ReloadReport,
     ServiceState,
 )
-from dreaming._scheduler._store import StoredSchedule, read_schedules, store_url
-from dreaming._scheduler._triggers import (
+from ._store import Executor, StoredSchedule, read_schedules, store_url
+from ._triggers import (
+    Trigger,
     build_trigger,
     crontab_weekdays,
     describe_trigger,
     next_fire_time,
 )
-from dreaming.jobs import JobCatalog, effective_budget
 
 __all__ = [
+    "ENQUEUE_JOB_FUNC",
     "RUN_JOB_FUNC",
+    "SCHEDULED_FIRE",
     "AgentOutcome",
     "AgentResult",
+    "CopiedJob",
+    "CopyOutcome",
+    "Executor",
     "Fire",
     "FireStatus",
     "InProcessRunner",
+    "Job",
     "JobCatalog",
+    "JobFile",
     "JobRunner",
     "JobScheduler",
+    "JobSource",
     "ReloadReport",
     "ScheduledCall",
     "ServiceState",
     "StoredSchedule",
+    "Trigger",
     "build_trigger",
+    "bundled_jobs_dir",
+    "copy_bundled_jobs",
     "crontab_weekdays",
     "describe_job",
     "describe_trigger",
@@ -76,6 +105,8 @@ __all__ = [
     "find_job",
     "job_catalog",
     "jobs_dir",
+    "load_job",
+    "load_jobs",
     "next_fire_time",
     "read_schedules",
     "run_scheduled_job",

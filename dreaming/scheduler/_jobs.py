@@ -33,49 +33,21 @@ from __future__ import annotations
 
 import shutil
 import tomllib
-import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dreaming.config import BudgetSettings, _format_error
 from dreaming.errors import ConfigError, StateError
 
+from ._triggers import Trigger, build_trigger
+
 Phase = Literal["light", "rem", "deep"]
 PHASE_ORDER: tuple[Phase, ...] = ("light", "rem", "deep")
-
-
-class Trigger(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cron: str | None = None
-    interval_minutes: float | None = Field(default=None, gt=0)
-    timezone: str | None = None
-    misfire_grace_minutes: float = Field(default=60.0, ge=0)
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Trigger:
-        if (self.cron is None) == (self.interval_minutes is None):
-            raise ValueError("give exactly one of `cron` or `interval_minutes`")
-        if self.cron is not None and len(self.cron.split()) != 5:
-            raise ValueError(
-                f"cron {self.cron!r} must have 5 fields: minute hour day month weekday"
-            )
-        return self
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                zoneinfo.ZoneInfo(value)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"unknown timezone {value!r}") from None
-        return value
 
 
 class Job(BaseModel):
@@ -132,8 +104,6 @@ def load_job(path: Path, profiles: Sequence[str] = ()) -> Job:
         raise ConfigError(_format_error(path, err, Job)) from None
     if job.trigger is not None:
         # Values the field check cannot see ("61 * * * *") fail here, at load, not at fire.
-        from dreaming._scheduler._triggers import build_trigger
-
         build_trigger(job.trigger, path)
     if job.llm is not None and job.llm not in profiles:
         raise ConfigError(f"{path}: key 'llm': no profile {job.llm!r} under [llm.profiles]")
@@ -172,11 +142,11 @@ def load_jobs(folder: Path, profiles: Sequence[str] = ()) -> list[JobFile]:
 
 def bundled_jobs_dir() -> Path:
     """The example jobs: `jobs/` in a source tree, or the copy packaged in the wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "jobs", here / "_data" / "jobs"):
+    package = Path(__file__).resolve().parent.parent  # dreaming/, above this package
+    for candidate in (package.parent / "jobs", package / "_data" / "jobs"):
         if candidate.is_dir():
             return candidate
-    return here.parent / "jobs"
+    return package.parent / "jobs"
 
 
 def _scan(folder: Path, profiles: Sequence[str]) -> tuple[dict[str, JobFile], list[str]]:

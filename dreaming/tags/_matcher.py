@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreaming._tags.model import Pattern, TagDeclaration
+from ._model import Pattern, TagDeclaration
 
 # A line that is empty or whitespace only, found by the newline that ends the line before.
 _BLANK_LINE = re.compile(r"\n[^\S\n]*+(?=\n|\Z)")

@@ -1,1 +1,0 @@
-"""The scheduler's parts; the public names are in `dreaming.scheduler`."""

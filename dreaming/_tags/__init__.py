@@ -1,1 +1,0 @@
-"""Private implementation of :mod:`dreaming.tags`; import from there, not from here."""
