@@ -86,6 +86,7 @@ from dreaming.forget import Selector  # noqa: E402
 from dreaming.llm import CallOutcome, CallRecord  # noqa: E402
 from dreaming.llm.calls import record_calls  # noqa: E402
 from dreaming.phases.deep import DeepPhase, DeepSummary  # noqa: E402
+from dreaming.progress import Tick  # noqa: E402
 from dreaming.runs import finish_run, start_run  # noqa: E402
 from dreaming.sanitize import sanitize_entry_text  # noqa: E402
 from dreaming.store.tables import CANDIDATES, ORIGINS  # noqa: E402
@@ -759,11 +760,11 @@ def main(argv: list[str] | None = None) -> int:
         app = App.open(state, env={})
         last = [time.perf_counter()]
 
-        def progress(n: int, total: int, _sid: str) -> None:
+        def progress(tick: Tick) -> None:
             now = time.perf_counter()
             if now - last[0] > 15:
                 last[0] = now
-                log(f"  light: {n:,} of {total:,} sessions")
+                log(f"  light: {tick.done:,} of {tick.total:,} sessions")
 
         log("light pass (timed)")
         t0 = time.perf_counter()
