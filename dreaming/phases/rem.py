@@ -24,7 +24,6 @@ from dreaming import claims as claims_mod
 from dreaming import diary
 from dreaming.candidates import read_clock, rescore
 from dreaming.config import Paths
-from dreaming.decisions import template_env
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.llm import calls_of
 from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
@@ -32,6 +31,7 @@ from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import AGENT_STATE, CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
 from dreaming.tags import TagRegistry
+from dreaming.templates import template_env
 
 if TYPE_CHECKING:
     pass
