@@ -54,7 +54,8 @@ from dreaming.errors import (
     TransientError,
 )
 from dreaming.llm import Budget, CallRecord, calls_of
-from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
+from dreaming.llm.calls import LLMAccess, record_calls
+from dreaming.phases._calls_log import log_calls
 from dreaming.progress import Progress, Tick
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.tables import (
@@ -777,16 +778,12 @@ class DeepPhase:
         return d, size
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
-        totals = CallTotals.of(calls)
+        held = self._pending_calls if self.dry_run else None
+        totals = log_calls(self.engine, agent, self.run_id, calls, held=held)
         summary.llm_calls += totals.calls
         summary.input_tokens += totals.input_tokens
         summary.output_tokens += totals.output_tokens
         summary.cost_usd += totals.usd
-        if self.dry_run:
-            self._pending_calls.extend(calls)
-            return
-        with self.engine.begin() as conn:
-            record_calls(conn, agent, self.run_id, calls)
 
 
 _SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "tool": "tool"}
