@@ -6,19 +6,18 @@ The model sees a batch of candidates and related entries under opaque per-call i
 :class:`ValidDecision` values for code to apply, or raises :class:`BatchInvalid` listing
 every problem, worded to be shown to the model when it is asked again.
 
-Everything here is pure and deterministic: no I/O beyond reading the prompt templates.
+Everything here is pure and deterministic: no I/O beyond reading the prompt templates
+(found and loaded by :mod:`dreaming.templates`).
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -27,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dreaming.errors import InvalidReplyError
 from dreaming.sanitize import DEFAULT_MAX_CHARS, entry_text_problems, prompt_safe
 from dreaming.tags import TagRegistry
+from dreaming.templates import default_env
 
 SYSTEM_TEMPLATE = "deep_system.j2"
 USER_TEMPLATE = "deep_user.j2"
@@ -148,24 +148,6 @@ class PromptEntry:
     text: str
 
 
-def template_env() -> jinja2.Environment:
-    """The prompt templates: ``prompts/`` of the source tree, else the wheel's packaged
-    copy under ``dreaming/_data/prompts``."""
-    here = Path(__file__).resolve()
-    search = [here.parents[1] / "prompts", here.parent / "_data" / "prompts"]
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(p) for p in search]),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-
-
-@functools.cache
-def _default_env() -> jinja2.Environment:
-    return template_env()
-
-
 def _to_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)
 
@@ -184,7 +166,7 @@ def render_prompt(
     built here, never by the template, so no text can escape its string. ``max_chars`` is
     the entry length limit :func:`validate` will enforce, stated in the system prompt.
     """
-    env = templates if templates is not None else _default_env()
+    env = templates if templates is not None else default_env()
     candidates_data = [
         {
             "id": c.id,
@@ -395,6 +377,5 @@ __all__ = [
     "ValidDecision",
     "render_prompt",
     "reply_schema",
-    "template_env",
     "validate",
 ]

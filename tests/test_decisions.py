@@ -21,12 +21,12 @@ from dreaming.decisions import (
     ValidDecision,
     render_prompt,
     reply_schema,
-    template_env,
     validate,
 )
 from dreaming.errors import InvalidReplyError
 from dreaming.llm import strict_schema
 from dreaming.tags import build_registry
+from dreaming.templates import template_env
 
 CANDIDATES = ["c1", "c2", "c3", "c4"]
 ENTRIES = ["e1", "e2", "e3"]

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, and_, bindparam, func, select, update
@@ -24,17 +25,15 @@ from dreaming import claims as claims_mod
 from dreaming import diary
 from dreaming.candidates import read_clock, rescore
 from dreaming.config import Paths
-from dreaming.decisions import template_env
 from dreaming.errors import BudgetExceededError, LLMError
-from dreaming.llm import calls_of
-from dreaming.llm.calls import CallTotals, LLMAccess, record_calls
+from dreaming.llm import CallRecord, calls_of
+from dreaming.llm.calls import LLMAccess
+from dreaming.phases._calls_log import log_calls
 from dreaming.sanitize import sanitize_entry_text
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import AGENT_STATE, CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
 from dreaming.tags import TagRegistry
-
-if TYPE_CHECKING:
-    pass
+from dreaming.templates import template_env
 
 log = logging.getLogger(__name__)
 
@@ -313,10 +312,8 @@ class RemPhase:
         summary.diary_by = "llm"
         return f"## {summary.day}\n\n{text}"
 
-    def _log(self, agent: str, calls: list[Any], summary: RemSummary) -> None:
-        summary.llm_calls += CallTotals.of(calls).calls
-        with self.engine.begin() as conn:
-            record_calls(conn, agent, self.run_id, calls)
+    def _log(self, agent: str, calls: Sequence[CallRecord], summary: RemSummary) -> None:
+        summary.llm_calls += log_calls(self.engine, agent, self.run_id, calls).calls
 
 
 MARK_KEY = "rem_input"

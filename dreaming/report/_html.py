@@ -16,8 +16,8 @@ from datetime import date, datetime
 
 import jinja2
 
-from dreaming.decisions import template_env
 from dreaming.report._records import DaySpend, Report
+from dreaming.templates import template_env
 
 TEMPLATE = "report.html.j2"
 

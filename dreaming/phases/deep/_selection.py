@@ -1,0 +1,176 @@
+"""Which candidates deep looks at tonight, and what is shown with them: selection past the
+gates (the sentences of one utterance kept together), the live entries related to a batch,
+and short evidence snippets from the corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, or_, select
+
+from dreaming import claims as claims_mod
+from dreaming import entry_index, gates
+from dreaming.candidates import read_clock
+from dreaming.config import DeepSettings
+from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
+
+PROMOTABLE_CLASSES = ("owner", "agent")
+
+_SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "tool": "tool"}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    id: int
+    key: str
+    text: str
+    tokens: frozenset[str]
+    sessions: int
+    days: int
+    owner_lines: int
+    agent_lines: int
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    features: str = ""
+    first_line: int = 0  # corpus line first said in: the sentences of one utterance share it
+
+    @classmethod
+    def of_row(cls, r: Mapping[Any, Any]) -> Candidate:
+        return cls(
+            r["id"],
+            r["key"],
+            r["text"],
+            frozenset(r["tokens"].split()),
+            r["sessions"],
+            r["days"],
+            r["owner_lines"],
+            r["agent_lines"],
+            _aware(r["first_seen"]) if r["first_seen"] is not None else None,
+            _aware(r["last_seen"]) if r["last_seen"] is not None else None,
+            r["features"] or "",
+        )
+
+    @property
+    def said_by(self) -> str:
+        if self.owner_lines and self.agent_lines:
+            return "user and agent"
+        return "user" if self.owner_lines else "agent"
+
+
+def select_candidates(conn: Connection, agent: str, s: DeepSettings) -> list[Candidate]:
+    """Candidates past every gate (`dreaming.gates`), most salient first. SQL narrows
+    the rows to those that can pass; the gates say the last word."""
+    clock = read_clock(conn, agent)
+    rows = conn.execute(
+        select(CANDIDATES)
+        .where(
+            and_(
+                CANDIDATES.c.agent == agent,
+                or_(
+                    CANDIDATES.c.status == "pending",
+                    CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
+                ),
+                CANDIDATES.c.score >= s.min_score,
+                CANDIDATES.c.score > 0,
+                (CANDIDATES.c.owner_lines + CANDIDATES.c.agent_lines) > 0,
+            )
+        )
+        .order_by(CANDIDATES.c.score.desc(), CANDIDATES.c.id)
+    ).mappings()
+    out: list[Candidate] = []
+    for r in rows:
+        if gates.held_back(r, s, clock) is not None:
+            continue
+        out.append(Candidate.of_row(r))
+        if len(out) >= s.max_candidates:
+            break
+    return _by_utterance(conn, out)
+
+
+def _by_utterance(conn: Connection, selected: list[Candidate]) -> list[Candidate]:
+    """Selected candidates with each utterance's sentences next to each other (after the
+    best of them), so they land in one batch and can be folded into one entry."""
+    if not selected:
+        return selected
+    first: dict[int, int] = {}
+    ids = [c.id for c in selected]
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        first.update(
+            conn.execute(
+                select(
+                    CANDIDATE_EVIDENCE.c.candidate_id, func.min(CANDIDATE_EVIDENCE.c.corpus_line_id)
+                )
+                .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
+                .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
+            ).all()
+        )
+    order: dict[int, list[Candidate]] = {}
+    for c in selected:
+        line = first.get(c.id, 0)
+        order.setdefault(line or -c.id, []).append(replace(c, first_line=line))
+    return [c for members in order.values() for c in members]
+
+
+def utterances(batch: Sequence[Candidate]) -> list[tuple[Candidate, list[Candidate]]]:
+    """The batch with the sentences of one utterance folded together: the first (highest
+    scored) carries the others, so one entry states them and pays its framing once."""
+    groups: dict[int, list[Candidate]] = {}
+    for c in batch:
+        groups.setdefault(c.first_line or -c.id, []).append(c)
+    return [(members[0], members[1:]) for members in groups.values()]
+
+
+def related_entries(
+    conn: Connection, agent: str, batch: Sequence[Candidate], per_candidate: int
+) -> list[tuple[str, str]]:
+    """The live entries (key, text) most like the batch's candidates, `per_candidate` each."""
+    keys: list[str] = []
+    for c in batch:
+        for key in entry_index.search(conn, agent, c.text, per_candidate):
+            if key not in keys:
+                keys.append(key)
+    texts: dict[str, str] = dict(
+        conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text).where(
+                and_(
+                    ENTRIES.c.agent == agent,
+                    ENTRIES.c.key.in_(keys),
+                    ENTRIES.c.status == "live",
+                )
+            )
+        ).all()
+    )
+    return [(k, texts[k]) for k in keys if k in texts]
+
+
+def snippets(conn: Connection, candidate_id: int) -> list[str]:
+    """Up to three evidence lines, each with who said it and when, so the model can tell
+    a person's instruction from the agent's narration of it."""
+    rows = conn.execute(
+        select(CORPUS_LINES.c.text, CORPUS_LINES.c.role, CORPUS_LINES.c.day)
+        .select_from(
+            CANDIDATE_EVIDENCE.join(
+                CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+            )
+        )
+        .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
+        .order_by(
+            CORPUS_LINES.c.ts.desc().nulls_last(), CORPUS_LINES.c.id.desc()
+        )  # as SQLite sorts
+        .limit(3)
+    ).all()
+    return [
+        f"{day} {_SPEAKER.get(role, role)}: {claims_mod.clean(text).strip()[:300]}"
+        for text, role, day in rows
+    ]
+
+
+def day(ts: datetime | None) -> str | None:
+    return ts.date().isoformat() if ts is not None else None
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
