@@ -11,13 +11,16 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from sqlalchemy import Engine, and_, delete, select
+
 from dreaming.memory_file import atomic_write
+from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -114,3 +117,39 @@ def _commit(batch: list[tuple[IO[str], str, Path]]) -> None:
         fh.close()
         Path(tmp).replace(path)
         batch.pop(0)
+
+
+def flush_files(engine: Engine, agent: str, folder: Path) -> int:
+    """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
+    cleared only after its file is written (a crash in between rewrites it next run)."""
+    with engine.connect() as conn:
+        days = sorted(
+            d for (d,) in conn.execute(select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == agent))
+        )
+        if not days:
+            return 0
+
+        def rendered() -> Iterator[tuple[str, str]]:
+            for day in days:
+                rows = conn.execute(
+                    select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
+                    .where(and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.day == day))
+                    .order_by(
+                        CORPUS_LINES.c.ts.asc().nulls_first(),
+                        CORPUS_LINES.c.session_id,
+                        CORPUS_LINES.c.line,
+                    )
+                )
+                yield day, render_day(agent, rows)
+
+        write_days(folder, rendered())
+    with engine.begin() as conn:
+        for chunk in range(0, len(days), 500):
+            conn.execute(
+                delete(DIRTY_DAYS).where(
+                    and_(
+                        DIRTY_DAYS.c.agent == agent, DIRTY_DAYS.c.day.in_(days[chunk : chunk + 500])
+                    )
+                )
+            )
+    return len(days)

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, delete, func, or_, select, text, update
 
 from dreaming import claims as claims_mod
-from dreaming import faults, journal, memory_file, memory_sync, review
+from dreaming import corpus, faults, journal, memory_file, memory_sync, review
 from dreaming.candidates import refresh_candidates, rescore
 from dreaming.config import Paths
 from dreaming.corpus import reference
@@ -39,7 +39,6 @@ from dreaming.errors import WorkspaceFileError
 from dreaming.forget_select import Selector, Target, parse_since, resolve
 from dreaming.lineage import entry_lineage, live_entries, prune_orphans, remove_entries
 from dreaming.messages import SessionFile
-from dreaming.phases.light import flush_corpus_files
 from dreaming.scrub import carries, needles_of, redact, scrub_text, snippets_of
 from dreaming.store.dialect import is_postgres, upsert
 from dreaming.store.tables import (
@@ -595,7 +594,7 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         purge = Purge(engine, paths, agent)
         purge._scrub_files(snippets, entries, dry=False)
         faults.checkpoint("forget.after_files")
-        flush_corpus_files(engine, agent, paths.corpus_dir(agent))
+        corpus.flush_files(engine, agent, paths.corpus_dir(agent))
         memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
         # The backup memory_sync just took of the pre-purge file must not survive either.
         needles = needles_of(snippets)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -268,42 +268,6 @@ def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
         conn.execute(_built(conn, "dirty", _do_nothing_on_conflict(DIRTY_DAYS)), rows)
 
 
-def flush_corpus_files(engine: Engine, agent: str, folder: Path) -> int:
-    """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
-    cleared only after its file is written (a crash in between rewrites it next run)."""
-    with engine.connect() as conn:
-        days = sorted(
-            d for (d,) in conn.execute(select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == agent))
-        )
-        if not days:
-            return 0
-
-        def rendered() -> Iterator[tuple[str, str]]:
-            for day in days:
-                rows = conn.execute(
-                    select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
-                    .where(and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.day == day))
-                    .order_by(
-                        CORPUS_LINES.c.ts.asc().nulls_first(),
-                        CORPUS_LINES.c.session_id,
-                        CORPUS_LINES.c.line,
-                    )
-                )
-                yield day, corpus.render_day(agent, rows)
-
-        corpus.write_days(folder, rendered())
-    with engine.begin() as conn:
-        for chunk in range(0, len(days), 500):
-            conn.execute(
-                delete(DIRTY_DAYS).where(
-                    and_(
-                        DIRTY_DAYS.c.agent == agent, DIRTY_DAYS.c.day.in_(days[chunk : chunk + 500])
-                    )
-                )
-            )
-    return len(days)
-
-
 class LightPhase:
     """Runs the light phase for one agent over its session files."""
 
@@ -331,7 +295,7 @@ class LightPhase:
         summary = LightSummary(agent=agent)
         corpus_dir = self.paths.corpus_dir(agent)
         # Repair first: days a crashed run committed but did not write out.
-        summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
+        summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
         with self.engine.connect() as conn:
             tombstoned = set(file_tombstones(self.paths, agent)) | {
                 s
@@ -436,7 +400,7 @@ class LightPhase:
                 )
             clock = read_clock(conn, agent)
         summary.clock = clock.isoformat() if clock else None
-        summary.corpus_files_written += flush_corpus_files(self.engine, agent, corpus_dir)
+        summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
         summary.duration_s = time.perf_counter() - started
         return summary
 

@@ -1,0 +1,144 @@
+"""The package's measured shape (issue: every table has one owner, small functions and
+modules, no import cycles between concepts). A change that grows past a limit fails here
+and says where, so the limit is a decision, not drift."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dreaming"
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+# click registers commands by importing the command modules from the group's module, and
+# they import the group back: the one cycle allowed.
+CYCLES_ALLOWED_IN = ("dreaming.cli",)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def test_no_function_is_longer_than_the_limit() -> None:
+    long = [
+        f"{path.relative_to(PACKAGE.parent)}:{fn.lineno} {fn.name} ({n} lines)"
+        for path in MODULES.values()
+        for fn in _functions(ast.parse(path.read_text()))
+        if (n := (fn.end_lineno or fn.lineno) - fn.lineno + 1) > MAX_FUNCTION_LINES
+    ]
+    assert not long, "split into named steps:\n" + "\n".join(long)
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    big = [
+        f"{path.relative_to(PACKAGE.parent)} ({n} lines)"
+        for path in MODULES.values()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not big, "split by concern:\n" + "\n".join(big)
+
+
+def test_models_become_tables_in_one_place() -> None:
+    places = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in MODULES.values()
+        if any(
+            isinstance(node, ast.Attribute) and node.attr == "__table__"
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    ]
+    assert places == ["dreaming/store/tables.py"]
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Modules of the package that `name` imports, at any level (function-level and
+    TYPE_CHECKING imports count: they are dependencies all the same)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names
+            ]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    cycles = [c for c in _cycles(graph) if not all(m.startswith(CYCLES_ALLOWED_IN) for m in c)]
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
