@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     and_,
     bindparam,
@@ -486,3 +487,106 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     if current is not None and current >= newest:
         return
     conn.execute(_set_state(conn), {"agent": agent, "key": CLOCK_KEY, "value": newest.isoformat()})
+
+
+def evidence_of(
+    agent: str, sessions: Sequence[str], line_ids: Sequence[int] | None = None
+) -> ColumnElement[bool]:
+    """The evidence rows citing `sessions`, or only the corpus lines `line_ids`."""
+    ev = CANDIDATE_EVIDENCE.c
+    lines = ev.session_id.in_(sessions) if line_ids is None else ev.corpus_line_id.in_(line_ids)
+    return and_(ev.agent == agent, lines)
+
+
+def recalls_of(
+    agent: str, sessions: Sequence[str], line_ids: Sequence[int] | None = None
+) -> ColumnElement[bool]:
+    """The recall rows of `sessions`, or only of the corpus lines `line_ids`."""
+    rc = RECALLS.c
+    lines = rc.session_id.in_(sessions) if line_ids is None else rc.corpus_line_id.in_(line_ids)
+    return and_(rc.agent == agent, lines)
+
+
+def forget_lines(
+    conn: Connection,
+    agent: str,
+    sessions: Sequence[str],
+    line_ids: Sequence[int] | None,
+    *,
+    candidates: Sequence[int],
+    settings: Settings,
+    carries: Callable[[str], bool],
+) -> None:
+    """A purge's part here: the evidence and recalls of the purged lines go, and the
+    `candidates` that cited them are re-derived from what remains. `carries` says whether a
+    text holds purged text."""
+    conn.execute(delete(CANDIDATE_EVIDENCE).where(evidence_of(agent, sessions, line_ids)))
+    refresh_candidates(conn, agent, candidates)
+    # Whatever status: a candidate no remaining line supports is gone with its sessions.
+    supported = select(CANDIDATE_EVIDENCE.c.candidate_id).where(
+        CANDIDATE_EVIDENCE.c.candidate_id.in_(candidates)
+    )
+    conn.execute(
+        delete(CANDIDATES).where(
+            and_(CANDIDATES.c.id.in_(candidates), CANDIDATES.c.id.not_in(supported))
+        )
+    )
+    _rederive_text(conn, candidates, settings, carries)
+    # What remains of them is decided again: a fact the purged sessions shared with kept
+    # ones may be rebuilt by a later night from the kept sessions alone.
+    conn.execute(
+        update(CANDIDATES)
+        .where(CANDIDATES.c.id.in_(candidates))
+        .values(status="pending", decided_evidence=0)
+    )
+    rescore(conn, agent, settings)
+    conn.execute(delete(RECALLS).where(recalls_of(agent, sessions, line_ids)))
+
+
+def _rederive_text(
+    conn: Connection, ids: Sequence[int], settings: Settings, carries: Callable[[str], bool]
+) -> None:
+    """A candidate still supported by kept sessions keeps living, but its text and word
+    bag came from the first line that said it, which may be purged: take them again from
+    a line that remains."""
+    for cid, cand_text, tokens in conn.execute(
+        select(CANDIDATES.c.id, CANDIDATES.c.text, CANDIDATES.c.tokens).where(
+            CANDIDATES.c.id.in_(ids)
+        )
+    ).all():
+        if not carries(cand_text):
+            continue
+        best = _closest_kept_claim(conn, cid, frozenset(tokens.split()), settings)
+        if best is None:
+            conn.execute(delete(CANDIDATE_EVIDENCE).where(CANDIDATE_EVIDENCE.c.candidate_id == cid))
+            conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
+        else:
+            # Taken from a kept line: even if a purged line said the same words, these
+            # are the kept session's words now.
+            conn.execute(
+                update(CANDIDATES)
+                .where(CANDIDATES.c.id == cid)
+                .values(text=best.text, tokens=" ".join(sorted(best.tokens)))
+            )
+
+
+def _closest_kept_claim(
+    conn: Connection, cid: int, wanted: frozenset[str], settings: Settings
+) -> claims_mod.Claim | None:
+    """The claim of the candidate's remaining lines (in time order) closest to its word bag,
+    the first of equals; None when no line makes one."""
+    cs = settings.candidates
+    lines = conn.execute(
+        select(CORPUS_LINES.c.text)
+        .select_from(_joined_evidence())
+        .where(CANDIDATE_EVIDENCE.c.candidate_id == cid)
+        .order_by(CORPUS_LINES.c.ts.asc().nulls_first(), CORPUS_LINES.c.id)  # as SQLite sorts
+    ).scalars()
+    claims = (
+        claim
+        for text in lines
+        for claim in claims_mod.extract(
+            text, min_words=cs.min_claim_words, max_words=cs.max_claim_words
+        )
+    )
+    return max(claims, key=lambda c: claims_mod.jaccard(c.tokens, wanted), default=None)

@@ -11,15 +11,16 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from sqlalchemy import Engine, and_, delete, select
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, select
 
 from dreaming.memory_file import atomic_write
+from dreaming.store.dialect import upsert
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -153,3 +154,30 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
                 )
             )
     return len(days)
+
+
+def lines_of(
+    agent: str, sessions: Sequence[str], line_ids: Sequence[int] | None = None
+) -> ColumnElement[bool]:
+    """The stored lines of `sessions`, or only the lines `line_ids` (some lines of a
+    session, as a purge of an edited transcript takes them)."""
+    if line_ids is None:
+        return and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.session_id.in_(sessions))
+    return and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.id.in_(line_ids))
+
+
+def forget_lines(
+    conn: Connection,
+    agent: str,
+    sessions: Sequence[str],
+    line_ids: Sequence[int] | None,
+    days: Sequence[str],
+) -> None:
+    """A purge's part here: the lines leave the table, and the `days` they were on are
+    marked dirty in the same transaction, so their files are rewritten without them."""
+    conn.execute(delete(CORPUS_LINES).where(lines_of(agent, sessions, line_ids)))
+    if days:
+        conn.execute(
+            upsert(conn, DIRTY_DAYS).on_conflict_do_nothing(),
+            [{"agent": agent, "day": d} for d in days],
+        )

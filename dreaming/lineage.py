@@ -503,3 +503,39 @@ def remove_entries(
         _delete_entry(conn, agent, key)
     if prune:
         prune_orphans(conn, agent)
+
+
+def forget_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
+    """A purge's first part here: the entries `keys` leave (whole-entry deletion), with the
+    supersessions naming them; the decisions that made them stay in the log, unlinked. Their
+    origin and evidence rows are pruned by `forget_origins`, once, after the rest of the
+    purge."""
+    remove_entries(conn, agent, keys, prune=False)
+    if not keys:
+        return
+    conn.execute(
+        delete(SUPERSESSIONS).where(
+            and_(
+                SUPERSESSIONS.c.agent == agent,
+                or_(SUPERSESSIONS.c.new_key.in_(keys), SUPERSESSIONS.c.old_key.in_(keys)),
+            )
+        )
+    )
+    conn.execute(
+        update(DECISIONS)
+        .where(and_(DECISIONS.c.agent == agent, DECISIONS.c.entry_key.in_(keys)))
+        .values(entry_key=None)
+    )
+
+
+def forget_origins(conn: Connection, agent: str, sessions: Sequence[str] | None) -> None:
+    """A purge's last part here: the origin rows of whole `sessions` (None: a purge of some
+    lines, whose sessions still stand behind other entries), then every origin and evidence
+    row no live entry uses any more."""
+    if sessions is not None:
+        conn.execute(
+            delete(ORIGINS).where(
+                and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sessions))
+            )
+        )
+    prune_orphans(conn, agent)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, and_, delete, select
+from sqlalchemy import Connection, Engine, and_, delete, select, update
 
 from dreaming import faults, memory_file, salience
 from dreaming.lineage import live_entries, remove_entries
@@ -184,3 +184,33 @@ def write(
         )
         _set(conn, agent, HASH_KEY, content_hash(new))
     return report
+
+
+def backups(conn: Connection, agent: str) -> list[tuple[int, str]]:
+    """Every MEMORY.md backup the agent has, as (id, content)."""
+    return [
+        (int(i), str(c))
+        for i, c in conn.execute(
+            select(MEMORY_BACKUPS.c.id, MEMORY_BACKUPS.c.content).where(
+                MEMORY_BACKUPS.c.agent == agent
+            )
+        ).all()
+    ]
+
+
+def backup(conn: Connection, backup_id: int) -> str:
+    return str(
+        conn.execute(
+            select(MEMORY_BACKUPS.c.content).where(MEMORY_BACKUPS.c.id == backup_id)
+        ).scalar_one()
+    )
+
+
+def replace_backup(conn: Connection, backup_id: int, content: str) -> None:
+    """Keep a backup as `content` (a purge scrubbed it); one left blank goes."""
+    if content.strip():
+        conn.execute(
+            update(MEMORY_BACKUPS).where(MEMORY_BACKUPS.c.id == backup_id).values(content=content)
+        )
+    else:
+        conn.execute(delete(MEMORY_BACKUPS).where(MEMORY_BACKUPS.c.id == backup_id))

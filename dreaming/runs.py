@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 
 from dreaming.llm._records import UNCHARGED_OUTCOMES
 from dreaming.store.tables import LLM_CALLS, RUNS
@@ -223,3 +224,14 @@ def get_run(engine: Engine, agent: str, run_id: int) -> RunRecord | None:
             return None
         usage = _usage(conn, agent, [run_id])
     return _record(row, usage)
+
+
+def redact_summaries(
+    conn: Connection, run_ids: Sequence[int], redact: Callable[[Any], Any]
+) -> None:
+    """A purge's part here: the summaries of `run_ids` are kept, rewritten by `redact` (which
+    replaces the values that quote purged text)."""
+    for run_id in run_ids:
+        summary = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar_one()
+        redacted = redact(json.loads(summary or "{}"))
+        conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(summary=json.dumps(redacted)))

@@ -1,6 +1,7 @@
 """The durable record of forgotten sessions, kept in an append-only file as well as in each
-agent's database: deleting the database must not bring a forgotten session back. Also the
-clean-up of temp files a killed write left behind (they can hold purged text)."""
+agent's database (`tombstones` rows, and the `sessions` rows marked forgotten): deleting the
+database must not bring a forgotten session back. Also the clean-up of temp files a killed
+write left behind (they can hold purged text)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
+
+from sqlalchemy import Connection, and_, update
 
 from dreaming.config import Paths, file_stem
+from dreaming.store.tables import SESSIONS, TOMBSTONES
 
 
 def tombstone_file(paths: Paths, agent: str) -> Path:
@@ -65,3 +70,42 @@ def remove_stale_temp_files(paths: Paths, agent: str) -> list[Path]:
                 path.unlink(missing_ok=True)
                 removed.append(path)
     return removed
+
+
+class Forgotten(Protocol):
+    """A session a purge forgets, as its selection resolved it."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def session_key(self) -> str | None: ...
+    @property
+    def resolved(self) -> bool: ...  # False: an explicit id that matched nothing known
+
+
+def forget_sessions(
+    conn: Connection,
+    agent: str,
+    sessions: Sequence[str],
+    new: Sequence[Forgotten],
+    now: datetime,
+) -> None:
+    """A forget's part in the database: a tombstone row for each `new` one (the file
+    follows once the purge committed: `record_tombstones`), and every one of `sessions`
+    recorded as forgotten."""
+    for t in new:
+        conn.execute(
+            TOMBSTONES.insert().values(
+                agent=agent,
+                session_id=t.session_id,
+                session_key=t.session_key,
+                reason="forgotten",
+                created_at=now,
+                detail=json.dumps({"resolved": t.resolved}),
+            )
+        )
+    conn.execute(
+        update(SESSIONS)
+        .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.session_id.in_(sessions)))
+        .values(status="forgotten", reason="forgotten")
+    )

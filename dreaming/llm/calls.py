@@ -132,3 +132,9 @@ def run_budget(
     )
     budget.ledger = ledger
     return budget
+
+
+def forget_calls(conn: Connection, ids: Sequence[int]) -> None:
+    """A purge's part here: the call records `ids`, which carry purged text, go."""
+    if ids:
+        conn.execute(LLM_CALLS.delete().where(LLM_CALLS.c.id.in_(ids)))
