@@ -431,7 +431,7 @@ def test_apply_entries_on_anything_is_idempotent(pieces: list[str], facts: list[
 
 
 def test_scrub_drops_entries_of_removed_keys_in_both_forms() -> None:
-    from dreaming.scrub import scrub_text
+    from dreaming.forget import scrub_text
 
     a, b, c = entries_of("The user has a cat.", "The user works at ACME.", "Bob is 40.")
     content = (

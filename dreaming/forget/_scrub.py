@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection
+
 from dreaming import claims as claims_mod
-from dreaming import memory_file
-from dreaming.config import Settings
+from dreaming import memory_file, memory_sync
+from dreaming.config import Paths, Settings
+from dreaming.errors import WorkspaceFileError
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16
@@ -92,3 +96,50 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     cleaned = memory_file.tidy(memory_file.Document(tuple(kept)))
     removed += before - len(cleaned.segments)
     return cleaned.render(), removed
+
+
+def memory_files(paths: Paths, agent: str) -> list[Path]:
+    """The files a purge scrubs: MEMORY.md, DREAMS.md and the daily notes."""
+    ws = paths.workspace(agent)
+    notes = sorted((ws / "memory").glob("*.md")) if (ws / "memory").is_dir() else []
+    return [paths.memory_file(agent), paths.dreams_file(agent), *notes]
+
+
+def scrub_files(
+    paths: Paths, agent: str, snippets: set[str], entries: Sequence[str], *, dry: bool
+) -> dict[str, int]:
+    """Scrub the memory files (`dry`: only count). Returns lines removed per file."""
+    needles = needles_of(snippets)
+    removed: dict[str, int] = {}
+    for path in memory_files(paths, agent):
+        try:
+            content = memory_file.load_text(path)
+        except WorkspaceFileError:
+            continue  # not a file forget can rewrite exactly; `verify` names it
+        if content is None:
+            continue
+        cleaned, count = scrub_text(content, needles, set(entries))
+        if count:
+            removed[str(path)] = count
+            if not dry:
+                memory_file.atomic_write(path, cleaned)
+    return removed
+
+
+def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str]) -> bool:
+    """Whether a MEMORY.md backup holds purged text or an entry the purge removes."""
+    return carries(content, needles) or any(
+        b.key in entries for b in memory_file.parse(content).blocks
+    )
+
+
+def scrub_backups(
+    conn: Connection,
+    backups: Iterable[tuple[int, str]],
+    needles: Sequence[str],
+    entries: Sequence[str],
+) -> None:
+    """Rewrite each (id, content) MEMORY.md backup without the purged lines and entries."""
+    for backup_id, content in backups:
+        cleaned = scrub_text(content, needles, set(entries))[0]
+        memory_sync.replace_backup(conn, backup_id, cleaned)

@@ -1,0 +1,390 @@
+"""The purge: plan what a scope of sessions derived, count it (a dry run stops there), then
+delete it in one transaction through each table's owner, and complete it (`_complete`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+
+from dreaming import candidates, corpus, faults, journal, lineage, memory_sync, review, runs
+from dreaming import tombstones as tombstones_mod
+from dreaming.config import Paths
+from dreaming.corpus import reference
+from dreaming.lineage import entry_lineage, live_entries
+from dreaming.llm.calls import forget_calls
+from dreaming.messages import SessionFile
+from dreaming.store import cursors
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CORPUS_LINES,
+    ENTRY_EVIDENCE,
+    FILE_CURSORS,
+    LLM_CALLS,
+    ORIGINS,
+    PURGES,
+    RECALLS,
+    RUNS,
+)
+from dreaming.transcripts import TranscriptReader
+
+from ._complete import complete_pending
+from ._scrub import (
+    backup_carries,
+    carries,
+    needles_of,
+    redact,
+    scrub_backups,
+    scrub_files,
+    snippets_of,
+)
+from ._select import Selector, Target, resolve
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a purge removes: whole sessions (forget, a session no longer admitted), or some
+    lines of one session (a transcript edited in place: the lines whose text changed).
+
+    `keep` is text that is still true of the sessions after the purge (the edited file's
+    lines): snippets inside it are not hunted for in memory files, backups and logs."""
+
+    sessions: tuple[str, ...]
+    line_ids: tuple[int, ...] | None = None  # None: every line of the sessions
+    keep: tuple[str, ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        return self.line_ids is None
+
+
+@dataclass
+class PurgeReport:
+    agent: str
+    selector: dict[str, Any]
+    dry_run: bool
+    targets: list[Target] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    entries_removed: list[str] = field(default_factory=list)
+    mixed_lineage: list[dict[str, Any]] = field(default_factory=list)
+    emptied: list[str] = field(default_factory=list)
+    file_lines_removed: dict[str, int] = field(default_factory=dict)
+    curated_writes: list[dict[str, Any]] = field(default_factory=list)
+    purge_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "selector": self.selector,
+            "dry_run": self.dry_run,
+            "purge_id": self.purge_id,
+            "sessions": [
+                {
+                    "session_id": t.session_id,
+                    "session_key": t.session_key,
+                    "status": "unresolved"
+                    if not t.resolved
+                    else ("already forgotten" if t.already_forgotten else "resolved"),
+                }
+                for t in self.targets
+            ],
+            "unresolved": [t.session_id for t in self.targets if not t.resolved],
+            "counts": dict(sorted(self.counts.items())),
+            "entries_removed": self.entries_removed,
+            "entries_emptied": self.emptied,
+            "mixed_lineage": self.mixed_lineage,
+            "file_lines_removed": self.file_lines_removed,
+            "curated_writes": self.curated_writes,
+            "nothing_left": self.nothing_left,
+        }
+
+    @property
+    def nothing_left(self) -> bool:
+        return not any(self.counts.values()) and not self.file_lines_removed
+
+
+class Purge:
+    def __init__(self, engine: Engine | None, paths: Paths, agent: str) -> None:
+        self.engine = engine
+        self.paths = paths
+        self.agent = agent
+
+    # -- planning (read only) --------------------------------------------------------------
+
+    def _plan(self, conn: Connection, scope: Scope) -> dict[str, Any]:
+        a = self.agent
+        ids = list(scope.sessions)
+        lines = conn.execute(
+            select(
+                CORPUS_LINES.c.id,
+                CORPUS_LINES.c.text,
+                CORPUS_LINES.c.day,
+                CORPUS_LINES.c.session_id,
+                CORPUS_LINES.c.line,
+            ).where(corpus.lines_of(a, scope.sessions, scope.line_ids))
+        ).all()
+        if scope.whole:
+            by_origin = select(ORIGINS.c.entry_key).where(
+                and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+            )
+            purged_entries = sorted({k for (k,) in conn.execute(by_origin)})
+        else:
+            # Whole-entry rule, per line: an entry built from a line whose text changed is
+            # gone; the lines that still hold are ingested again and may rebuild it.
+            cited = {(sid, n) for _, _, _, sid, n in lines}
+            purged_entries = sorted(
+                {
+                    k
+                    for k, sid, n in conn.execute(
+                        select(
+                            ENTRY_EVIDENCE.c.entry_key,
+                            ENTRY_EVIDENCE.c.session_id,
+                            ENTRY_EVIDENCE.c.line,
+                        ).where(
+                            and_(ENTRY_EVIDENCE.c.agent == a, ENTRY_EVIDENCE.c.session_id.in_(ids))
+                        )
+                    )
+                    if (sid, n) in cited
+                }
+            )
+        live = dict(live_entries(conn, a))
+        purged_entries = [k for k in purged_entries if k in live]
+        mixed, emptied = [], []
+        outside = set(ids) if scope.whole else set()
+        for key in purged_entries:
+            others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - outside)
+            if others:
+                mixed.append({"key": key, "other_sessions": others})
+            else:
+                emptied.append(key)
+        cand_ids = sorted(
+            {
+                c
+                for (c,) in conn.execute(
+                    select(CANDIDATE_EVIDENCE.c.candidate_id).where(
+                        candidates.evidence_of(a, scope.sessions, scope.line_ids)
+                    )
+                )
+            }
+        )
+        snippets = snippets_of([line.text for line in lines], self.paths.settings)
+        if scope.keep:
+            kept = "\n".join(scope.keep)
+            snippets = {x for x in snippets if x not in kept}
+        snippets |= {live[k] for k in purged_entries}
+        return {
+            "line_ids": [line.id for line in lines],
+            "days": sorted({line.day for line in lines}),
+            "entries": purged_entries,
+            "mixed": mixed,
+            "emptied": emptied,
+            "candidates": cand_ids,
+            "snippets": snippets,
+        }
+
+    def _count(self, conn: Connection, scope: Scope, plan: dict[str, Any]) -> dict[str, int]:
+        a = self.agent
+        ids = list(scope.sessions)
+        needles = needles_of(plan["snippets"])
+
+        def n(table: Any, *cond: Any) -> int:
+            return int(
+                conn.execute(select(func.count()).select_from(table).where(*cond)).scalar_one()
+            )
+
+        calls = [
+            i
+            for i, req, resp in conn.execute(
+                select(LLM_CALLS.c.id, LLM_CALLS.c.request, LLM_CALLS.c.response).where(
+                    LLM_CALLS.c.agent == a
+                )
+            )
+            if carries(req, needles) or carries(resp, needles)
+        ]
+        backups = [
+            i
+            for i, content in memory_sync.backups(conn, a)
+            if backup_carries(content, needles, plan["entries"])
+        ]
+        summaries = [
+            i
+            for i, summary in conn.execute(
+                select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == a)
+            )
+            if carries(summary, needles)
+        ]
+        plan["calls"], plan["backups"], plan["runs"] = calls, backups, summaries
+        return {
+            "corpus_lines": len(plan["line_ids"]),
+            "entries": len(plan["entries"]),
+            "index_rows": len(plan["entries"]),
+            "candidates": len(plan["candidates"]),
+            "candidate_evidence": n(
+                CANDIDATE_EVIDENCE, candidates.evidence_of(a, scope.sessions, scope.line_ids)
+            ),
+            "recalls": n(RECALLS, candidates.recalls_of(a, scope.sessions, scope.line_ids)),
+            "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+            if scope.whole
+            else n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.entry_key.in_(plan["entries"])),
+            "cursors": n(
+                FILE_CURSORS, FILE_CURSORS.c.agent == a, FILE_CURSORS.c.session_id.in_(ids)
+            )
+            if scope.whole
+            else 0,
+            "memory_backups": len(backups),
+            "llm_calls": len(calls),
+            "run_summaries": len(summaries),
+            "review_proposals": review.forget_sessions(
+                conn, a, ids, lambda text: carries(text, needles), dry_run=True
+            ),
+            "runs_no_longer_undoable": len(
+                journal.forget_sessions(
+                    conn, a, ids, lambda text: carries(text, needles), dry_run=True
+                )
+            ),
+        }
+
+    # -- the purge --------------------------------------------------------------------------
+
+    def run(
+        self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool
+    ) -> PurgeReport:
+        report = PurgeReport(self.agent, selector.to_dict(), dry_run)
+        if self.engine is None:
+            report.targets = resolve(None, self.agent, selector, files)
+            report.counts = {"tombstones": 0 if dry_run else len(report.targets)}
+            report.curated_writes = self._curated_writes(report.targets, files)
+            return report
+        if not dry_run:
+            complete_pending(self.engine, self.paths, self.agent)
+        with self.engine.connect() as conn:
+            report.targets = resolve(conn, self.agent, selector, files)
+        new_tombstones = [t for t in report.targets if not t.already_forgotten]
+        report.curated_writes = self._curated_writes(report.targets, files)
+        scope = Scope(tuple(t.session_id for t in report.targets))
+        return self._execute(report, scope, new_tombstones, forget=True)
+
+    def rederive(self, scope: Scope, why: dict[str, Any]) -> PurgeReport:
+        """Purge what was derived from `scope` as forget does, but leave no tombstone: the
+        sessions stay readable and the caller ingests them again (a session whose admission
+        changed, lines of a transcript edited in place). Audited in `purges` like a forget."""
+        assert self.engine is not None
+        complete_pending(self.engine, self.paths, self.agent)
+        report = PurgeReport(self.agent, why, dry_run=False)
+        return self._execute(report, scope, [], forget=False)
+
+    def _execute(
+        self, report: PurgeReport, scope: Scope, new_tombstones: list[Target], *, forget: bool
+    ) -> PurgeReport:
+        assert self.engine is not None
+        with self.engine.connect() as conn:
+            plan = self._plan(conn, scope)
+            report.counts = self._count(conn, scope, plan)
+        report.counts["tombstones"] = len(new_tombstones)
+        report.entries_removed = plan["entries"]
+        report.mixed_lineage = plan["mixed"]
+        report.emptied = plan["emptied"]
+        report.file_lines_removed = scrub_files(
+            self.paths, self.agent, plan["snippets"], plan["entries"], dry=True
+        )
+        if report.dry_run:
+            return report
+        now = datetime.now(UTC)
+        selector = report.selector
+        with self.engine.begin() as conn:
+            self._delete(conn, scope, plan, new_tombstones, now, forget=forget)
+            report.purge_id = int(
+                conn.execute(
+                    PURGES.insert()
+                    .values(
+                        agent=self.agent,
+                        selector=json.dumps(selector),
+                        created_at=now,
+                        report=json.dumps(report.to_dict(), default=str),
+                        pending=json.dumps(sorted(plan["snippets"])),
+                    )
+                    .returning(PURGES.c.id)
+                ).scalar_one()
+            )
+        faults.checkpoint("forget.after_commit")
+        complete_pending(self.engine, self.paths, self.agent)
+        return report
+
+    def _delete(
+        self,
+        conn: Connection,
+        scope: Scope,
+        plan: dict[str, Any],
+        tombstones: list[Target],
+        now: datetime,
+        *,
+        forget: bool,
+    ) -> None:
+        """The database part of a purge, each table through its owner, in this order."""
+        a = self.agent
+        ids = list(scope.sessions)
+        needles = needles_of(plan["snippets"])
+
+        def carrying(text: str) -> bool:
+            return carries(text, needles)
+
+        # 1. corpus
+        corpus.forget_lines(conn, a, scope.sessions, scope.line_ids, plan["days"])
+        # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
+        lineage.forget_entries(conn, a, plan["entries"])
+        memory_sync.mark_dirty(conn, a)
+        # 4. state: candidates (re-derived from what remains), recalls, cursors, logs, backups
+        candidates.forget_lines(
+            conn,
+            a,
+            scope.sessions,
+            scope.line_ids,
+            candidates=plan["candidates"],
+            settings=self.paths.settings,
+            carries=carrying,
+        )
+        if scope.whole:
+            cursors.forget_sessions(conn, a, ids)
+        forget_calls(conn, plan["calls"])
+        runs.redact_summaries(conn, plan["runs"], lambda summary: redact(summary, needles))
+        backups = ((i, memory_sync.backup(conn, i)) for i in plan["backups"])
+        scrub_backups(conn, backups, needles, plan["entries"])
+        # Undo images and review proposals hold the purged text too: they go, and a run
+        # that needed them can no longer be undone (purges win).
+        journal.forget_sessions(conn, a, ids, carrying)
+        review.forget_sessions(conn, a, ids, carrying)
+        # 5. origins of the sessions (entries with them are gone already) and tombstones
+        lineage.forget_origins(conn, a, ids if scope.whole else None)
+        if forget:  # re-derived, not forgotten: the sessions stay as they are recorded
+            tombstones_mod.forget_sessions(conn, a, ids, tombstones, now)
+
+    # -- files --------------------------------------------------------------------------------
+
+    def _curated_writes(
+        self, targets: Sequence[Target], files: Sequence[SessionFile]
+    ) -> list[dict[str, Any]]:
+        by_id = {f.session_id: f for f in files}
+        out: list[dict[str, Any]] = []
+        for t in targets:
+            sf = by_id.get(t.session_id)
+            if sf is None or "skip" in sf.extra or not sf.path.exists():
+                continue
+            for msg in TranscriptReader(sf):
+                for w in msg.writes:
+                    out.append(
+                        {
+                            "session_id": t.session_id,
+                            "path": w,
+                            "at": msg.timestamp.isoformat() if msg.timestamp else None,
+                            "ref": reference(self.agent, t.session_id, msg.line),
+                        }
+                    )
+        return out
+
+
+__all__ = ["Purge", "PurgeReport", "Scope"]
