@@ -109,6 +109,9 @@ class PurgeReport:
 
 
 class Purge:
+    """One agent's purges: `run` forgets the sessions a selector names, `rederive` purges
+    what a scope derived and leaves its sessions to be read again."""
+
     def __init__(self, engine: Engine | None, paths: Paths, agent: str) -> None:
         self.engine = engine
         self.paths = paths
@@ -360,7 +363,8 @@ class Purge:
         review.forget_sessions(conn, a, ids, carrying)
         # 5. origins of the sessions (entries with them are gone already) and tombstones
         lineage.forget_origins(conn, a, ids if scope.whole else None)
-        if forget:  # re-derived, not forgotten: the sessions stay as they are recorded
+        # A rederive forgets nothing: its sessions stay as they are recorded.
+        if forget:
             tombstones_mod.forget_sessions(conn, a, ids, tombstones, now)
 
     # -- files --------------------------------------------------------------------------------
