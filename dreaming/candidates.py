@@ -517,9 +517,8 @@ def forget_lines(
     settings: Settings,
     carries: Callable[[str], bool],
 ) -> None:
-    """A purge's part here: the evidence and recalls of the purged lines go, and the
-    `candidates` that cited them are re-derived from what remains. `carries` says whether a
-    text holds purged text."""
+    """A purge's part here: the evidence and recalls of the purged lines go; the candidates
+    that cited them are re-derived from what remains (`carries`: holds purged text)."""
     conn.execute(delete(CANDIDATE_EVIDENCE).where(evidence_of(agent, sessions, line_ids)))
     refresh_candidates(conn, agent, candidates)
     # Whatever status: a candidate no remaining line supports is gone with its sessions.
@@ -531,7 +530,13 @@ def forget_lines(
             and_(CANDIDATES.c.id.in_(candidates), CANDIDATES.c.id.not_in(supported))
         )
     )
-    _rederive_text(conn, candidates, settings, carries)
+    for cid, text, tokens in conn.execute(
+        select(CANDIDATES.c.id, CANDIDATES.c.text, CANDIDATES.c.tokens).where(
+            CANDIDATES.c.id.in_(candidates)
+        )
+    ).all():
+        if carries(text):
+            _rederive_text(conn, cid, frozenset(tokens.split()), settings)
     # What remains of them is decided again: a fact the purged sessions shared with kept
     # ones may be rebuilt by a later night from the kept sessions alone.
     conn.execute(
@@ -543,38 +548,10 @@ def forget_lines(
     conn.execute(delete(RECALLS).where(recalls_of(agent, sessions, line_ids)))
 
 
-def _rederive_text(
-    conn: Connection, ids: Sequence[int], settings: Settings, carries: Callable[[str], bool]
-) -> None:
-    """A candidate still supported by kept sessions keeps living, but its text and word
-    bag came from the first line that said it, which may be purged: take them again from
-    a line that remains."""
-    for cid, cand_text, tokens in conn.execute(
-        select(CANDIDATES.c.id, CANDIDATES.c.text, CANDIDATES.c.tokens).where(
-            CANDIDATES.c.id.in_(ids)
-        )
-    ).all():
-        if not carries(cand_text):
-            continue
-        best = _closest_kept_claim(conn, cid, frozenset(tokens.split()), settings)
-        if best is None:
-            conn.execute(delete(CANDIDATE_EVIDENCE).where(CANDIDATE_EVIDENCE.c.candidate_id == cid))
-            conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
-        else:
-            # Taken from a kept line: even if a purged line said the same words, these
-            # are the kept session's words now.
-            conn.execute(
-                update(CANDIDATES)
-                .where(CANDIDATES.c.id == cid)
-                .values(text=best.text, tokens=" ".join(sorted(best.tokens)))
-            )
-
-
-def _closest_kept_claim(
-    conn: Connection, cid: int, wanted: frozenset[str], settings: Settings
-) -> claims_mod.Claim | None:
-    """The claim of the candidate's remaining lines (in time order) closest to its word bag,
-    the first of equals; None when no line makes one."""
+def _rederive_text(conn: Connection, cid: int, wanted: frozenset[str], settings: Settings) -> None:
+    """A candidate kept sessions still support took its text and word bag from the first line
+    that said it, which may be purged: take them again from the claim of a remaining line
+    closest to its words (the first of equals, lines in time order); none: it goes."""
     cs = settings.candidates
     lines = conn.execute(
         select(CORPUS_LINES.c.text)
@@ -583,10 +560,19 @@ def _closest_kept_claim(
         .order_by(CORPUS_LINES.c.ts.asc().nulls_first(), CORPUS_LINES.c.id)  # as SQLite sorts
     ).scalars()
     claims = (
-        claim
-        for text in lines
-        for claim in claims_mod.extract(
-            text, min_words=cs.min_claim_words, max_words=cs.max_claim_words
-        )
+        c
+        for t in lines
+        for c in claims_mod.extract(t, min_words=cs.min_claim_words, max_words=cs.max_claim_words)
     )
-    return max(claims, key=lambda c: claims_mod.jaccard(c.tokens, wanted), default=None)
+    best = max(claims, key=lambda c: claims_mod.jaccard(c.tokens, wanted), default=None)
+    if best is None:
+        conn.execute(delete(CANDIDATE_EVIDENCE).where(CANDIDATE_EVIDENCE.c.candidate_id == cid))
+        conn.execute(delete(CANDIDATES).where(CANDIDATES.c.id == cid))
+        return
+    # Taken from a kept line: even if a purged line said the same words, these are the kept
+    # session's words now.
+    conn.execute(
+        update(CANDIDATES)
+        .where(CANDIDATES.c.id == cid)
+        .values(text=best.text, tokens=" ".join(sorted(best.tokens)))
+    )

@@ -506,36 +506,30 @@ def remove_entries(
 
 
 def forget_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
-    """A purge's first part here: the entries `keys` leave (whole-entry deletion), with the
-    supersessions naming them; the decisions that made them stay in the log, unlinked. Their
-    origin and evidence rows are pruned by `forget_origins`, once, after the rest of the
-    purge."""
+    """A purge's first part here: the entries `keys` go whole, with the supersessions naming
+    them; their decisions stay, unlinked. Their lineage goes in `forget_origins`."""
     remove_entries(conn, agent, keys, prune=False)
-    if not keys:
-        return
-    conn.execute(
-        delete(SUPERSESSIONS).where(
-            and_(
-                SUPERSESSIONS.c.agent == agent,
-                or_(SUPERSESSIONS.c.new_key.in_(keys), SUPERSESSIONS.c.old_key.in_(keys)),
+    if keys:
+        supersession = SUPERSESSIONS.c
+        conn.execute(
+            delete(SUPERSESSIONS).where(
+                and_(
+                    supersession.agent == agent,
+                    or_(supersession.new_key.in_(keys), supersession.old_key.in_(keys)),
+                )
             )
         )
-    )
-    conn.execute(
-        update(DECISIONS)
-        .where(and_(DECISIONS.c.agent == agent, DECISIONS.c.entry_key.in_(keys)))
-        .values(entry_key=None)
-    )
+        conn.execute(
+            update(DECISIONS)
+            .where(and_(DECISIONS.c.agent == agent, DECISIONS.c.entry_key.in_(keys)))
+            .values(entry_key=None)
+        )
 
 
 def forget_origins(conn: Connection, agent: str, sessions: Sequence[str] | None) -> None:
-    """A purge's last part here: the origin rows of whole `sessions` (None: a purge of some
-    lines, whose sessions still stand behind other entries), then every origin and evidence
-    row no live entry uses any more."""
+    """A purge's last part here: the origins of whole `sessions` (None: some lines only, the
+    sessions still stand behind other entries), then all lineage no live entry uses."""
     if sessions is not None:
-        conn.execute(
-            delete(ORIGINS).where(
-                and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sessions))
-            )
-        )
+        where = and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sessions))
+        conn.execute(delete(ORIGINS).where(where))
     prune_orphans(conn, agent)
