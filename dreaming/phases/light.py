@@ -33,6 +33,7 @@ from dreaming import corpus, faults
 from dreaming.admission import UNCLASSIFIED, Status, admit, origin_class
 from dreaming.candidates import (
     Folder,
+    FoldStats,
     advance_clock,
     read_clock,
     refresh_stale,
@@ -95,6 +96,12 @@ class LightSummary:
             self.skipped_files.append(
                 {"session_id": sf.session_id, "file": str(sf.path), "reasons": dict(found)}
             )
+
+    def add_fold(self, stats: FoldStats) -> None:
+        if stats.echoes:  # a reason is listed only once a line was dropped for it
+            self.dropped["echo"] += stats.echoes
+        self.candidates_new += stats.candidates_new
+        self.recalls += stats.recalls
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -622,7 +629,9 @@ class LightPhase:
                 conn.execute(insert(CORPUS_LINES), rows)
                 ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
                 new_lines = [(ids[r["line"]], r) for r in rows]
-                touched |= self.folder.fold(conn, new_lines, summary)
+                stats = self.folder.fold(conn, new_lines)
+                summary.add_fold(stats)
+                touched |= stats.touched
                 days |= {r["day"] for r in rows}
                 summary.corpus_lines += len(rows)
             conn.execute(
