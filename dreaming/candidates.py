@@ -32,9 +32,10 @@ from dreaming import diary, memory_file
 from dreaming import salience as salience_mod
 from dreaming.config import Settings
 from dreaming.scoring import Rarity, Signals, score
-from dreaming.store.dialect import upsert
+from dreaming.store import state
+from dreaming.store.dialect import insert_ignore
+from dreaming.store.state import StateKey
 from dreaming.store.tables import (
-    AGENT_STATE,
     CANDIDATE_EVIDENCE,
     CANDIDATES,
     CORPUS_LINES,
@@ -42,7 +43,6 @@ from dreaming.store.tables import (
     RECALLS,
 )
 
-CLOCK_KEY = "clock"
 T = TypeVar("T")
 
 
@@ -152,7 +152,7 @@ class Folder:
         _set_where_ids(conn, _MARK_CUE, batch.cue)
         self._write_evidence(conn, batch.evidence, real)
         if batch.recalls:
-            conn.execute(_do_nothing_on_conflict(conn, RECALLS), batch.recalls)
+            conn.execute(insert_ignore(conn, RECALLS), batch.recalls)
         return FoldStats(
             touched=frozenset(touched),
             echoes=batch.echoes,
@@ -250,7 +250,7 @@ class Folder:
         if not evidence:
             return
         conn.execute(
-            _do_nothing_on_conflict(conn, CANDIDATE_EVIDENCE),
+            insert_ignore(conn, CANDIDATE_EVIDENCE),
             [
                 {
                     "candidate_id": real.get(cid, cid),
@@ -279,16 +279,6 @@ _IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
         CANDIDATES.c.key.in_(bindparam("keys", expanding=True)),
     )
 )
-_INSERT_IGNORE: dict[tuple[str, str], Any] = {}
-
-
-def _do_nothing_on_conflict(conn: Connection, table: Any) -> Any:
-    """`upsert(conn, table).on_conflict_do_nothing()`, built once per backend and table."""
-    key = (conn.dialect.name, table.name)
-    stmt = _INSERT_IGNORE.get(key)
-    if stmt is None:
-        stmt = _INSERT_IGNORE[key] = upsert(conn, table).on_conflict_do_nothing()
-    return stmt
 
 
 def _set_where_ids(conn: Connection, stmt: Any, ids: Iterable[int]) -> None:
@@ -495,26 +485,8 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     return pending
 
 
-_READ_CLOCK = select(AGENT_STATE.c.value).where(
-    and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == CLOCK_KEY)
-)
-_SET_STATE: dict[str, Any] = {}
-
-
-def _set_state(conn: Connection) -> Any:
-    """Upsert of one agent_state row, built once per backend."""
-    stmt = _SET_STATE.get(conn.dialect.name)
-    if stmt is None:
-        ins = upsert(conn, AGENT_STATE)
-        stmt = ins.on_conflict_do_update(
-            index_elements=["agent", "key"], set_={"value": ins.excluded.value}
-        )
-        _SET_STATE[conn.dialect.name] = stmt
-    return stmt
-
-
 def read_clock(conn: Connection, agent: str) -> datetime | None:
-    value = conn.execute(_READ_CLOCK, {"agent": agent}).scalar()
+    value = state.get(conn, agent, StateKey.CLOCK)
     return datetime.fromisoformat(value) if value else None
 
 
@@ -524,4 +496,4 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     current = read_clock(conn, agent)
     if current is not None and current >= newest:
         return
-    conn.execute(_set_state(conn), {"agent": agent, "key": CLOCK_KEY, "value": newest.isoformat()})
+    state.put(conn, agent, StateKey.CLOCK, newest.isoformat())

@@ -25,7 +25,7 @@ from dreaming import entry_index, journal
 from dreaming.corpus import reference
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CANDIDATES,
@@ -281,7 +281,7 @@ def _now() -> datetime:
 def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> None:
     if lineage.origins:
         conn.execute(
-            upsert(conn, ORIGINS).on_conflict_do_nothing(),
+            insert_ignore(conn, ORIGINS),
             [
                 {
                     "agent": agent,
@@ -296,7 +296,7 @@ def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> 
         )
     if lineage.evidence:
         conn.execute(
-            upsert(conn, ENTRY_EVIDENCE).on_conflict_do_nothing(),
+            insert_ignore(conn, ENTRY_EVIDENCE),
             [
                 {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                 for s, n in lineage.evidence

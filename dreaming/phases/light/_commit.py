@@ -15,12 +15,14 @@ from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._sessions import now, upsert_session
 from dreaming.phases.light._summary import LightSummary
-from dreaming.store.dialect import upsert
-from dreaming.store.tables import AGENT_STATE, CORPUS_LINES, DIRTY_DAYS, FILE_CURSORS
+from dreaming.store import state
+from dreaming.store.dialect import insert_ignore, upsert
+from dreaming.store.state import StateKey
+from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS, FILE_CURSORS
 
 # Set with every read's commit, cleared once the run has rescored: a run killed between the
 # two leaves it behind, so the next run rescores even though it reads nothing new.
-RESCORE_KEY = "rescore_pending"
+RESCORE_KEY = StateKey.RESCORE_PENDING
 
 _BUILT: dict[tuple[str, str], Any] = {}
 
@@ -32,10 +34,6 @@ def _built(conn: Connection, name: str, build: Callable[[Connection], Any]) -> A
     if stmt is None:
         stmt = _BUILT[key] = build(conn)
     return stmt
-
-
-def _do_nothing_on_conflict(table: Any) -> Callable[[Connection], Any]:
-    return lambda conn: upsert(conn, table).on_conflict_do_nothing()
 
 
 _CURSOR_COLUMNS = (
@@ -72,7 +70,7 @@ _IDS_IN_SPAN = select(CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(_SPAN)
 def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
     rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
     if rows:
-        conn.execute(_built(conn, "dirty", _do_nothing_on_conflict(DIRTY_DAYS)), rows)
+        conn.execute(insert_ignore(conn, DIRTY_DAYS), rows)
 
 
 def commit_read(
@@ -89,10 +87,7 @@ def commit_read(
     sf = read.reader.session
     agent = sf.agent
     touched, days = _store_lines(conn, folder, sf, read.rows, summary)
-    conn.execute(
-        _built(conn, "state", _do_nothing_on_conflict(AGENT_STATE)),
-        {"agent": agent, "key": RESCORE_KEY, "value": "1"},
-    )
+    state.put_if_absent(conn, agent, RESCORE_KEY, "1")
     _mark_dirty(conn, agent, days)
     advance_clock(conn, agent, read.newest)
     end = read.reader.cursor

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from dreaming import corpus, faults
 from dreaming.admission import UNCLASSIFIED, Decision, Status, admit
@@ -28,7 +28,8 @@ from dreaming.phases.light._sessions import (
 )
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
-from dreaming.store.tables import AGENT_STATE, CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
+from dreaming.store import state
+from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
 from dreaming.tags import TagRegistry
 from dreaming.tombstones import file_tombstones
 
@@ -208,11 +209,10 @@ class LightPhase:
         with self.engine.begin() as conn:
             # A run killed between a file's commit and this point leaves the mark behind, so
             # the next run rescores even though it reads nothing new.
-            pending_mark = and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == RESCORE_KEY)
-            if changed or conn.execute(select(AGENT_STATE.c.value).where(pending_mark)).first():
+            if changed or state.get(conn, agent, RESCORE_KEY) is not None:
                 summary.candidates_updated = refresh_stale(conn, agent)
                 summary.candidates_pending = rescore(conn, agent, self.settings)
-                conn.execute(delete(AGENT_STATE).where(pending_mark))
+                state.clear(conn, agent, RESCORE_KEY)
             else:
                 summary.candidates_pending = int(
                     conn.execute(
