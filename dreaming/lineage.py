@@ -24,7 +24,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 from dreaming import entry_index, journal
 from dreaming.corpus import reference
 from dreaming.decisions import Action
-from dreaming.memory_file import entry_key
+from dreaming.memory_file import KEY_PREFIX, entry_key
 from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
@@ -548,6 +548,26 @@ def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
             select(ENTRIES.c.key, ENTRIES.c.text)
             .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
             .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
+        )
+    ]
+
+
+def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]:
+    """(key, text) of live entries whose key is `wanted` or starts with it, by key; a
+    prefix may leave out the `m:`."""
+    prefixes = {wanted}
+    if not wanted.startswith(KEY_PREFIX):
+        prefixes.add(KEY_PREFIX + wanted)
+    # autoescape: the prefix is matched literally, whatever characters the user typed.
+    starts = [
+        or_(ENTRIES.c.key == p, ENTRIES.c.key.startswith(p, autoescape=True)) for p in prefixes
+    ]
+    return [
+        (k, t)
+        for k, t in conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live", or_(*starts)))
+            .order_by(ENTRIES.c.key)
         )
     ]
 
