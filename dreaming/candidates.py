@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -33,9 +33,10 @@ from dreaming import diary, memory_file
 from dreaming import salience as salience_mod
 from dreaming.config import Settings
 from dreaming.scoring import Rarity, Signals, score
-from dreaming.store.dialect import upsert
+from dreaming.store import state
+from dreaming.store.dialect import insert_ignore
+from dreaming.store.state import StateKey
 from dreaming.store.tables import (
-    AGENT_STATE,
     CANDIDATE_EVIDENCE,
     CANDIDATES,
     CORPUS_LINES,
@@ -43,15 +44,33 @@ from dreaming.store.tables import (
     RECALLS,
 )
 
-if TYPE_CHECKING:
-    from dreaming.phases.light import LightSummary
-
-CLOCK_KEY = "clock"
 T = TypeVar("T")
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class FoldStats:
+    """What one fold did: the candidates it touched, and the counts the light phase reports."""
+
+    touched: frozenset[int]  # candidates that gained evidence
+    echoes: int  # lines dropped as our own diary quoted back
+    candidates_new: int
+    recalls: int
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What a fold gathers from its lines before it writes anything."""
+
+    # (candidate, or a pending one's negative id; corpus line id; corpus row)
+    evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    recalls: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids -1, -2, ...
+    cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
+    echoes: int = 0
 
 
 @dataclass
@@ -121,110 +140,130 @@ class Folder:
         hit = self.entries.best(claim.tokens)
         return self.entry_keys[hit] if hit is not None else None
 
-    def fold(
-        self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]], summary: LightSummary
-    ) -> set[int]:
+    def fold(self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]]) -> FoldStats:
         """Fold the claims of new corpus lines into candidates. Signals are not recomputed
         here: touched candidates are marked stale and refreshed once at the end of the run."""
-        cs = self.settings.candidates
-        evidence: list[tuple[int, int, dict[str, Any]]] = []  # (candidate or -pending, line, row)
-        recalls: list[dict[str, Any]] = []
-        pending: list[dict[str, Any]] = []  # new candidates of this batch, ids -1, -2, ...
-        cue: set[int] = set()
+        batch = _Batch()
         now = _now()
         for line_id, row in lines:
-            if self.echoes.contains_echo(row["text"]):
-                summary.dropped["echo"] += 1
-                continue
-            body = row["text"]
-            for m in QUOTED_BLOCK.finditer(body) if "<!--" in body else ():
-                # A whole MEMORY.md block quoted back is our own output: a recall of that
-                # entry, and none of its words are a claim (invariant 6). A forged block
-                # (a key we never wrote) is dropped from claims too, but recalls nothing.
-                if m["key"] not in self.known_keys:
-                    continue
-                recalls.append(
-                    {
-                        "agent": self.agent,
-                        "entry_key": m["key"],
-                        "corpus_line_id": line_id,
-                        "session_id": row["session_id"],
-                        "observed_at": row["ts"],
-                    }
-                )
-            if "<!--" in body:
-                body = QUOTED_BLOCK.sub(" ", body)
-            found = claims_mod.extract(
-                body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
-            )
-            for claim in found:
-                entry = self.recalled_entry(claim)
-                if entry is not None:
-                    recalls.append(
-                        {
-                            "agent": self.agent,
-                            "entry_key": entry,
-                            "corpus_line_id": line_id,
-                            "session_id": row["session_id"],
-                            "observed_at": row["ts"],
-                        }
-                    )
-                    continue
-                cid = self.by_key.get(claim.key)
-                if cid is None:
-                    cid = self.index.best(claim.tokens)
-                if cid is None:
-                    cid = -(len(pending) + 1)
-                    pending.append(
-                        {
-                            "agent": self.agent,
-                            "key": claim.key,
-                            "text": claim.text,
-                            "tokens": " ".join(sorted(claim.tokens)),
-                            "durable_cue": claim.durable_cue,
-                            "updated_at": now,
-                            "stale": True,
-                        }
-                    )
-                    self.by_key[claim.key] = cid
-                    self.index.add(cid, claim.tokens)
-                elif claim.durable_cue and cid > 0:
-                    cue.add(cid)
-                evidence.append((cid, line_id, row))
-        real: dict[int, int] = {}
-        if pending:
-            conn.execute(_INSERT_NEW, pending)
-            keys = [p["key"] for p in pending]
-            ids: dict[str, int] = {}
-            for chunk in _chunks(keys):
-                ids.update(conn.execute(_IDS_OF_KEYS, {"agent": self.agent, "keys": chunk}).all())
-            for n, p in enumerate(pending, 1):
-                real[-n] = ids[p["key"]]
-                self.by_key[p["key"]] = ids[p["key"]]
-                self.index.rename(-n, ids[p["key"]])
-            summary.candidates_new += len(pending)
-        touched = {real.get(cid, cid) for cid, _, _ in evidence}
+            self._gather_line(batch, line_id, row, now)
+        real = self._insert_new(conn, batch.pending)
+        touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
         mark_stale(conn, touched.difference(real.values()))
-        _set_where_ids(conn, _MARK_CUE, cue)
-        if evidence:
-            conn.execute(
-                _do_nothing_on_conflict(conn, CANDIDATE_EVIDENCE),
-                [
-                    {
-                        "candidate_id": real.get(cid, cid),
-                        "corpus_line_id": line_id,
-                        "agent": self.agent,
-                        "session_id": row["session_id"],
-                        "day": row["day"],
-                        "origin_class": row["origin_class"],
-                    }
-                    for cid, line_id, row in evidence
-                ],
+        _set_where_ids(conn, _MARK_CUE, batch.cue)
+        self._write_evidence(conn, batch.evidence, real)
+        if batch.recalls:
+            conn.execute(insert_ignore(conn, RECALLS), batch.recalls)
+        return FoldStats(
+            touched=frozenset(touched),
+            echoes=batch.echoes,
+            candidates_new=len(batch.pending),
+            recalls=len(batch.recalls),
+        )
+
+    def _gather_line(self, batch: _Batch, line_id: int, row: dict[str, Any], now: datetime) -> None:
+        """One line's recalls and claims, each claim tied to its candidate (a new one pending)."""
+        body = row["text"]
+        if self.echoes.contains_echo(body):
+            batch.echoes += 1
+            return
+        if "<!--" in body:
+            body = self._gather_quoted_blocks(batch, line_id, row, body)
+        cs = self.settings.candidates
+        for claim in claims_mod.extract(
+            body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
+        ):
+            entry = self.recalled_entry(claim)
+            if entry is not None:
+                batch.recalls.append(self._recall(entry, line_id, row))
+                continue
+            batch.evidence.append((self._candidate_of(batch, claim, now), line_id, row))
+
+    def _gather_quoted_blocks(
+        self, batch: _Batch, line_id: int, row: dict[str, Any], body: str
+    ) -> str:
+        """Recall the entries whose MEMORY.md blocks the line quotes; returns the line with
+        every quoted block taken out. A whole block quoted back is our own output: a recall
+        of that entry, and none of its words are a claim (invariant 6). A forged block (a key
+        we never wrote) is dropped from claims too, but recalls nothing."""
+        for m in QUOTED_BLOCK.finditer(body):
+            if m["key"] in self.known_keys:
+                batch.recalls.append(self._recall(m["key"], line_id, row))
+        return QUOTED_BLOCK.sub(" ", body)
+
+    def _recall(self, entry: str, line_id: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "entry_key": entry,
+            "corpus_line_id": line_id,
+            "session_id": row["session_id"],
+            "observed_at": row["ts"],
+        }
+
+    def _candidate_of(self, batch: _Batch, claim: claims_mod.Claim, now: datetime) -> int:
+        """The candidate a claim is evidence for: the one with its key, else the most similar,
+        else a new one of this batch (a negative id until it is inserted)."""
+        cid = self.by_key.get(claim.key)
+        if cid is None:
+            cid = self.index.best(claim.tokens)
+        if cid is None:
+            cid = -(len(batch.pending) + 1)
+            batch.pending.append(
+                {
+                    "agent": self.agent,
+                    "key": claim.key,
+                    "text": claim.text,
+                    "tokens": " ".join(sorted(claim.tokens)),
+                    "durable_cue": claim.durable_cue,
+                    "updated_at": now,
+                    "stale": True,
+                }
             )
-        if recalls:
-            conn.execute(_do_nothing_on_conflict(conn, RECALLS), recalls)
-            summary.recalls += len(recalls)
-        return touched
+            self.by_key[claim.key] = cid
+            self.index.add(cid, claim.tokens)
+        elif claim.durable_cue and cid > 0:
+            batch.cue.add(cid)
+        return cid
+
+    def _insert_new(self, conn: Connection, pending: list[dict[str, Any]]) -> dict[int, int]:
+        """Insert the batch's new candidates; returns their real ids by pending id, and puts
+        the real ids in the folder's indexes."""
+        real: dict[int, int] = {}
+        if not pending:
+            return real
+        conn.execute(_INSERT_NEW, pending)
+        keys = [p["key"] for p in pending]
+        ids: dict[str, int] = {}
+        for chunk in _chunks(keys):
+            ids.update(conn.execute(_IDS_OF_KEYS, {"agent": self.agent, "keys": chunk}).all())
+        for n, p in enumerate(pending, 1):
+            real[-n] = ids[p["key"]]
+            self.by_key[p["key"]] = ids[p["key"]]
+            self.index.rename(-n, ids[p["key"]])
+        return real
+
+    def _write_evidence(
+        self,
+        conn: Connection,
+        evidence: list[tuple[int, int, dict[str, Any]]],
+        real: dict[int, int],
+    ) -> None:
+        if not evidence:
+            return
+        conn.execute(
+            insert_ignore(conn, CANDIDATE_EVIDENCE),
+            [
+                {
+                    "candidate_id": real.get(cid, cid),
+                    "corpus_line_id": line_id,
+                    "agent": self.agent,
+                    "session_id": row["session_id"],
+                    "day": row["day"],
+                    "origin_class": row["origin_class"],
+                }
+                for cid, line_id, row in evidence
+            ],
+        )
 
 
 # A new candidate names only these columns; the others take the defaults of the table's DDL
@@ -241,16 +280,6 @@ _IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
         CANDIDATES.c.key.in_(bindparam("keys", expanding=True)),
     )
 )
-_INSERT_IGNORE: dict[tuple[str, str], Any] = {}
-
-
-def _do_nothing_on_conflict(conn: Connection, table: Any) -> Any:
-    """`upsert(conn, table).on_conflict_do_nothing()`, built once per backend and table."""
-    key = (conn.dialect.name, table.name)
-    stmt = _INSERT_IGNORE.get(key)
-    if stmt is None:
-        stmt = _INSERT_IGNORE[key] = upsert(conn, table).on_conflict_do_nothing()
-    return stmt
 
 
 def _set_where_ids(conn: Connection, stmt: Any, ids: Iterable[int]) -> None:
@@ -457,26 +486,8 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     return pending
 
 
-_READ_CLOCK = select(AGENT_STATE.c.value).where(
-    and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == CLOCK_KEY)
-)
-_SET_STATE: dict[str, Any] = {}
-
-
-def _set_state(conn: Connection) -> Any:
-    """Upsert of one agent_state row, built once per backend."""
-    stmt = _SET_STATE.get(conn.dialect.name)
-    if stmt is None:
-        ins = upsert(conn, AGENT_STATE)
-        stmt = ins.on_conflict_do_update(
-            index_elements=["agent", "key"], set_={"value": ins.excluded.value}
-        )
-        _SET_STATE[conn.dialect.name] = stmt
-    return stmt
-
-
 def read_clock(conn: Connection, agent: str) -> datetime | None:
-    value = conn.execute(_READ_CLOCK, {"agent": agent}).scalar()
+    value = state.get(conn, agent, StateKey.CLOCK)
     return datetime.fromisoformat(value) if value else None
 
 
@@ -486,7 +497,7 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     current = read_clock(conn, agent)
     if current is not None and current >= newest:
         return
-    conn.execute(_set_state(conn), {"agent": agent, "key": CLOCK_KEY, "value": newest.isoformat()})
+    state.put(conn, agent, StateKey.CLOCK, newest.isoformat())
 
 
 def evidence_of(

@@ -20,7 +20,7 @@ from typing import IO
 from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, select
 
 from dreaming.memory_file import atomic_write
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -178,6 +178,6 @@ def forget_lines(
     conn.execute(delete(CORPUS_LINES).where(lines_of(agent, sessions, line_ids)))
     if days:
         conn.execute(
-            upsert(conn, DIRTY_DAYS).on_conflict_do_nothing(),
+            insert_ignore(conn, DIRTY_DAYS),
             [{"agent": agent, "day": d} for d in days],
         )

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming import entry_index
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.tables import (
     CANDIDATES,
     ENTRIES,
@@ -236,7 +236,7 @@ def restore(
         )
         if image["origins"]:
             conn.execute(
-                upsert(conn, ORIGINS).on_conflict_do_nothing(),
+                insert_ignore(conn, ORIGINS),
                 [
                     {
                         "agent": agent,
@@ -251,7 +251,7 @@ def restore(
             )
         if image["evidence"]:
             conn.execute(
-                upsert(conn, ENTRY_EVIDENCE).on_conflict_do_nothing(),
+                insert_ignore(conn, ENTRY_EVIDENCE),
                 [
                     {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                     for s, n in image["evidence"]

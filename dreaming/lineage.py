@@ -24,8 +24,8 @@ from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 from dreaming import entry_index, journal
 from dreaming.corpus import reference
 from dreaming.decisions import Action
-from dreaming.memory_file import entry_key
-from dreaming.store.dialect import upsert
+from dreaming.memory_file import KEY_PREFIX, entry_key
+from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CANDIDATES,
@@ -281,7 +281,7 @@ def _now() -> datetime:
 def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> None:
     if lineage.origins:
         conn.execute(
-            upsert(conn, ORIGINS).on_conflict_do_nothing(),
+            insert_ignore(conn, ORIGINS),
             [
                 {
                     "agent": agent,
@@ -296,7 +296,7 @@ def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> 
         )
     if lineage.evidence:
         conn.execute(
-            upsert(conn, ENTRY_EVIDENCE).on_conflict_do_nothing(),
+            insert_ignore(conn, ENTRY_EVIDENCE),
             [
                 {"agent": agent, "entry_key": key, "session_id": s, "line": n}
                 for s, n in lineage.evidence
@@ -369,8 +369,27 @@ def apply(
     A caller applying a batch may pass prune=False and call `prune_orphans` once at the end,
     and a `bookkeeping` it flushes there, in the same transaction."""
     now = _now()
+    _capture_before(conn, agent, run_id, decision)
+    evidence_count = _evidence_count(conn, decision.candidate_id)
     result_key: str | None = None
-    # What this decision is about to change, as it is now: `runs undo` puts it back.
+    if decision.action is Action.SKIP:
+        status = "skipped"
+    else:
+        result_key = _write_entry(conn, agent, decision, run_id, now)
+        status = "promoted" if decision.action is Action.ADD else "merged"
+    rows = bookkeeping if bookkeeping is not None else Bookkeeping.empty()
+    _record_decision(rows, agent, decision, run_id, result_key, status, evidence_count, now)
+    for cid, key in decision.also:
+        _record_folded(conn, rows, agent, decision, run_id, result_key, (cid, key), now)
+    if bookkeeping is None:
+        rows.flush(conn)
+    if prune:
+        prune_orphans(conn, agent)
+    return result_key
+
+
+def _capture_before(conn: Connection, agent: str, run_id: int | None, decision: Applied) -> None:
+    """What this decision is about to change, as it is now: `runs undo` puts it back."""
     journal.capture(
         conn,
         agent,
@@ -378,70 +397,101 @@ def apply(
         [entry_key(decision.text), *decision.targets] if decision.text is not None else [],
         [decision.candidate_id, *(cid for cid, _ in decision.also)],
     )
-    evidence_count = conn.execute(
-        select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == decision.candidate_id)
+
+
+def _evidence_count(conn: Connection, candidate_id: int) -> int:
+    count: int = conn.execute(
+        select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == candidate_id)
     ).scalar_one()
-    if decision.action is Action.SKIP:
-        status = "skipped"
+    return count
+
+
+def _write_entry(
+    conn: Connection, agent: str, decision: Applied, run_id: int | None, now: datetime
+) -> str:
+    """The decision's entry, written with the lineage of everything it joins; its targets
+    leave memory and it is indexed. Returns its key."""
+    assert decision.text is not None
+    result_key = entry_key(decision.text)
+    lineages = [candidate_lineage(conn, agent, decision.candidate_id)]
+    lineages += [candidate_lineage(conn, agent, cid) for cid, _ in decision.also]
+    lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
+    held = _put_entry(conn, agent, result_key, decision.text, now)
+    if held is not None:
+        lineages.append(held)
+    for lineage in lineages:
+        _write_lineage(conn, agent, result_key, lineage)
+    _retire_targets(conn, agent, decision, result_key, run_id, now)
+    if held is None:
+        # A new entry has no index row yet: insert it (no lookup, no delete: each is a
+        # round trip, which a fleet's PostgreSQL pays per promoted entry).
+        entry_index.add_entry(conn, agent, result_key, decision.text)
     else:
-        assert decision.text is not None
-        result_key = entry_key(decision.text)
-        lineages = [candidate_lineage(conn, agent, decision.candidate_id)]
-        lineages += [candidate_lineage(conn, agent, cid) for cid, _ in decision.also]
-        lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
-        exists = conn.execute(
-            select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
-        ).scalar()
-        if exists is None:
-            conn.execute(
-                ENTRIES.insert().values(
-                    agent=agent,
-                    key=result_key,
-                    text=decision.text,
-                    status="live",
-                    created_at=now,
-                    updated_at=now,
-                )
+        body = conn.execute(
+            select(ENTRIES.c.text).where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
             )
-        else:
-            # Same normalized text: the same fact. Its lineage grows; its text stays.
-            lineages.append(entry_lineage(conn, agent, result_key))
-            conn.execute(
-                update(ENTRIES)
-                .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
-                .values(updated_at=now, status="live")
+        ).scalar_one()
+        entry_index.index_entry(conn, agent, result_key, body)
+    return result_key
+
+
+def _put_entry(conn: Connection, agent: str, key: str, text: str, now: datetime) -> Lineage | None:
+    """Insert the entry, or make the one with its key live again. Returns the lineage that
+    one already held (None: the entry is new)."""
+    exists = conn.execute(
+        select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+    ).scalar()
+    if exists is None:
+        conn.execute(
+            ENTRIES.insert().values(
+                agent=agent, key=key, text=text, status="live", created_at=now, updated_at=now
             )
-        for lineage in lineages:
-            _write_lineage(conn, agent, result_key, lineage)
-        for target in decision.targets:
-            if target == result_key:
-                continue
-            _delete_entry(conn, agent, target)
-            if decision.action is Action.SUPERSEDE:
-                conn.execute(
-                    upsert(conn, SUPERSESSIONS)
-                    .values(
-                        agent=agent,
-                        new_key=result_key,
-                        old_key=target,
-                        run_id=run_id,
-                        created_at=now,
-                    )
-                    .on_conflict_do_nothing()
+        )
+        return None
+    # Same normalized text: the same fact. Its lineage grows; its text stays.
+    held = entry_lineage(conn, agent, key)
+    conn.execute(
+        update(ENTRIES)
+        .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+        .values(updated_at=now, status="live")
+    )
+    return held
+
+
+def _retire_targets(
+    conn: Connection,
+    agent: str,
+    decision: Applied,
+    result_key: str,
+    run_id: int | None,
+    now: datetime,
+) -> None:
+    """The decision's targets leave memory (a supersede records which keys it replaced)."""
+    for target in decision.targets:
+        if target == result_key:
+            continue
+        _delete_entry(conn, agent, target)
+        if decision.action is Action.SUPERSEDE:
+            conn.execute(
+                upsert(conn, SUPERSESSIONS)
+                .values(
+                    agent=agent, new_key=result_key, old_key=target, run_id=run_id, created_at=now
                 )
-        if exists is None:
-            # A new entry has no index row yet: insert it (no lookup, no delete: each is a
-            # round trip, which a fleet's PostgreSQL pays per promoted entry).
-            entry_index.add_entry(conn, agent, result_key, decision.text)
-        else:
-            body = conn.execute(
-                select(ENTRIES.c.text).where(
-                    and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
-                )
-            ).scalar_one()
-            entry_index.index_entry(conn, agent, result_key, body)
-        status = "promoted" if decision.action is Action.ADD else "merged"
-    rows = bookkeeping if bookkeeping is not None else Bookkeeping.empty()
+                .on_conflict_do_nothing()
+            )
+
+
+def _record_decision(
+    rows: Bookkeeping,
+    agent: str,
+    decision: Applied,
+    run_id: int | None,
+    result_key: str | None,
+    status: str,
+    evidence_count: int,
+    now: datetime,
+) -> None:
     rows.outcomes.append(
         {"cid": decision.candidate_id, "new_status": status, "decided": evidence_count, "at": now}
     )
@@ -458,30 +508,36 @@ def apply(
             "reason": decision.reason,
         }
     )
-    for cid, key in decision.also:
-        # Folded into this entry: decided as a merge into it, its lineage already joined.
-        count = conn.execute(
-            select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == cid)
-        ).scalar_one()
-        rows.outcomes.append({"cid": cid, "new_status": "merged", "decided": count, "at": now})
-        rows.log.append(
-            {
-                "agent": agent,
-                "run_id": run_id,
-                "candidate_key": key,
-                "action": Action.MERGE.value,
-                "targets": json.dumps([]),
-                "entry_key": result_key,
-                "path": decision.path,
-                "created_at": now,
-                "reason": f"folded into the entry of {decision.candidate_key}",
-            }
-        )
-    if bookkeeping is None:
-        rows.flush(conn)
-    if prune:
-        prune_orphans(conn, agent)
-    return result_key
+
+
+def _record_folded(
+    conn: Connection,
+    rows: Bookkeeping,
+    agent: str,
+    decision: Applied,
+    run_id: int | None,
+    result_key: str | None,
+    also: tuple[int, str],
+    now: datetime,
+) -> None:
+    """Another candidate folded into this entry: decided as a merge into it, its lineage
+    already joined."""
+    cid, key = also
+    count = _evidence_count(conn, cid)
+    rows.outcomes.append({"cid": cid, "new_status": "merged", "decided": count, "at": now})
+    rows.log.append(
+        {
+            "agent": agent,
+            "run_id": run_id,
+            "candidate_key": key,
+            "action": Action.MERGE.value,
+            "targets": json.dumps([]),
+            "entry_key": result_key,
+            "path": decision.path,
+            "created_at": now,
+            "reason": f"folded into the entry of {decision.candidate_key}",
+        }
+    )
 
 
 def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
@@ -496,6 +552,26 @@ def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
     ]
 
 
+def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]:
+    """(key, text) of live entries whose key is `wanted` or starts with it, by key; a
+    prefix may leave out the `m:`."""
+    prefixes = {wanted}
+    if not wanted.startswith(KEY_PREFIX):
+        prefixes.add(KEY_PREFIX + wanted)
+    # autoescape: the prefix is matched literally, whatever characters the user typed.
+    starts = [
+        or_(ENTRIES.c.key == p, ENTRIES.c.key.startswith(p, autoescape=True)) for p in prefixes
+    ]
+    return [
+        (k, t)
+        for k, t in conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live", or_(*starts)))
+            .order_by(ENTRIES.c.key)
+        )
+    ]
+
+
 def remove_entries(
     conn: Connection, agent: str, keys: Sequence[str], *, prune: bool = True
 ) -> None:
@@ -506,30 +582,19 @@ def remove_entries(
 
 
 def forget_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
-    """A purge's first part here: the entries `keys` go whole, with the supersessions naming
-    them; their decisions stay, unlinked. Their lineage goes in `forget_origins`."""
-    remove_entries(conn, agent, keys, prune=False)
+    """A purge's first part: entries go whole, supersessions naming them too; decisions unlink."""
+    remove_entries(conn, agent, keys, prune=False)  # `forget_origins` prunes, once, at the end
     if keys:
-        supersession = SUPERSESSIONS.c
-        conn.execute(
-            delete(SUPERSESSIONS).where(
-                and_(
-                    supersession.agent == agent,
-                    or_(supersession.new_key.in_(keys), supersession.old_key.in_(keys)),
-                )
-            )
-        )
-        conn.execute(
-            update(DECISIONS)
-            .where(and_(DECISIONS.c.agent == agent, DECISIONS.c.entry_key.in_(keys)))
-            .values(entry_key=None)
-        )
+        sup, dec = SUPERSESSIONS.c, DECISIONS.c
+        naming = or_(sup.new_key.in_(keys), sup.old_key.in_(keys))
+        conn.execute(delete(SUPERSESSIONS).where(and_(sup.agent == agent, naming)))
+        linked = and_(dec.agent == agent, dec.entry_key.in_(keys))
+        conn.execute(update(DECISIONS).where(linked).values(entry_key=None))
 
 
 def forget_origins(conn: Connection, agent: str, sessions: Sequence[str] | None) -> None:
-    """A purge's last part here: the origins of whole `sessions` (None: some lines only, the
-    sessions still stand behind other entries), then all lineage no live entry uses."""
+    """A purge's last part: origins of whole `sessions` (None: some lines), then orphans."""
     if sessions is not None:
-        where = and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sessions))
-        conn.execute(delete(ORIGINS).where(where))
+        of_sessions = and_(ORIGINS.c.agent == agent, ORIGINS.c.session_id.in_(sessions))
+        conn.execute(delete(ORIGINS).where(of_sessions))
     prune_orphans(conn, agent)

@@ -24,14 +24,15 @@ from sqlalchemy import Connection, Engine, and_, delete, select, update
 
 from dreaming import faults, memory_file, salience
 from dreaming.lineage import live_entries, remove_entries
-from dreaming.store.dialect import upsert
-from dreaming.store.tables import AGENT_STATE, MEMORY_BACKUPS
+from dreaming.store import state
+from dreaming.store.state import StateKey
+from dreaming.store.tables import MEMORY_BACKUPS
 
-DIRTY_KEY = "memory_dirty"
-HASH_KEY = "memory_hash"
+DIRTY_KEY = StateKey.MEMORY_DIRTY
+HASH_KEY = StateKey.MEMORY_HASH
 # Set with the dirty mark by an undo: the next write lays the entries into the file that
 # run started from (its backup), so MEMORY.md returns byte for byte even after a crash.
-BASE_KEY = "memory_base_run"
+BASE_KEY = StateKey.MEMORY_BASE_RUN
 
 
 @dataclass
@@ -50,27 +51,10 @@ def content_hash(content: str) -> str:
     return "b2:" + hashlib.blake2b(content.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def _get(conn: Connection, agent: str, key: str) -> str | None:
-    value = conn.execute(
-        select(AGENT_STATE.c.value).where(
-            and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == key)
-        )
-    ).scalar()
-    return str(value) if value is not None else None
-
-
-def _set(conn: Connection, agent: str, key: str, value: str) -> None:
-    conn.execute(
-        upsert(conn, AGENT_STATE)
-        .values(agent=agent, key=key, value=value)
-        .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
-    )
-
-
 def mark_dirty(conn: Connection, agent: str, base_run: int | None = None) -> None:
-    _set(conn, agent, DIRTY_KEY, "1")
+    state.put(conn, agent, DIRTY_KEY, "1")
     if base_run is not None:
-        _set(conn, agent, BASE_KEY, str(base_run))
+        state.put(conn, agent, BASE_KEY, str(base_run))
 
 
 def _read(path: Path) -> str | None:
@@ -102,8 +86,8 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
     report = SyncReport()
     current = _read(path)
     with engine.begin() as conn:
-        dirty = _get(conn, agent, DIRTY_KEY) == "1"
-        written = _get(conn, agent, HASH_KEY)
+        dirty = state.get(conn, agent, DIRTY_KEY) == "1"
+        written = state.get(conn, agent, HASH_KEY)
         live = dict(live_entries(conn, agent))
         if current is None or dirty or written is None or content_hash(current) == written:
             needs_write = dirty or (current is None and bool(live))
@@ -118,7 +102,7 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
             needs_write = bool(report.removed_by_person)
             if not needs_write:
                 # Take the edited file as the new agreed state.
-                _set(conn, agent, HASH_KEY, content_hash(current))
+                state.put(conn, agent, HASH_KEY, content_hash(current))
     if needs_write:
         report.repaired = dirty
         write(engine, agent, path, run_id=None, report=report)
@@ -150,7 +134,7 @@ def write(
     the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
     report = report or SyncReport()
     with engine.connect() as conn:
-        run = _get(conn, agent, BASE_KEY)  # an undo's: lay the entries into that run's file
+        run = state.get(conn, agent, BASE_KEY)  # an undo's: lay the entries into that run's file
         base = _base(conn, agent, int(run), _read(path) or "") if run is not None else None
         current, new = render(conn, agent, path, base)
     if current is not None:
@@ -177,12 +161,8 @@ def write(
         report.written = True
     faults.checkpoint("memory.after_write")
     with engine.begin() as conn:
-        conn.execute(
-            delete(AGENT_STATE).where(
-                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key.in_([DIRTY_KEY, BASE_KEY]))
-            )
-        )
-        _set(conn, agent, HASH_KEY, content_hash(new))
+        state.clear(conn, agent, DIRTY_KEY, BASE_KEY)
+        state.put(conn, agent, HASH_KEY, content_hash(new))
     return report
 
 

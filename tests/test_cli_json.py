@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import click
 
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 
 # Foreground services: they print log lines, not a document (README, "Using it").
 SERVICES = {"scheduler", "worker"}

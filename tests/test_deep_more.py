@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from dreaming import memory_file as mf
 from dreaming import runner
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.openclaw_builder import append

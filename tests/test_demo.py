@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.memory_file import read
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from dreaming import demo
 from dreaming.app import App
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.config import load_settings
 from dreaming.errors import ConfigError
 

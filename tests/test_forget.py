@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests import backends
 from tests.deep_helpers import decide_all, tree_hash
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI

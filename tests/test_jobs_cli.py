@@ -15,7 +15,7 @@ import time_machine
 from click.testing import CliRunner, Result
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.config import Paths, Settings
 from dreaming.errors import ConfigError
 from dreaming.scheduler import (

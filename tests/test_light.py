@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sqlalchemy import insert, select, text
 
 from dreaming.candidates import _INSERT_NEW, _NEW_COLUMNS
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.config import DeepSettings
 from dreaming.store import open_engine, open_shared_engine
 from dreaming.store.models import CandidateRow

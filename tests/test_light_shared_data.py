@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 
 
 def build_state(tmp_path: Path, shared_data: Path) -> Path:

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests import backends
 from tests.deep_helpers import build_state, decide_all
 from tests.fake_openai import (

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests import backends
 from tests.deep_helpers import decide_all
 from tests.fake_openai import (

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests import backends
 from tests.openclaw_builder import append
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from dreaming import demo
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests.deep_helpers import tree_hash
 
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from dreaming import memory_file as mf
 from dreaming import report, runner
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests.deep_helpers import build_state, candidate_texts, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.openclaw_builder import append

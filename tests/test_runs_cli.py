@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from dreaming import demo
 from dreaming.app import App
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.cli._output import usd
 from dreaming.runs import record_skipped
 from tests.deep_helpers import build_state, decide_all

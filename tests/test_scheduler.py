@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from dreaming import demo, runner, scheduler
 from dreaming.app import App
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from dreaming.errors import ConfigError, StateError
 from dreaming.progress import Tick
 from dreaming.scheduler import (

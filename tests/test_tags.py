@@ -808,7 +808,7 @@ def strip_cli(tmp_path: Path, text: str, *args: str) -> Any:
     from click.testing import CliRunner
 
     from dreaming.cli import _tags  # noqa: F401  (registers the command)
-    from dreaming.cli._main import cli
+    from dreaming.cli import cli
 
     state = ["--state-dir", str(tmp_path / "state")]
     return CliRunner().invoke(cli, [*state, "tags", "strip", *args], input=text)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests.openclaw_builder import FakeOpenClaw
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

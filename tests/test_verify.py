@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from dreaming import memory_file as mf
 from dreaming import runner
-from dreaming.cli._main import cli
+from dreaming.cli import cli
 from tests.deep_helpers import build_state, open_app
 
 # Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.

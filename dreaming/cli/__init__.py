@@ -1,5 +1,5 @@
 """Command-line interface: parse arguments, call the library, print."""
 
-from dreaming.cli._main import main
+from dreaming.cli._main import cli, main
 
-__all__ = ["main"]
+__all__ = ["cli", "main"]

@@ -7,14 +7,12 @@ from datetime import datetime
 from typing import Any
 
 import click
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection
 
 from dreaming import lineage
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
-from dreaming.memory_file import KEY_PREFIX
-from dreaming.store.tables import ENTRIES
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"
@@ -140,26 +138,6 @@ def entries(
                 click.echo(f"      {evidence_line(ev)}")
 
 
-def _matches(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]:
-    """(key, text) of the agent's live entries whose key is `wanted` or starts with it;
-    a prefix may leave out the `m:`."""
-    prefixes = {wanted}
-    if not wanted.startswith(KEY_PREFIX):
-        prefixes.add(KEY_PREFIX + wanted)
-    # autoescape: the prefix is matched literally, whatever characters the user typed.
-    starts = [
-        or_(ENTRIES.c.key == p, ENTRIES.c.key.startswith(p, autoescape=True)) for p in prefixes
-    ]
-    return [
-        (k, t)
-        for k, t in conn.execute(
-            select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live", or_(*starts)))
-            .order_by(ENTRIES.c.key)
-        )
-    ]
-
-
 @entries.command("show")
 @click.argument("key")
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
@@ -174,7 +152,9 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
     found: list[tuple[str, str, str]] = []  # (agent, key, text)
     for agent in _agents(ctx, agents):
         with ctx.app.engine(agent, create=False).connect() as conn:
-            found.extend((agent, k, t) for k, t in _matches(conn, agent, wanted))
+            found.extend(
+                (agent, k, t) for k, t in lineage.live_entries_by_prefix(conn, agent, wanted)
+            )
     exact = [m for m in found if m[1] == wanted]
     if exact:
         found = exact[:1]  # a whole key wins over longer keys it prefixes (first agent's)

@@ -30,8 +30,9 @@ from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess
 from dreaming.phases._calls_log import log_calls
 from dreaming.sanitize import sanitize_entry_text
-from dreaming.store.dialect import upsert
-from dreaming.store.tables import AGENT_STATE, CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
+from dreaming.store import state
+from dreaming.store.state import StateKey
+from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
 from dreaming.tags import TagRegistry
 from dreaming.templates import template_env
 
@@ -316,7 +317,7 @@ class RemPhase:
         summary.llm_calls += log_calls(self.engine, agent, self.run_id, calls).calls
 
 
-MARK_KEY = "rem_input"
+MARK_KEY = StateKey.REM_INPUT
 
 
 def _newest_line(engine: Engine, agent: str) -> str:
@@ -329,18 +330,9 @@ def _newest_line(engine: Engine, agent: str) -> str:
 
 def _get_mark(engine: Engine, agent: str) -> str | None:
     with engine.connect() as conn:
-        value = conn.execute(
-            select(AGENT_STATE.c.value).where(
-                and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key == MARK_KEY)
-            )
-        ).scalar()
-    return str(value) if value is not None else None
+        return state.get(conn, agent, MARK_KEY)
 
 
 def _set_mark(engine: Engine, agent: str, value: str) -> None:
     with engine.begin() as conn:
-        conn.execute(
-            upsert(conn, AGENT_STATE)
-            .values(agent=agent, key=MARK_KEY, value=value)
-            .on_conflict_do_update(index_elements=["agent", "key"], set_={"value": value})
-        )
+        state.put(conn, agent, MARK_KEY, value)

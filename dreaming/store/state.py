@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, select
 
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.tables import AGENT_STATE
 
 
@@ -29,7 +29,6 @@ _GET = select(AGENT_STATE.c.value).where(
     and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == bindparam("key"))
 )
 _PUT: dict[str, Any] = {}
-_PUT_IF_ABSENT: dict[str, Any] = {}
 
 
 def get(conn: Connection, agent: str, key: StateKey) -> str | None:
@@ -48,12 +47,9 @@ def put(conn: Connection, agent: str, key: StateKey, value: str) -> None:
 
 
 def put_if_absent(conn: Connection, agent: str, key: StateKey, value: str) -> None:
-    stmt = _PUT_IF_ABSENT.get(conn.dialect.name)
-    if stmt is None:
-        stmt = _PUT_IF_ABSENT[conn.dialect.name] = upsert(
-            conn, AGENT_STATE
-        ).on_conflict_do_nothing()
-    conn.execute(stmt, {"agent": agent, "key": key.value, "value": value})
+    conn.execute(
+        insert_ignore(conn, AGENT_STATE), {"agent": agent, "key": key.value, "value": value}
+    )
 
 
 def clear(conn: Connection, agent: str, *keys: StateKey) -> None:

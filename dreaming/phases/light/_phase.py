@@ -1,0 +1,285 @@
+"""The light phase's run: every session file admitted (or not) first, sessions whose
+admission moved re-derived, then each admitted file read and committed on its own, and the
+candidates refreshed and rescored once at the end; corpus files are written out around it."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+
+from dreaming import corpus, faults
+from dreaming.admission import UNCLASSIFIED, Decision, Status, admit
+from dreaming.candidates import Folder, read_clock, refresh_stale, rescore
+from dreaming.config import Paths
+from dreaming.messages import SessionFile
+from dreaming.phases.light._commit import RESCORE_KEY, commit_read
+from dreaming.phases.light._read import Read, read_new_lines
+from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
+from dreaming.phases.light._sessions import (
+    differs,
+    may_have_changed,
+    session_values,
+    upsert_session,
+)
+from dreaming.phases.light._summary import LightSummary
+from dreaming.progress import Progress, Tick
+from dreaming.store import state
+from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
+from dreaming.tags import TagRegistry
+from dreaming.tombstones import file_tombstones
+
+# A file as admission left it: (file, decision, its session record now, the stored record)
+_Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
+
+
+class LightPhase:
+    """Runs the light phase for one agent over its session files."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        paths: Paths,
+        registry: TagRegistry,
+        *,
+        progress: Progress | None = None,
+        reingest: bool = False,
+    ) -> None:
+        self.reingest = reingest  # read every file from the start; tombstones still hold
+        self.engine = engine
+        self.paths = paths
+        self.settings = paths.settings
+        self.registry = registry
+        self.progress = progress
+        self.agent = ""  # set by run()
+        self.folder: Folder  # loaded by run()
+
+    def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
+        self.agent = agent
+        started = time.perf_counter()
+        summary = LightSummary(agent=agent)
+        corpus_dir = self.paths.corpus_dir(agent)
+        # Repair first: days a crashed run committed but did not write out.
+        summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
+        with self.engine.connect() as conn:
+            tombstoned, sessions, cursors = self._known(conn)
+            self.folder = self._load_folder(conn)
+        # Admission first, for every file: sessions derived under another admission (index
+        # repaired or lost, policy changed, kind now known) are purged in one go, then read
+        # again below if they are admitted now.
+        planned = self._admit(files, sessions, tombstoned, cursors, summary)
+        changed = self._rederive_moved(planned, cursors, summary)
+        changed = self._read_admitted(planned, cursors, summary) or changed
+        self._rescore(changed, summary)
+        summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
+        summary.duration_s = time.perf_counter() - started
+        return summary
+
+    def _known(
+        self, conn: Connection
+    ) -> tuple[set[str], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """What is known of the agent's sessions: the tombstoned ids, the session records by
+        id and the file cursors by path."""
+        agent = self.agent
+        tombstoned = set(file_tombstones(self.paths, agent)) | {
+            s
+            for (s,) in conn.execute(
+                select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
+            )
+        }
+        sessions = {
+            r["session_id"]: dict(r)
+            for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings()
+        }
+        cursors = {
+            r["path"]: dict(r)
+            for r in conn.execute(
+                select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
+            ).mappings()
+        }
+        return tombstoned, sessions, cursors
+
+    def _load_folder(self, conn: Connection) -> Folder:
+        agent = self.agent
+        return Folder.load(
+            conn,
+            agent,
+            self.settings,
+            self.paths.memory_file(agent),
+            self.paths.dreams_file(agent),
+        )
+
+    def _reload_folder(self) -> Folder:
+        """The candidate folder read again after a purge changed the candidates under it."""
+        with self.engine.connect() as conn:
+            return self._load_folder(conn)
+
+    def _admit(
+        self,
+        files: Sequence[SessionFile],
+        sessions: dict[str, dict[str, Any]],
+        tombstoned: set[str],
+        cursors: dict[str, dict[str, Any]],
+        summary: LightSummary,
+    ) -> list[_Planned]:
+        """Each file's admission decision and session record; files that are not readable
+        transcripts are counted as skipped here and never opened."""
+        planned = []
+        for sf in files:
+            if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
+                summary.sessions_seen += 1
+                summary.skips[sf.extra["skip"]] += 1
+                summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
+                continue
+            existing = sessions.get(sf.session_id)
+            sf, decision, trust = admit(
+                sf,
+                existing,
+                self.settings,
+                tombstoned=sf.session_id in tombstoned,
+                scan=may_have_changed(sf, cursors),
+            )
+            values = session_values(sf, decision.status, decision.reason, trust)
+            planned.append((sf, decision, values, existing))
+        return planned
+
+    def _rederive_moved(
+        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
+    ) -> bool:
+        """Re-derive the sessions whose trust moved since they were last seen (a forgotten
+        one stays as it is). True when anything was purged."""
+        moved: list[Moved] = [
+            (sf, existing, values)
+            for sf, decision, values, existing in planned
+            if existing is not None
+            and decision.status is not Status.FORGOTTEN
+            and existing.get("trust") != values["trust"]
+        ]
+        if moved and rederive_sessions(
+            self.engine, self.paths, self.agent, moved, cursors, summary
+        ):
+            self.folder = self._reload_folder()
+            return True
+        return False
+
+    def _read_admitted(
+        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
+    ) -> bool:
+        """Read each admitted file, with a progress tick per file; record why the others
+        were not admitted. True when any file was read."""
+        sizes = [_size(sf.path) for sf, *_ in planned] if self.progress is not None else []
+        bytes_done = 0
+        changed = False
+        for n, (sf, decision, values, existing) in enumerate(planned, 1):
+            if self.progress is not None:
+                bytes_done += sizes[n - 1]
+                self.progress(
+                    Tick(
+                        "light",
+                        self.agent,
+                        n,
+                        len(planned),
+                        "files",
+                        bytes_done,
+                        sum(sizes),
+                        sf.session_id,
+                    )
+                )
+            summary.sessions_seen += 1
+            if decision.reason == UNCLASSIFIED:
+                summary.unclassified.append(sf.session_id)
+            if not decision.admitted:
+                summary.not_admitted[decision.reason or decision.status.value] += 1
+                if decision.status is not Status.FORGOTTEN and differs(values, existing):
+                    with self.engine.begin() as conn:
+                        upsert_session(conn, values, existing, read=False)
+                continue
+            if self._read_session(sf, values, existing, cursors, summary) is not None:
+                changed = True
+        return changed
+
+    def _rescore(self, changed: bool, summary: LightSummary) -> None:
+        """Refresh and rescore the candidates when anything changed (or a run cut short left
+        its mark), else count the pending ones; read the clock."""
+        agent = self.agent
+        with self.engine.begin() as conn:
+            # A run killed between a file's commit and this point leaves the mark behind, so
+            # the next run rescores even though it reads nothing new.
+            if changed or state.get(conn, agent, RESCORE_KEY) is not None:
+                summary.candidates_updated = refresh_stale(conn, agent)
+                summary.candidates_pending = rescore(conn, agent, self.settings)
+                state.clear(conn, agent, RESCORE_KEY)
+            else:
+                summary.candidates_pending = int(
+                    conn.execute(
+                        select(func.count()).where(
+                            and_(CANDIDATES.c.agent == agent, CANDIDATES.c.status == "pending")
+                        )
+                    ).scalar_one()
+                )
+            clock = read_clock(conn, agent)
+        summary.clock = clock.isoformat() if clock else None
+
+    def _read_session(
+        self,
+        sf: SessionFile,
+        values: dict[str, Any],
+        existing: dict[str, Any] | None,
+        cursors: dict[str, dict[str, Any]],
+        summary: LightSummary,
+    ) -> set[int] | None:
+        """Read what is new in one admitted file and commit it. Returns the candidates it
+        touched; None: nothing was read."""
+        try:
+            st = sf.path.stat()
+        except OSError:
+            summary.skips["unreadable-file"] += 1
+            summary.note_skips(sf, Counter({"unreadable-file": 1}))
+            return None
+        prev = None if self.reingest else cursors.get(str(sf.path))
+        if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
+            summary.sessions_unchanged += 1
+            if differs(values, existing):
+                with self.engine.begin() as conn:
+                    upsert_session(conn, values, existing, read=False)
+            return None
+        read = read_new_lines(sf, prev, st, self.settings, self.registry, summary)
+        if read is None:
+            return None  # unreadable now: nothing read, nothing concluded about its lines
+        reader = read.reader
+        summary.bytes_read += max(reader.cursor.offset - (reader.started_at or 0), 0)
+        if reader.format is not None:
+            values["format"] = reader.format.value
+        touched = self._rederive_edited(sf, prev, read, summary)
+        with self.engine.begin() as conn:
+            touched |= commit_read(conn, self.folder, read, st, values, existing, summary)
+            faults.checkpoint("light.before_commit")
+        faults.checkpoint("light.after_commit")
+        summary.sessions_read += 1
+        return touched
+
+    def _rederive_edited(
+        self, sf: SessionFile, prev: dict[str, Any] | None, read: Read, summary: LightSummary
+    ) -> set[int]:
+        """Edited before the cursor (or re-read on request): the stored lines whose text no
+        longer stands are purged as forget would, and the file's text is ingested afresh.
+        Returns the candidates that lost evidence."""
+        if not (read.reader.restarted or self.reingest):
+            return set()
+        if read.reader.restarted and prev is not None:
+            summary.files_rewritten += 1
+        gone = purge_changed_lines(self.engine, self.paths, sf, read.rows, summary)
+        if gone:
+            self.folder = self._reload_folder()
+        return gone
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone or unreadable: reading it will say so
+        return 0

@@ -1,0 +1,90 @@
+"""Reading what is new in one session file: its speech, stripped of what dreaming must not
+ingest and normalized, as corpus rows; the reader's skips are counted in the summary."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dreaming import corpus
+from dreaming.admission import origin_class
+from dreaming.config import Settings
+from dreaming.messages import Kind, Message, SessionFile
+from dreaming.phases.light._sessions import utc
+from dreaming.phases.light._summary import LightSummary
+from dreaming.tags import Scope, TagRegistry
+from dreaming.transcripts import Cursor, TranscriptReader
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One completed read: the rows it found, the newest timestamp among them, and the
+    reader (where it stopped, where it started, whether it started again from the top)."""
+
+    reader: TranscriptReader
+    rows: list[dict[str, Any]]
+    newest: datetime | None
+
+
+def read_new_lines(
+    sf: SessionFile,
+    prev: dict[str, Any] | None,
+    st: os.stat_result,
+    settings: Settings,
+    registry: TagRegistry,
+    summary: LightSummary,
+) -> Read | None:
+    """Read `sf` from its cursor `prev` (None: from the start). None: the file could not be
+    read to its end now, so nothing is concluded about its lines."""
+    start: Cursor | None = None
+    if prev is not None:
+        start = Cursor(
+            offset=prev["offset"], line=prev["line"], head=prev["head"], size=prev["size"]
+        )
+    before = Counter(summary.skips)
+    reader = TranscriptReader(
+        sf,
+        start=start,
+        skips=summary.skips,
+        max_line_bytes=settings.corpus.max_transcript_line_bytes,
+    )
+    fallback_day = (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
+    max_chars = settings.corpus.max_line_chars
+    rows: list[dict[str, Any]] = []
+    newest: datetime | None = None
+    for msg in reader:
+        if msg.kind is not Kind.SPEECH:
+            summary.dropped[msg.kind.value] += 1
+            continue
+        summary.messages += 1
+        text = corpus.normalize(registry.strip(msg.text, Scope.DREAMING_INGESTION), max_chars)
+        if not text:
+            summary.dropped["empty-after-strip"] += 1
+            continue
+        ts = utc(msg.timestamp)
+        if ts is not None and (newest is None or ts > newest):
+            newest = ts
+        rows.append(_row(sf, msg, ts, text, fallback_day))
+    summary.note_skips(sf, summary.skips - before)
+    if not reader.completed:
+        return None
+    return Read(reader, rows, newest)
+
+
+def _row(
+    sf: SessionFile, msg: Message, ts: datetime | None, text: str, fallback_day: str
+) -> dict[str, Any]:
+    return {
+        "agent": sf.agent,
+        "session_id": sf.session_id,
+        "line": msg.line,
+        "ts": ts,
+        "day": corpus.day_of(ts, fallback_day),
+        "role": msg.role.value,
+        "origin_class": origin_class(sf, msg).value,
+        "text": text,
+        "text_hash": corpus.text_hash(text),
+    }
