@@ -62,6 +62,8 @@ def _complete(
     snippets: set[str],
     entries: list[str],
 ) -> None:
+    """One pending purge: its memory files, the corpus files and MEMORY.md, the backups taken
+    meanwhile, then its row completed (the crash points `forget.*` fall between these)."""
     scrub_files(paths, agent, snippets, entries, dry=False)
     faults.checkpoint("forget.after_files")
     corpus.flush_files(engine, agent, paths.corpus_dir(agent))
