@@ -807,8 +807,10 @@ def test_unknown_scope_is_a_clear_error(builtin: TagRegistry) -> None:
 def strip_cli(tmp_path: Path, text: str, *args: str) -> Any:
     from click.testing import CliRunner
 
-    from dreaming.cli import _tags  # noqa: F401  (registers the command)
-    from dreaming.cli import cli
+    from dreaming.cli import (
+        _tags,  # noqa: F401  (registers the command)
+        cli,
+    )
 
     state = ["--state-dir", str(tmp_path / "state")]
     return CliRunner().invoke(cli, [*state, "tags", "strip", *args], input=text)
