@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.config import BudgetSettings
+from dreaming.llm import BudgetSettings
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
 from dreaming.store.state import StateKey
