@@ -226,8 +226,7 @@ class App:
         caps = (fleet.daily_max_usd, fleet.daily_max_tokens, fleet.daily_max_calls)
         if all(c is None for c in caps):
             return None
-        from dreaming.llm import Ledger
-        from dreaming.llm.calls import utc_today
+        from dreaming.llm import Ledger, utc_today
         from dreaming.llm.ledger import server_clock
 
         engine = self.limits_engine()

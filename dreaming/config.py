@@ -21,7 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dreaming.errors import ConfigError
-from dreaming.llm import LLMProfile
+from dreaming.llm import BudgetSettings, LLMProfile
 
 CONFIG_ENV = "DREAMING_CONFIG"
 STATE_DIR_ENV = "DREAMING_STATE_DIR"
@@ -185,16 +185,6 @@ class RemSettings(_Strict):
     max_boost: float = Field(default=0.15, ge=0, le=1)
     narrative: bool = True  # let the LLM write the diary entry when a profile and budget allow
     max_diary_chars: int = Field(default=1200, ge=100)
-
-
-class BudgetSettings(_Strict):
-    """Per run and per day; the daily figures persist in each agent's database."""
-
-    max_usd: float | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
-    max_calls: int | None = Field(default=None, ge=0)
-    daily_max_usd: float | None = Field(default=None, ge=0)
-    daily_max_tokens: int | None = Field(default=None, ge=0)
 
 
 class FleetSettings(_Strict):

@@ -24,10 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming import sources
 from dreaming.app import App
-from dreaming.config import BudgetSettings
 from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
-from dreaming.llm import CircuitBreaker
+from dreaming.llm import BudgetSettings, CircuitBreaker
 from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.messages import SessionFile
 from dreaming.phases.deep import DeepPhase, DeepSummary

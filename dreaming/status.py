@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.config import BudgetSettings
+from dreaming.llm import BudgetSettings, utc_today
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
 from dreaming.store.state import StateKey
@@ -25,11 +25,6 @@ from dreaming.store.tables import (
     SPEND,
     TOMBSTONES,
 )
-
-
-def utc_day(now: datetime | None = None) -> str:
-    """The day the daily LLM budget counts in: the UTC date."""
-    return (now or datetime.now(UTC)).astimezone(UTC).date().isoformat()
 
 
 def _left(cap: float | None, spent: float) -> float | None:
@@ -124,7 +119,7 @@ def agent_status(
     run on the agent are left out); `day` defaults to today (UTC)."""
     caps = daily_caps(agent, budget or BudgetSettings(), jobs)
     with engine.connect() as conn:
-        spend = spend_on(conn, agent, day or utc_day(), caps)
+        spend = spend_on(conn, agent, day or utc_today(), caps)
         by_status = _count_by(conn, SESSIONS, agent)
         not_admitted = _not_admitted(conn, agent)
         forgotten = _forgotten(conn, agent)

@@ -274,7 +274,7 @@ def test_server_errors_fall_back_to_deterministic(tmp_path: Path, fake_openai: F
 def test_budget_too_small_makes_no_call_and_waits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     root = build_state(tmp_path / "s", base_url=fake_openai.base_url)
     fake_openai.default = decide_all("add")
-    from dreaming.config import BudgetSettings
+    from dreaming.llm import BudgetSettings
 
     out = night(root, budget=BudgetSettings(max_usd=0.000001))["main"]
     assert fake_openai.chat_requests == []

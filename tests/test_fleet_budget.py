@@ -18,7 +18,6 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Engine, select
 
-from dreaming.config import BudgetSettings
 from dreaming.errors import (
     BudgetExceededError,
     InvalidReplyError,
@@ -27,6 +26,7 @@ from dreaming.errors import (
 )
 from dreaming.llm import (
     Budget,
+    BudgetSettings,
     CallOutcome,
     Ledger,
     LLMClient,

@@ -35,7 +35,7 @@ from sqlalchemy import text
 from dreaming import demo, runner
 from dreaming import memory_file as mf
 from dreaming.app import App
-from dreaming.config import BudgetSettings
+from dreaming.llm import BudgetSettings
 from dreaming.sanitize import entry_text_problems
 from dreaming.verify import verify
 from tests.deep_helpers import (

@@ -121,6 +121,7 @@ def ask(client: LLMClient, **kwargs: Any) -> Any:
 def test_public_api_is_exactly_the_intended_names() -> None:
     assert sorted(dreaming.llm.__all__) == [
         "Budget",
+        "BudgetSettings",
         "CallOutcome",
         "CallRecord",
         "CircuitBreaker",
@@ -140,6 +141,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
         "raw_text_of",
         "retry_after_s",
         "strict_schema",
+        "utc_today",
     ]
     for name in dreaming.llm.__all__:
         assert hasattr(dreaming.llm, name)

@@ -13,7 +13,7 @@ from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
-from dreaming.config import BudgetSettings
+from dreaming.llm import BudgetSettings
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
 from dreaming.phases.rem import RemSummary

@@ -3,6 +3,7 @@
     LLMProfile      which endpoint and model, timeouts, prices, retry bounds
     LLMClient       complete_json(): one validated JSON reply, retried, budgeted, recorded
     Budget          USD / token / call limits, checked before every attempt
+    BudgetSettings  those limits per run and per day, as settings and job files give them
     Ledger          a fleet's daily budget in the shared database; Budget reserves there
     Reservation     one attempt's worst case, held in the Ledger until it is settled
     RateLimiter     a fleet-wide requests-per-minute limit per profile
@@ -10,6 +11,7 @@
     CircuitBreaker  a run's memory of endpoints that failed for good: no more calls to them
     CallRecord      one HTTP attempt, as the call log stores it
     Completion      the validated reply and what it took
+    utc_today       the UTC day spending is counted in
 
 Nothing else in dreaming depends on an LLM: every caller has a deterministic path for when
 this layer raises.
@@ -18,11 +20,12 @@ this layer raises.
 from typing import TYPE_CHECKING, Any
 
 from dreaming.llm._breaker import CircuitBreaker
+from dreaming.llm._day import utc_today
 from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
 from dreaming.llm._profile import LLMProfile, StructuredMode, StructuredOutput
 from dreaming.llm._records import CallOutcome, CallRecord, Completion, calls_of, raw_text_of
 from dreaming.llm._schema import strict_schema
-from dreaming.llm.budget import Budget
+from dreaming.llm.budget import Budget, BudgetSettings
 
 if TYPE_CHECKING:
     from dreaming.llm._client import LLMClient
@@ -52,6 +55,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Budget",
+    "BudgetSettings",
     "CallOutcome",
     "CallRecord",
     "CircuitBreaker",
@@ -71,4 +75,5 @@ __all__ = [
     "raw_text_of",
     "retry_after_s",
     "strict_schema",
+    "utc_today",
 ]

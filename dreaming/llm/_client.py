@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from dreaming.errors import (
     BudgetExceededError,
@@ -35,16 +34,17 @@ from dreaming.errors import (
     TransientError,
 )
 from dreaming.llm._pricing import (
+    Usage,
+    charged_usage,
     cost_usd,
     estimate_prompt_tokens,
-    estimate_tokens,
     prompt_token_bound,
 )
 from dreaming.llm._profile import LLMProfile, StructuredMode
 from dreaming.llm._records import CallOutcome, CallRecord, Completion, ReplyT
-from dreaming.llm._reply import invalid_reply, parse_reply
+from dreaming.llm._reply import Reply, invalid_reply, parse_reply, reply_of, usage_of
 from dreaming.llm._retry import RetryPolicy, classify
-from dreaming.llm._schema import schema_instructions, strict_schema
+from dreaming.llm._schema import response_format, strict_schema, system_prompt
 from dreaming.llm.budget import Budget
 
 if TYPE_CHECKING:
@@ -52,9 +52,6 @@ if TYPE_CHECKING:
     from dreaming.llm.ledger import RateLimiter
 
 _log = logging.getLogger("dreaming.llm")
-# What a chat template may add to a prompt beyond its bytes (role headers, a default system
-# preamble such as Llama 3.1's dates): honest usage stays under the cap with it.
-_TEMPLATE_SLACK = 256
 
 # Sent when the profile says the server needs no key; the `openai` package insists on one.
 _NO_KEY = "sk-no-key-required"
@@ -208,6 +205,7 @@ class _Call(Generic[ReplyT]):
         self.records: list[CallRecord] = []
         self.attempt = 0
         self._owing = False  # a budget check passed and is not yet charged or released
+        self._sent = False  # the attempt's request was handed to the HTTP client
         self.started = client._clock()
         self.label = f"llm {self.profile.name}/{self.profile.model}"
 
@@ -264,216 +262,224 @@ class _Call(Generic[ReplyT]):
             )
             return self._send("json_object")
 
-    def _system_prompt(self, mode: StructuredMode) -> str:
-        if mode == "json_object":
-            return f"{self.system}\n\n{schema_instructions(self.schema)}".lstrip()
-        return self.system
-
-    def _response_format(self, mode: StructuredMode) -> ResponseFormat:
-        if mode == "json_object":
-            return {"type": "json_object"}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": self.schema_name, "schema": self.schema, "strict": True},
-        }
-
     def _send(self, mode: StructuredMode) -> tuple[ReplyT, str, StructuredMode, str]:
-        profile = self.profile
-        system = self._system_prompt(mode)
+        """One request in `mode`, in four steps: reserve, request, account, parse."""
+        request = self._request_in(mode)
+        # The request slot first: a call waiting for the rate limit must not hold a fleet
+        # budget reservation meanwhile (others would be refused for money nobody spends).
+        # The price: a call the budget then refuses has used a slot it did not send.
+        self._wait_for_rate_limit()
+        self._reserve(request)
+        # The check passed: from here the attempt owes the budget exactly one charge (one
+        # release if nothing was sent). The request and account steps pay it on every
+        # expected path; the handler below covers the unexpected ones, so a fleet
+        # reservation is never left dangling and no sent request goes uncounted.
+        self._owing = self.budget is not None
+        self._sent = False
+        try:
+            answer = self._request(request)
+            usage = self._account(request, answer)
+        except BaseException:
+            if self._owing:
+                if self._sent:
+                    self._charge(request.estimate, 0)
+                else:
+                    self._release()
+            raise
+        return self._parse(request, answer, usage)
+
+    def _request_in(self, mode: StructuredMode) -> _Request:
+        system = system_prompt(self.system, self.schema, mode)
         messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": system},
             {"role": "user", "content": self.user},
         ]
         plain = [{"role": "system", "content": system}, {"role": "user", "content": self.user}]
-        request = json.dumps(plain, ensure_ascii=False)
-        estimate = estimate_prompt_tokens(plain, self.schema if mode == "json_schema" else None)
-        started_at = datetime.fromtimestamp(self.client._wall_clock(), UTC)
-        # The request slot first: a call waiting for the rate limit must not hold a fleet
-        # budget reservation meanwhile (others would be refused for money nobody spends).
-        # The price: a call the budget then refuses has used a slot it did not send.
-        self._wait_for_rate_limit()
-        if self.budget is not None:
-            worst_usd, worst_tokens = self.budget.worst_case(
-                estimate, self.max_output_tokens, profile
-            )
-            # A shared ledger reserves a hard bound rather than the estimate: what one
-            # worker settles above its reservation, another may already have spent.
-            prompt_bound = prompt_token_bound(plain, self.schema if mode == "json_schema" else None)
-            bound = (
-                cost_usd(profile, prompt_bound, self.max_output_tokens),
-                prompt_bound + self.max_output_tokens,
-            )
-            try:
-                self.budget.check(worst_usd, worst_tokens, bound=bound)
-            except BudgetExceededError as exc:
-                self._record(
-                    mode, CallOutcome.OVER_BUDGET, request, started_at, 0.0, error=str(exc)
-                )
-                raise
-        # The check passed: from here the attempt owes the budget exactly one charge (one
-        # release if nothing was sent). `_charge` pays it on every expected path; the
-        # handler below covers the unexpected ones, so a fleet reservation is never left
-        # dangling and no sent request goes uncounted.
-        self._owing = self.budget is not None
-        sent = False
-        try:
-            remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
-            timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
-            limit = self.max_output_tokens
-            t0 = self.client._clock()
-            sent = True
-            try:
-                completion = self.client._openai.chat.completions.create(
-                    model=profile.model,
-                    messages=messages,
-                    temperature=profile.temperature,
-                    response_format=self._response_format(mode),
-                    max_tokens=limit if profile.max_tokens_param == "max_tokens" else openai.omit,
-                    max_completion_tokens=(
-                        limit
-                        if profile.max_tokens_param == "max_completion_tokens"
-                        else openai.omit
-                    ),
-                    timeout=timeout,
-                )
-            except openai.OpenAIError as exc:
-                duration = self.client._clock() - t0
-                failure = classify(
-                    exc, profile, mode, timeout_s=timeout, now=self.client._wall_clock()
-                )
-                fall_back = failure.schema_unsupported and profile.structured_output == "auto"
-                charged_in, charged_out = estimate, 0
-                if not failure.reached_server:  # never sent: nothing to pay, not a call
-                    sent = False
-                    charged_in = 0
-                    self._release()
-                    outcome = CallOutcome.UNREACHABLE
-                else:
-                    if failure.status is None:
-                        # Sent, then no answer (a timeout, a dropped connection): the
-                        # server may have done all the work, so it costs its hard bound.
-                        charged_in = prompt_token_bound(
-                            plain, self.schema if mode == "json_schema" else None
-                        )
-                        charged_out = self.max_output_tokens
-                    self._charge(charged_in, charged_out)
-                    outcome = (
-                        CallOutcome.RETRIED
-                        if failure.transient or fall_back
-                        else CallOutcome.FAILED
-                    )
-                self._record(
-                    mode,
-                    outcome,
-                    request,
-                    started_at,
-                    duration,
-                    input_tokens=charged_in,
-                    output_tokens=charged_out,
-                    usage_estimated=failure.reached_server,
-                    response=failure.body,
-                    http_status=failure.status,
-                    error=(
-                        "json_schema is not supported here; re-sending as json_object"
-                        if fall_back
-                        else str(failure.error)
-                    ),
-                )
-                if fall_back:
-                    raise _SchemaUnsupportedError from exc
-                raise failure.error from exc
-            except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
-                duration = self.client._clock() - t0
-                error = invalid_reply(f"the server's response is not JSON: {exc}", exc.doc)
-                self._charge(estimate, 0)
-                self._record(
-                    mode,
-                    CallOutcome.INVALID,
-                    request,
-                    started_at,
-                    duration,
-                    input_tokens=estimate,
-                    usage_estimated=True,
-                    response=exc.doc,
-                    http_status=200,
-                    error=str(error),
-                )
-                raise error from exc
+        schema = self.schema if mode == "json_schema" else None
+        return _Request(
+            mode=mode,
+            messages=messages,
+            text=json.dumps(plain, ensure_ascii=False),
+            estimate=estimate_prompt_tokens(plain, schema),
+            bound=prompt_token_bound(plain, schema),
+            started_at=datetime.fromtimestamp(self.client._wall_clock(), UTC),
+        )
 
-            duration = self.client._clock() - t0
-            # The `openai` package does not validate responses: read them defensively, so an
-            # odd server (null usage, no message) gives an invalid reply, not a crash.
-            reply = _reply_of(completion)
-            text = reply.text if reply is not None else None
-            reported_input, reported_output = _usage_of(completion)
-            usage_estimated = reported_input is None or reported_output is None
-            input_tokens = estimate if reported_input is None else reported_input
-            output_tokens = (
-                estimate_tokens(text or "") if reported_output is None else reported_output
-            )
-            # A server's usage is a claim: no request can cost more than its prompt's hard
-            # bound plus the output limit it was sent with. More is capped, and flagged.
-            usage_note = None
-            input_cap = _TEMPLATE_SLACK + prompt_token_bound(
-                plain, self.schema if mode == "json_schema" else None
-            )
-            if input_tokens > input_cap or output_tokens > self.max_output_tokens:
-                usage_note = (
-                    f"usage capped: the server reported {input_tokens}+{output_tokens} tokens,"
-                    f" more than the request could use ({input_cap}+{self.max_output_tokens})"
-                )
-                _log.warning("%s: %s", profile.name, usage_note)
-                input_tokens = min(input_tokens, input_cap)
-                output_tokens = min(output_tokens, self.max_output_tokens)
-            self._charge(input_tokens, output_tokens)
-        except BaseException:
-            if self._owing:
-                if sent:
-                    self._charge(estimate, 0)
-                else:
-                    self._release()
+    def _reserve(self, request: _Request) -> None:
+        """Check the budget for this attempt's worst case (reserving it in a fleet ledger);
+        a refusal is recorded and raised as BudgetExceededError."""
+        if self.budget is None:
+            return
+        profile = self.profile
+        worst_usd, worst_tokens = self.budget.worst_case(
+            request.estimate, self.max_output_tokens, profile
+        )
+        # A shared ledger reserves a hard bound rather than the estimate: what one worker
+        # settles above its reservation, another may already have spent.
+        bound = (
+            cost_usd(profile, request.bound, self.max_output_tokens),
+            request.bound + self.max_output_tokens,
+        )
+        try:
+            self.budget.check(worst_usd, worst_tokens, bound=bound)
+        except BudgetExceededError as exc:
+            self._record(request, CallOutcome.OVER_BUDGET, 0.0, error=str(exc))
             raise
 
-        def record(outcome: CallOutcome, error: str | None = None) -> None:
-            notes = "; ".join(n for n in (error, usage_note) if n)
-            self._record(
-                mode,
-                outcome,
-                request,
-                started_at,
-                duration,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                usage_estimated=usage_estimated,
-                response=text,
-                http_status=200,
-                error=notes or None,
+    def _request(self, request: _Request) -> _Answer:
+        """Send the request; a failure is accounted for and recorded, then raised."""
+        profile = self.profile
+        remaining = self.client.retry_policy.remaining_s(self.client._clock, self.started)
+        timeout = max(_MIN_TIMEOUT_S, min(profile.timeout_s, remaining))
+        limit = self.max_output_tokens
+        t0 = self.client._clock()
+        self._sent = True
+        try:
+            completion = self.client._openai.chat.completions.create(
+                model=profile.model,
+                messages=request.messages,
+                temperature=profile.temperature,
+                response_format=response_format(self.schema_name, self.schema, request.mode),
+                max_tokens=limit if profile.max_tokens_param == "max_tokens" else openai.omit,
+                max_completion_tokens=(
+                    limit if profile.max_tokens_param == "max_completion_tokens" else openai.omit
+                ),
+                timeout=timeout,
             )
+        except openai.OpenAIError as exc:
+            duration = self.client._clock() - t0
+            raise self._account_failure(request, exc, timeout, duration) from exc
+        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
+            duration = self.client._clock() - t0
+            raise self._account_not_json(request, exc, duration) from exc
+        duration = self.client._clock() - t0
+        # The `openai` package does not validate responses: read them defensively, so an
+        # odd server (null usage, no message) gives an invalid reply, not a crash.
+        return _Answer(completion, reply_of(completion), duration)
 
+    def _account_failure(
+        self, request: _Request, exc: openai.OpenAIError, timeout: float, duration: float
+    ) -> Exception:
+        """Charge (or release) and record a request that got no answer or an error status;
+        returns what to raise: the classified error, or the signal to fall back."""
+        profile = self.profile
+        failure = classify(
+            exc, profile, request.mode, timeout_s=timeout, now=self.client._wall_clock()
+        )
+        fall_back = failure.schema_unsupported and profile.structured_output == "auto"
+        charged_in, charged_out = request.estimate, 0
+        if not failure.reached_server:  # never sent: nothing to pay, not a call
+            self._sent = False
+            charged_in = 0
+            self._release()
+            outcome = CallOutcome.UNREACHABLE
+        else:
+            if failure.status is None:
+                # Sent, then no answer (a timeout, a dropped connection): the server may
+                # have done all the work, so it costs its hard bound.
+                charged_in = request.bound
+                charged_out = self.max_output_tokens
+            self._charge(charged_in, charged_out)
+            outcome = CallOutcome.RETRIED if failure.transient or fall_back else CallOutcome.FAILED
+        self._record(
+            request,
+            outcome,
+            duration,
+            input_tokens=charged_in,
+            output_tokens=charged_out,
+            usage_estimated=failure.reached_server,
+            response=failure.body,
+            http_status=failure.status,
+            error=(
+                "json_schema is not supported here; re-sending as json_object"
+                if fall_back
+                else str(failure.error)
+            ),
+        )
+        return _SchemaUnsupportedError() if fall_back else failure.error
+
+    def _account_not_json(
+        self, request: _Request, exc: json.JSONDecodeError, duration: float
+    ) -> Exception:
+        """Charge and record a 200 whose body is not JSON; returns the error to raise."""
+        error = invalid_reply(f"the server's response is not JSON: {exc}", exc.doc)
+        self._charge(request.estimate, 0)
+        self._record(
+            request,
+            CallOutcome.INVALID,
+            duration,
+            input_tokens=request.estimate,
+            usage_estimated=True,
+            response=exc.doc,
+            http_status=200,
+            error=str(error),
+        )
+        return error
+
+    def _account(self, request: _Request, answer: _Answer) -> Usage:
+        """Charge an answered request what the server reported, within the request's bounds."""
+        usage = charged_usage(
+            usage_of(answer.completion),
+            prompt_estimate=request.estimate,
+            prompt_bound=request.bound,
+            reply_text=answer.text,
+            max_output_tokens=self.max_output_tokens,
+        )
+        if usage.note:
+            _log.warning("%s: %s", self.profile.name, usage.note)
+        self._charge(usage.input_tokens, usage.output_tokens)
+        return usage
+
+    def _parse(
+        self, request: _Request, answer: _Answer, usage: Usage
+    ) -> tuple[ReplyT, str, StructuredMode, str]:
+        """Validate the reply and record the attempt, as OK or as INVALID (raised)."""
+        reply = answer.reply
         try:
             if reply is None:
                 raise invalid_reply(
                     "the server's response is not a chat completion (no choices)", None
                 )
             if reply.refusal:
-                raise invalid_reply(f"the model declined to answer: {reply.refusal}", text)
+                raise invalid_reply(f"the model declined to answer: {reply.refusal}", reply.text)
             parsed = parse_reply(
-                text,
+                reply.text,
                 self.reply_model,
                 schema_name=self.schema_name,
                 finish_reason=reply.finish_reason,
-                max_output_tokens=limit,
+                max_output_tokens=self.max_output_tokens,
             )
         except LLMError as exc:
-            record(CallOutcome.INVALID, str(exc))
+            self._record_answer(request, answer, usage, CallOutcome.INVALID, str(exc))
             raise
-        record(CallOutcome.OK)
-        model = getattr(completion, "model", None)
+        self._record_answer(request, answer, usage, CallOutcome.OK)
+        model = getattr(answer.completion, "model", None)
         return (
             parsed,
-            text or "",
-            mode,
-            model if isinstance(model, str) and model else profile.model,
+            answer.text or "",
+            request.mode,
+            model if isinstance(model, str) and model else self.profile.model,
+        )
+
+    def _record_answer(
+        self,
+        request: _Request,
+        answer: _Answer,
+        usage: Usage,
+        outcome: CallOutcome,
+        error: str | None = None,
+    ) -> None:
+        notes = "; ".join(n for n in (error, usage.note) if n)
+        self._record(
+            request,
+            outcome,
+            answer.duration_s,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            usage_estimated=usage.estimated,
+            response=answer.text,
+            http_status=200,
+            error=notes or None,
         )
 
     def _wait_for_rate_limit(self) -> None:
@@ -498,10 +504,8 @@ class _Call(Generic[ReplyT]):
 
     def _record(
         self,
-        mode: StructuredMode,
+        request: _Request,
         outcome: CallOutcome,
-        request: str,
-        started_at: datetime,
         duration_s: float,
         *,
         input_tokens: int = 0,
@@ -513,17 +517,17 @@ class _Call(Generic[ReplyT]):
     ) -> None:
         record = CallRecord(
             model=self.profile.model,
-            mode=mode,
+            mode=request.mode,
             attempt=self.attempt,
             outcome=outcome,
-            request=request,
+            request=request.text,
             response=response,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             usage_estimated=usage_estimated,
             cost_usd=cost_usd(self.profile, input_tokens, output_tokens),
             duration_s=duration_s,
-            started_at=started_at,
+            started_at=request.started_at,
             http_status=http_status,
             error=error,
         )
@@ -535,7 +539,7 @@ class _Call(Generic[ReplyT]):
             "%s attempt %d (%s): %s in %.2fs, %d+%d tokens%s%s",
             self.label,
             self.attempt,
-            mode,
+            request.mode,
             outcome.value,
             duration_s,
             input_tokens,
@@ -555,44 +559,30 @@ class _Call(Generic[ReplyT]):
 
 
 @dataclass(frozen=True)
-class _Reply:
-    text: str | None
-    refusal: str | None
-    finish_reason: str | None
+class _Request:
+    """One attempt's request in one structured-output mode: its messages (and as the call
+    log stores them), its prompt tokens (estimate and hard bound), and when it began."""
+
+    mode: StructuredMode
+    messages: list[ChatCompletionMessageParam]
+    text: str
+    estimate: int
+    bound: int
+    started_at: datetime
 
 
-def _reply_of(completion: object) -> _Reply | None:
-    """The first choice's message, or None when the response is not a chat completion."""
-    choices = getattr(completion, "choices", None)
-    if not isinstance(choices, list) or not choices:
-        return None
-    message = getattr(choices[0], "message", None)
-    if message is None or not hasattr(message, "content"):
-        return None
-    return _Reply(
-        text=_str_or_none(message.content),
-        refusal=_str_or_none(getattr(message, "refusal", None)),
-        finish_reason=_str_or_none(getattr(choices[0], "finish_reason", None)),
-    )
+@dataclass(frozen=True)
+class _Answer:
+    """A request the server answered: the completion, its reply read defensively, how long
+    it took."""
 
+    completion: ChatCompletion
+    reply: Reply | None
+    duration_s: float
 
-def _usage_of(completion: object) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens as the server reported them; None where it did not."""
-    usage = getattr(completion, "usage", None)
-    return (
-        _count_or_none(getattr(usage, "prompt_tokens", None)),
-        _count_or_none(getattr(usage, "completion_tokens", None)),
-    )
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count_or_none(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
+    @property
+    def text(self) -> str | None:
+        return self.reply.text if self.reply is not None else None
 
 
 def _attach_calls(exc: BaseException, records: list[CallRecord]) -> None:

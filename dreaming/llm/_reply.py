@@ -1,9 +1,11 @@
-"""Turning a model's reply text into a validated pydantic object, or a useful error."""
+"""Reading a server's chat completion defensively, and turning the reply text into a
+validated pydantic object, or a useful error."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -62,3 +64,46 @@ def parse_reply(
         raise invalid_reply(
             f"the reply does not match schema {schema_name!r}: {problems}{cut_off}", text
         ) from exc
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a chat completion's first choice says: its text, a refusal, why it stopped."""
+
+    text: str | None
+    refusal: str | None
+    finish_reason: str | None
+
+
+def reply_of(completion: object) -> Reply | None:
+    """The first choice's message, or None when the response is not a chat completion."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return None
+    message = getattr(choices[0], "message", None)
+    if message is None or not hasattr(message, "content"):
+        return None
+    return Reply(
+        text=_str_or_none(message.content),
+        refusal=_str_or_none(getattr(message, "refusal", None)),
+        finish_reason=_str_or_none(getattr(choices[0], "finish_reason", None)),
+    )
+
+
+def usage_of(completion: object) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens as the server reported them; None where it did not."""
+    usage = getattr(completion, "usage", None)
+    return (
+        _count_or_none(getattr(usage, "prompt_tokens", None)),
+        _count_or_none(getattr(usage, "completion_tokens", None)),
+    )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count_or_none(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None

@@ -187,6 +187,22 @@ def classify(
 ) -> Failure:
     """Map an exception from the `openai` package onto dreaming's error hierarchy."""
     where = f"model {profile.model!r} at {profile.base_url} (profile {profile.name!r})"
+    if isinstance(exc, openai.APIConnectionError):  # timeouts included: a subclass
+        return _transport_failure(exc, profile, where, timeout_s)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return Failure(
+            InvalidReplyError(f"{where}: the server sent a malformed response: {exc.message}"),
+            status=exc.status_code,
+        )
+    if not isinstance(exc, openai.APIStatusError):
+        return Failure(LLMRequestError(f"{where}: {exc}"))
+    return _status_failure(exc, profile, mode, where, now)
+
+
+def _transport_failure(
+    exc: openai.APIConnectionError, profile: LLMProfile, where: str, timeout_s: float
+) -> Failure:
+    """No HTTP answer: a timeout or a failed connection, sent or not (the httpx2 cause says)."""
     cause = exc.__cause__ or exc.__context__
     if isinstance(exc, openai.APITimeoutError):
         if isinstance(cause, _NOT_SENT):
@@ -198,20 +214,17 @@ def classify(
                 reached_server=False,
             )
         return Failure(TransientError(f"{where}: no answer within {timeout_s:g}s"))
-    if isinstance(exc, openai.APIConnectionError):
-        detail = f"{exc.message} ({cause})" if cause else exc.message
-        return Failure(
-            TransientError(f"cannot reach {profile.base_url}: {detail}"),
-            reached_server=not isinstance(cause, _NOT_SENT),
-        )
-    if isinstance(exc, openai.APIResponseValidationError):
-        return Failure(
-            InvalidReplyError(f"{where}: the server sent a malformed response: {exc.message}"),
-            status=exc.status_code,
-        )
-    if not isinstance(exc, openai.APIStatusError):
-        return Failure(LLMRequestError(f"{where}: {exc}"))
+    detail = f"{exc.message} ({cause})" if cause else exc.message
+    return Failure(
+        TransientError(f"cannot reach {profile.base_url}: {detail}"),
+        reached_server=not isinstance(cause, _NOT_SENT),
+    )
 
+
+def _status_failure(
+    exc: openai.APIStatusError, profile: LLMProfile, mode: StructuredMode, where: str, now: float
+) -> Failure:
+    """An HTTP error status: a json_schema rejection (fall back), or what the status means."""
     status = exc.status_code
     body = _body_text(exc)
     message = _server_message(exc) or body or "(no message)"
@@ -230,6 +243,35 @@ def classify(
             body=body,
             schema_unsupported=True,
         )
+    return Failure(_status_error(exc, profile, where, message, now), status=status, body=body)
+
+
+def _status_error(
+    exc: openai.APIStatusError, profile: LLMProfile, where: str, message: str, now: float
+) -> LLMError:
+    """The error an HTTP status stands for: transient ones are retried, the rest are not."""
+    status = exc.status_code
+    if status in (401, 403):
+        return _access_error(profile, status, message)
+    if status == 404:
+        return LLMRequestError(
+            f"{where}: not found (HTTP 404: {message}); check base_url and model", status
+        )
+    if status == 429 and _error_code(exc) in _QUOTA_CODES:
+        return LLMRequestError(f"{where}: out of quota (HTTP 429: {message})", status)
+    if status in _TRANSIENT_4XX or status >= 500:
+        return TransientError(
+            f"{where}: HTTP {status}: {message}",
+            retry_after=retry_after_s(exc.response.headers, now),
+        )
+    return LLMRequestError(
+        f"{where}: the server refused the request (HTTP {status}: {message})", status
+    )
+
+
+def _access_error(profile: LLMProfile, status: int, message: str) -> LLMRequestError:
+    """A 401 (no key, or a wrong one) or a 403 (the key may not use this model): the error
+    names the setting to fix."""
     if status == 401:
         if profile.api_key_env:
             text = (
@@ -242,48 +284,12 @@ def classify(
                 f"profile {profile.name!r} to the environment variable that holds it "
                 f"[HTTP 401: {message}]"
             )
-        return Failure(LLMRequestError(text, status), status=status, body=body)
-    if status == 403:
-        env = profile.api_key_env or "api_key_env"
-        return Failure(
-            LLMRequestError(
-                f"the server refused access to model {profile.model!r}: check the key in "
-                f"{env} (profile {profile.name!r}) [HTTP 403: {message}]",
-                status,
-            ),
-            status=status,
-            body=body,
-        )
-    if status == 404:
-        return Failure(
-            LLMRequestError(
-                f"{where}: not found (HTTP 404: {message}); check base_url and model",
-                status,
-            ),
-            status=status,
-            body=body,
-        )
-    if status == 429 and _error_code(exc) in _QUOTA_CODES:
-        return Failure(
-            LLMRequestError(f"{where}: out of quota (HTTP 429: {message})", status),
-            status=status,
-            body=body,
-        )
-    if status in _TRANSIENT_4XX or status >= 500:
-        return Failure(
-            TransientError(
-                f"{where}: HTTP {status}: {message}",
-                retry_after=retry_after_s(exc.response.headers, now),
-            ),
-            status=status,
-            body=body,
-        )
-    return Failure(
-        LLMRequestError(
-            f"{where}: the server refused the request (HTTP {status}: {message})", status
-        ),
-        status=status,
-        body=body,
+        return LLMRequestError(text, status)
+    env = profile.api_key_env or "api_key_env"
+    return LLMRequestError(
+        f"the server refused access to model {profile.model!r}: check the key in "
+        f"{env} (profile {profile.name!r}) [HTTP 403: {message}]",
+        status,
     )
 
 

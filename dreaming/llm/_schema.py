@@ -1,11 +1,17 @@
-"""JSON schemas for structured output: OpenAI's strict form, and the prompt-side fallback."""
+"""JSON schemas for structured output: OpenAI's strict form, and the prompt-side fallback;
+what a request carries in either mode."""
 
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from dreaming.llm._profile import StructuredMode
+
+if TYPE_CHECKING:  # the openai package loads only with the client (see dreaming.llm)
+    from openai.types.chat.completion_create_params import ResponseFormat
 
 # Strict mode refuses defaults; the model fills every field anyway.
 _DROPPED_KEYWORDS = ("default",)
@@ -68,3 +74,22 @@ def schema_instructions(schema: Mapping[str, Any]) -> str:
         "It must validate against this JSON Schema:\n"
         + json.dumps(schema, indent=2, sort_keys=False)
     )
+
+
+def system_prompt(system: str, schema: Mapping[str, Any], mode: StructuredMode) -> str:
+    """The system prompt of a request: in json_object mode it carries the schema itself."""
+    if mode == "json_object":
+        return f"{system}\n\n{schema_instructions(schema)}".lstrip()
+    return system
+
+
+def response_format(
+    schema_name: str, schema: dict[str, Any], mode: StructuredMode
+) -> ResponseFormat:
+    """The `response_format` of a request in `mode`."""
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+    }

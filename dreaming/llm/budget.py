@@ -1,5 +1,8 @@
 """The spending budget of a run: checked before every LLM attempt, charged after it.
 
+`BudgetSettings` are its limits as settings and job files give them; the settings compose
+them, as they compose `LLMProfile`, so the LLM layer never imports the settings.
+
 A `Budget` is a plain in-memory object. Persisting what was spent (per run, per day) is the
 caller's job; `Budget.for_run` starts a run's budget from what the day has already spent.
 In fleet mode a budget also carries the fleet's shared `Ledger` (ledger.py): `check()`
@@ -12,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from dreaming.errors import BudgetExceededError, LLMConfigError
 from dreaming.llm._pricing import cost_usd
 from dreaming.llm._profile import LLMProfile
@@ -21,6 +26,18 @@ if TYPE_CHECKING:
 
 # Float sums of prices drift in the last bits; a call that exactly fills the budget is allowed.
 _USD_EPSILON = 1e-12
+
+
+class BudgetSettings(BaseModel):
+    """Per run and per day; the daily figures persist in each agent's database."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_usd: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_calls: int | None = Field(default=None, ge=0)
+    daily_max_usd: float | None = Field(default=None, ge=0)
+    daily_max_tokens: int | None = Field(default=None, ge=0)
 
 
 def _remaining_cap(run_max: float | None, day_max: float | None, day_spent: float) -> float | None:

@@ -8,26 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, and_, select
 
-from dreaming.config import BudgetSettings
+from dreaming.llm._day import utc_today
 from dreaming.llm._records import CallRecord
-from dreaming.llm.budget import Budget
+from dreaming.llm.budget import Budget, BudgetSettings
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import LLM_CALLS, SPEND
 
 if TYPE_CHECKING:
     from dreaming.llm._client import LLMClient
     from dreaming.llm.ledger import Ledger
-
-
-def utc_today(now: datetime | None = None) -> str:
-    """The UTC day ('YYYY-MM-DD') spend is counted in: the one definition of "today" for the
-    per-agent spend, the fleet ledger and `status`."""
-    return (now or datetime.now(UTC)).astimezone(UTC).date().isoformat()
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Update, case, delete, select, update
 
 from dreaming.errors import BudgetExceededError, LLMConfigError, TransientError
-from dreaming.llm.calls import utc_today
+from dreaming.llm._day import utc_today
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import BUDGET_LEDGER, RATE_WINDOWS
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, and_, select
 
 from dreaming import lineage
-from dreaming.config import BudgetSettings, DeepSettings
+from dreaming.config import DeepSettings
+from dreaming.llm import BudgetSettings
 from dreaming.report import _changes, _kept_out
 from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
 from dreaming.runs import list_runs

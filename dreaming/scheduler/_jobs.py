@@ -41,8 +41,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dreaming.config import BudgetSettings, _format_error
+from dreaming.config import _format_error
 from dreaming.errors import ConfigError, StateError
+from dreaming.llm import BudgetSettings
 
 from ._triggers import Trigger, build_trigger
 
