@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 
-from dreaming.llm._records import UNCHARGED_OUTCOMES
+from dreaming.llm import UNCHARGED_OUTCOMES
 from dreaming.store.tables import LLM_CALLS, RUNS
 
 

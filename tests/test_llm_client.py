@@ -134,6 +134,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
         "RetryPolicy",
         "StructuredMode",
         "StructuredOutput",
+        "UNCHARGED_OUTCOMES",
         "calls_of",
         "cost_usd",
         "estimate_prompt_tokens",

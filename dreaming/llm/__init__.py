@@ -23,7 +23,14 @@ from dreaming.llm._breaker import CircuitBreaker
 from dreaming.llm._day import utc_today
 from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
 from dreaming.llm._profile import LLMProfile, StructuredMode, StructuredOutput
-from dreaming.llm._records import CallOutcome, CallRecord, Completion, calls_of, raw_text_of
+from dreaming.llm._records import (
+    UNCHARGED_OUTCOMES,
+    CallOutcome,
+    CallRecord,
+    Completion,
+    calls_of,
+    raw_text_of,
+)
 from dreaming.llm._schema import strict_schema
 from dreaming.llm.budget import Budget, BudgetSettings
 
@@ -54,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "UNCHARGED_OUTCOMES",
     "Budget",
     "BudgetSettings",
     "CallOutcome",
