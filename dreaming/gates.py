@@ -8,7 +8,7 @@ candidate; and the listing of an agent's candidates, each with its gate.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -47,10 +47,9 @@ def held_back(
         return Gate.SCORE
     if row["sessions"] < settings.min_sessions and not row["durable_cue"]:
         return Gate.SESSIONS
-    if settings.max_age_days is not None and clock is not None and row["last_seen"] is not None:
+    if settings.max_age_days is not None and clock is not None:
         last = row["last_seen"]
-        last = last if last.tzinfo is not None else last.replace(tzinfo=UTC)
-        if last < clock - timedelta(days=settings.max_age_days):
+        if last is not None and last < clock - timedelta(days=settings.max_age_days):
             return Gate.AGE
     return None
 

@@ -34,10 +34,7 @@ ENTRY, CANDIDATE, PURGED = "entry", "candidate", "purged"
 
 
 def _ts(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.isoformat()
+    return value.isoformat() if value is not None else None
 
 
 def _dt(value: str | None) -> datetime | None:

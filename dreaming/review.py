@@ -81,15 +81,8 @@ class Proposal:
         }
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _iso(value: datetime | None) -> str | None:
-    aware = _aware(value)
-    return aware.isoformat() if aware else None
+    return value.isoformat() if value else None
 
 
 def _proposal(row: Any) -> Proposal:
@@ -102,9 +95,9 @@ def _proposal(row: Any) -> Proposal:
         candidate_key=row.candidate_key,
         decision=json.loads(row.decision),
         detail=json.loads(row.detail),
-        created_at=_aware(row.created_at) or datetime.now(UTC),
-        expires_at=_aware(row.expires_at),
-        decided_at=_aware(row.decided_at),
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        decided_at=row.decided_at,
         note=row.note,
     )
 

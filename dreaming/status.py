@@ -86,10 +86,7 @@ def spend_on(conn: Any, agent: str, day: str, caps: Sequence[DailyCap] = ()) -> 
 
 
 def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    # SQLite hands back naive datetimes; they were written in UTC.
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    return moment.isoformat() if moment is not None else None
 
 
 def _reason(summary: str | None) -> str | None:

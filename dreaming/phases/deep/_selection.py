@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
@@ -48,8 +48,8 @@ class Candidate:
             r["days"],
             r["owner_lines"],
             r["agent_lines"],
-            _aware(r["first_seen"]) if r["first_seen"] is not None else None,
-            _aware(r["last_seen"]) if r["last_seen"] is not None else None,
+            r["first_seen"],
+            r["last_seen"],
             r["features"] or "",
         )
 
@@ -170,7 +170,3 @@ def snippets(conn: Connection, candidate_id: int) -> list[str]:
 
 def day(ts: datetime | None) -> str | None:
     return ts.date().isoformat() if ts is not None else None
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
