@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
 
 
@@ -35,7 +36,10 @@ def held_back(
     row: Mapping[Any, Any], settings: DeepSettings, clock: datetime | None
 ) -> Gate | None:
     """The first gate `row` (a candidates row) fails, or None when deep may take it."""
-    if row["status"] != "pending" and row["evidence_count"] <= row["decided_evidence"]:
+    if (
+        row["status"] != CandidateStatus.PENDING
+        and row["evidence_count"] <= row["decided_evidence"]
+    ):
         return Gate.DECIDED
     if row["owner_lines"] + row["agent_lines"] == 0:
         return Gate.NO_SPEAKER
@@ -101,7 +105,7 @@ def list_candidates(
         where = and_(
             where,
             or_(
-                CANDIDATES.c.status == "pending",
+                CANDIDATES.c.status == CandidateStatus.PENDING,
                 CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
             ),
         )

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming import entry_index
 from dreaming.store.dialect import upsert
+from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import (
     CANDIDATES,
     ENTRIES,
@@ -254,7 +255,7 @@ def restore(
                     for s, n in image["evidence"]
                 ],
             )
-        if image["status"] == "live":
+        if image["status"] == EntryStatus.LIVE:
             entry_index.add_entry(conn, agent, key, image["text"])
         restored.append(key)
     for cid, image in journal.candidates.items():

@@ -26,6 +26,7 @@ from dreaming.corpus import reference
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
 from dreaming.store.dialect import upsert
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CANDIDATES,
@@ -311,7 +312,9 @@ def _delete_entry(conn: Connection, agent: str, key: str) -> None:
 
 def prune_orphans(conn: Connection, agent: str) -> int:
     """Delete origin and evidence rows whose key no live entry uses. Returns rows removed."""
-    live = select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
+    live = select(ENTRIES.c.key).where(
+        and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
+    )
     removed = conn.execute(
         delete(ORIGINS).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.not_in(live)))
     ).rowcount
@@ -382,7 +385,7 @@ def apply(
         select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == decision.candidate_id)
     ).scalar_one()
     if decision.action is Action.SKIP:
-        status = "skipped"
+        status = CandidateStatus.SKIPPED
     else:
         assert decision.text is not None
         result_key = entry_key(decision.text)
@@ -398,7 +401,7 @@ def apply(
                     agent=agent,
                     key=result_key,
                     text=decision.text,
-                    status="live",
+                    status=EntryStatus.LIVE,
                     created_at=now,
                     updated_at=now,
                 )
@@ -409,7 +412,7 @@ def apply(
             conn.execute(
                 update(ENTRIES)
                 .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key))
-                .values(updated_at=now, status="live")
+                .values(updated_at=now, status=EntryStatus.LIVE)
             )
         for lineage in lineages:
             _write_lineage(conn, agent, result_key, lineage)
@@ -440,7 +443,9 @@ def apply(
                 )
             ).scalar_one()
             entry_index.index_entry(conn, agent, result_key, body)
-        status = "promoted" if decision.action is Action.ADD else "merged"
+        status = (
+            CandidateStatus.PROMOTED if decision.action is Action.ADD else CandidateStatus.MERGED
+        )
     rows = bookkeeping if bookkeeping is not None else Bookkeeping.empty()
     rows.outcomes.append(
         {"cid": decision.candidate_id, "new_status": status, "decided": evidence_count, "at": now}
@@ -463,7 +468,9 @@ def apply(
         count = conn.execute(
             select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == cid)
         ).scalar_one()
-        rows.outcomes.append({"cid": cid, "new_status": "merged", "decided": count, "at": now})
+        rows.outcomes.append(
+            {"cid": cid, "new_status": CandidateStatus.MERGED, "decided": count, "at": now}
+        )
         rows.log.append(
             {
                 "agent": agent,
@@ -490,7 +497,7 @@ def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
         (k, t)
         for k, t in conn.execute(
             select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE))
             .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
         )
     ]

@@ -14,6 +14,7 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
 from dreaming.memory_file import KEY_PREFIX
+from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import ENTRIES
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
@@ -154,7 +155,9 @@ def _matches(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]
         (k, t)
         for k, t in conn.execute(
             select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live", or_(*starts)))
+            .where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE, or_(*starts))
+            )
             .order_by(ENTRIES.c.key)
         )
     ]

@@ -42,6 +42,7 @@ from dreaming.config import Paths
 from dreaming.messages import Kind, SessionFile
 from dreaming.progress import Progress, Tick
 from dreaming.store.dialect import upsert
+from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import (
     AGENT_STATE,
     CANDIDATE_EVIDENCE,
@@ -394,7 +395,10 @@ class LightPhase:
                 summary.candidates_pending = int(
                     conn.execute(
                         select(func.count()).where(
-                            and_(CANDIDATES.c.agent == agent, CANDIDATES.c.status == "pending")
+                            and_(
+                                CANDIDATES.c.agent == agent,
+                                CANDIDATES.c.status == CandidateStatus.PENDING,
+                            )
                         )
                     ).scalar_one()
                 )

@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger
 from sqlmodel import Field, SQLModel
 
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.types import UTCDateTime
 
 
@@ -85,7 +86,7 @@ class CandidateRow(SQLModel, table=True):
     system_lines: int = 0
     durable_cue: bool = False
     score: float = 0.0
-    status: str = "pending"  # pending | promoted | skipped | merged
+    status: str = CandidateStatus.PENDING.value  # a CandidateStatus
     evidence_count: int = 0
     decided_evidence: int = 0  # evidence_count when last decided: new evidence reopens it
     rem_boost: float = 0.0
@@ -112,7 +113,7 @@ class EntryRow(SQLModel, table=True):
     agent: str = Field(primary_key=True)
     key: str = Field(primary_key=True)
     text: str
-    status: str = "live"  # live | retired
+    status: str = EntryStatus.LIVE.value  # an EntryStatus
     created_at: datetime = Field(sa_type=UTCDateTime)
     updated_at: datetime = Field(sa_type=UTCDateTime)
     recall_count: int = 0
@@ -295,7 +296,7 @@ class ProposalRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent: str
     run_id: int | None = Field(default=None, sa_type=BigInteger)
-    status: str  # pending | accepted | rejected | stale | expired | replaced
+    status: str  # a review.ProposalStatus
     candidate_id: int = Field(sa_type=BigInteger)
     candidate_key: str
     decision: str  # JSON: the Applied decision

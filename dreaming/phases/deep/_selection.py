@@ -13,11 +13,13 @@ from sqlalchemy import Connection, and_, func, or_, select
 
 from dreaming import claims as claims_mod
 from dreaming import entry_index, gates
+from dreaming.admission import OriginClass
 from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
 
-PROMOTABLE_CLASSES = ("owner", "agent")
+PROMOTABLE_CLASSES = (OriginClass.OWNER, OriginClass.AGENT)
 
 _SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "tool": "tool"}
 
@@ -70,7 +72,7 @@ def select_candidates(conn: Connection, agent: str, s: DeepSettings) -> list[Can
             and_(
                 CANDIDATES.c.agent == agent,
                 or_(
-                    CANDIDATES.c.status == "pending",
+                    CANDIDATES.c.status == CandidateStatus.PENDING,
                     CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
                 ),
                 CANDIDATES.c.score >= s.min_score,
@@ -138,7 +140,7 @@ def related_entries(
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(keys),
-                    ENTRIES.c.status == "live",
+                    ENTRIES.c.status == EntryStatus.LIVE,
                 )
             )
         ).all()
