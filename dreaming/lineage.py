@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 
 from dreaming import entry_index, journal
+from dreaming.admission import OriginClass
 from dreaming.corpus import reference
 from dreaming.decisions import Action
 from dreaming.memory_file import entry_key
@@ -41,7 +42,12 @@ from dreaming.store.tables import (
 
 # When one session supports a fact through several kinds of line, its origin takes the most
 # trusted class: the origin says who stood behind the fact in that session.
-_CLASS_RANK = {"owner": 0, "agent": 1, "untrusted": 2, "system": 3}
+_CLASS_RANK: dict[str, int] = {
+    OriginClass.OWNER: 0,
+    OriginClass.AGENT: 1,
+    OriginClass.UNTRUSTED: 2,
+    OriginClass.SYSTEM: 3,
+}
 
 
 @dataclass(frozen=True, slots=True)
