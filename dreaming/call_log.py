@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -67,11 +67,6 @@ class LoggedCall:
         }
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; they were written in UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _call(row: Any) -> LoggedCall:
     return LoggedCall(
         id=int(row.id),
@@ -88,7 +83,7 @@ def _call(row: Any) -> LoggedCall:
         outcome=row.outcome,
         error=row.error,
         http_status=None if row.status is None else int(row.status),
-        created_at=_aware(row.created_at),
+        created_at=row.created_at,
     )
 
 

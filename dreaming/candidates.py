@@ -31,11 +31,13 @@ from sqlalchemy import (
 from dreaming import claims as claims_mod
 from dreaming import diary, memory_file
 from dreaming import salience as salience_mod
+from dreaming.admission import OriginClass
 from dreaming.config import Settings
 from dreaming.scoring import Rarity, Signals, score
 from dreaming.store import state
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.state import StateKey
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CANDIDATES,
@@ -114,7 +116,7 @@ class Folder:
         known: dict[str, str] = dict(
             conn.execute(
                 select(ENTRIES.c.key, ENTRIES.c.text).where(
-                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live")
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
                 )
             ).all()
         )
@@ -344,18 +346,18 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
                 CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
                 func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
                 func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
-                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "owner").cast(type_=as_int)).label(
-                    "own"
-                ),
-                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "agent").cast(type_=as_int)).label(
-                    "agt"
-                ),
                 func.sum(
-                    (CANDIDATE_EVIDENCE.c.origin_class == "untrusted").cast(type_=as_int)
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER).cast(type_=as_int)
+                ).label("own"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.AGENT).cast(type_=as_int)
+                ).label("agt"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.UNTRUSTED).cast(type_=as_int)
                 ).label("untr"),
-                func.sum((CANDIDATE_EVIDENCE.c.origin_class == "system").cast(type_=as_int)).label(
-                    "sysl"
-                ),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.SYSTEM).cast(type_=as_int)
+                ).label("sysl"),
                 func.count().label("n"),
                 func.min(CORPUS_LINES.c.ts).label("first_ts"),
                 func.max(CORPUS_LINES.c.ts).label("last_ts"),
@@ -388,7 +390,7 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
             delete(CANDIDATES).where(
                 and_(
                     CANDIDATES.c.id.in_(chunk),
-                    CANDIDATES.c.status == "pending",
+                    CANDIDATES.c.status == CandidateStatus.PENDING,
                     ~select(CANDIDATE_EVIDENCE.c.candidate_id)
                     .select_from(_joined_evidence())
                     .where(CANDIDATE_EVIDENCE.c.candidate_id == CANDIDATES.c.id)
@@ -477,7 +479,7 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
             clock,
             half_life,
         )
-        if r.status == "pending":
+        if r.status == CandidateStatus.PENDING:
             pending += 1
         if value != r.score:
             changes.append({"cid": r.id, "score": value})
@@ -553,7 +555,7 @@ def forget_lines(
     conn.execute(
         update(CANDIDATES)
         .where(CANDIDATES.c.id.in_(candidates))
-        .values(status="pending", decided_evidence=0)
+        .values(status=CandidateStatus.PENDING, decided_evidence=0)
     )
     rescore(conn, agent, settings)
     conn.execute(delete(RECALLS).where(recalls_of(agent, sessions, line_ids)))

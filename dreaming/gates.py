@@ -8,7 +8,7 @@ candidate; and the listing of an agent's candidates, each with its gate.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
 
 
@@ -35,7 +36,10 @@ def held_back(
     row: Mapping[Any, Any], settings: DeepSettings, clock: datetime | None
 ) -> Gate | None:
     """The first gate `row` (a candidates row) fails, or None when deep may take it."""
-    if row["status"] != "pending" and row["evidence_count"] <= row["decided_evidence"]:
+    if (
+        row["status"] != CandidateStatus.PENDING
+        and row["evidence_count"] <= row["decided_evidence"]
+    ):
         return Gate.DECIDED
     if row["owner_lines"] + row["agent_lines"] == 0:
         return Gate.NO_SPEAKER
@@ -47,10 +51,9 @@ def held_back(
         return Gate.SCORE
     if row["sessions"] < settings.min_sessions and not row["durable_cue"]:
         return Gate.SESSIONS
-    if settings.max_age_days is not None and clock is not None and row["last_seen"] is not None:
+    if settings.max_age_days is not None and clock is not None:
         last = row["last_seen"]
-        last = last if last.tzinfo is not None else last.replace(tzinfo=UTC)
-        if last < clock - timedelta(days=settings.max_age_days):
+        if last is not None and last < clock - timedelta(days=settings.max_age_days):
             return Gate.AGE
     return None
 
@@ -102,7 +105,7 @@ def list_candidates(
         where = and_(
             where,
             or_(
-                CANDIDATES.c.status == "pending",
+                CANDIDATES.c.status == CandidateStatus.PENDING,
                 CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
             ),
         )

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming import entry_index
 from dreaming.store.dialect import insert_ignore, upsert
+from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import (
     CANDIDATES,
     ENTRIES,
@@ -34,10 +35,7 @@ ENTRY, CANDIDATE, PURGED = "entry", "candidate", "purged"
 
 
 def _ts(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.isoformat()
+    return value.isoformat() if value is not None else None
 
 
 def _dt(value: str | None) -> datetime | None:
@@ -257,7 +255,7 @@ def restore(
                     for s, n in image["evidence"]
                 ],
             )
-        if image["status"] == "live":
+        if image["status"] == EntryStatus.LIVE:
             entry_index.add_entry(conn, agent, key, image["text"])
         restored.append(key)
     for cid, image in journal.candidates.items():

@@ -56,7 +56,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
         with engine.begin() as conn:
             review.expire(conn, agent)
             if ids is None:
-                chosen = review.proposals(conn, agent, status=review.PENDING)
+                chosen = review.proposals(conn, agent, status=review.ProposalStatus.PENDING)
             else:
                 chosen = review.proposals(conn, agent, ids=ids)
             missing = sorted(set(ids or []) - {p.id for p in chosen})
@@ -67,7 +67,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
                 )
             todo = []
             for p in chosen:
-                if p.status != review.PENDING:
+                if p.status != review.ProposalStatus.PENDING:
                     report.not_pending[p.id] = p.status
                     continue
                 why = review.stale_reason(conn, agent, p)
@@ -85,7 +85,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
 
         def mark_accepted(conn: Connection) -> None:
             for p in todo:
-                review.mark(conn, p.id, "accepted", review.applied_note(run_id))
+                review.mark(conn, p.id, review.ProposalStatus.ACCEPTED, review.applied_note(run_id))
             faults.checkpoint("review.before_commit")
 
         try:

@@ -18,16 +18,24 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming.decisions import Action
 from dreaming.lineage import Applied
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 
-PENDING = "pending"
-STATUSES = ("pending", "accepted", "rejected", "stale", "expired", "replaced")
+
+class ProposalStatus(StrEnum):
+    PENDING = "pending"  # waiting for a person
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    STALE = "stale"  # its targets changed since it was shown
+    EXPIRED = "expired"  # nobody decided it in time
+    REPLACED = "replaced"  # proposed again with new evidence
 
 
 @dataclass(frozen=True)
@@ -81,15 +89,8 @@ class Proposal:
         }
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _iso(value: datetime | None) -> str | None:
-    aware = _aware(value)
-    return aware.isoformat() if aware else None
+    return value.isoformat() if value else None
 
 
 def _proposal(row: Any) -> Proposal:
@@ -102,9 +103,9 @@ def _proposal(row: Any) -> Proposal:
         candidate_key=row.candidate_key,
         decision=json.loads(row.decision),
         detail=json.loads(row.detail),
-        created_at=_aware(row.created_at) or datetime.now(UTC),
-        expires_at=_aware(row.expires_at),
-        decided_at=_aware(row.decided_at),
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        decided_at=row.decided_at,
         note=row.note,
     )
 
@@ -128,18 +129,20 @@ def stage(
         .where(
             and_(
                 PROPOSALS.c.agent == agent,
-                PROPOSALS.c.status == PENDING,
+                PROPOSALS.c.status == ProposalStatus.PENDING,
                 PROPOSALS.c.candidate_id.in_(cids),
             )
         )
-        .values(status="replaced", decided_at=now, note="proposed again with new evidence")
+        .values(
+            status=ProposalStatus.REPLACED, decided_at=now, note="proposed again with new evidence"
+        )
     )
     result = conn.execute(
         PROPOSALS.insert()
         .values(
             agent=agent,
             run_id=run_id,
-            status=PENDING,
+            status=ProposalStatus.PENDING,
             candidate_id=decision.candidate_id,
             candidate_key=decision.candidate_key,
             decision=json.dumps(
@@ -163,7 +166,11 @@ def stage(
     conn.execute(
         update(CANDIDATES)
         .where(CANDIDATES.c.id.in_(cids))
-        .values(status="proposed", decided_evidence=CANDIDATES.c.evidence_count, updated_at=now)
+        .values(
+            status=CandidateStatus.PROPOSED,
+            decided_evidence=CANDIDATES.c.evidence_count,
+            updated_at=now,
+        )
     )
     return int(result.scalar_one())
 
@@ -173,8 +180,13 @@ def _reopen(conn: Connection, candidate_ids: Sequence[int]) -> None:
     if candidate_ids:
         conn.execute(
             update(CANDIDATES)
-            .where(and_(CANDIDATES.c.id.in_(candidate_ids), CANDIDATES.c.status == "proposed"))
-            .values(status="pending", decided_evidence=0)
+            .where(
+                and_(
+                    CANDIDATES.c.id.in_(candidate_ids),
+                    CANDIDATES.c.status == CandidateStatus.PROPOSED,
+                )
+            )
+            .values(status=CandidateStatus.PENDING, decided_evidence=0)
         )
 
 
@@ -187,11 +199,11 @@ def expire(conn: Connection, agent: str, now: datetime | None = None) -> int:
     moment = now or datetime.now(UTC)
     due = [
         p
-        for p in proposals(conn, agent, status=PENDING)
+        for p in proposals(conn, agent, status=ProposalStatus.PENDING)
         if p.expires_at is not None and p.expires_at <= moment
     ]
     for p in due:
-        mark(conn, p.id, "expired", "nobody decided it in time")
+        mark(conn, p.id, ProposalStatus.EXPIRED, "nobody decided it in time")
         _reopen(conn, _candidates_of(p))
     return len(due)
 
@@ -207,7 +219,9 @@ def proposals(
     return [_proposal(r) for r in conn.execute(query.order_by(PROPOSALS.c.id))]
 
 
-def mark(conn: Connection, proposal_id: int, status: str, note: str | None = None) -> None:
+def mark(
+    conn: Connection, proposal_id: int, status: ProposalStatus, note: str | None = None
+) -> None:
     conn.execute(
         update(PROPOSALS)
         .where(PROPOSALS.c.id == proposal_id)
@@ -224,7 +238,7 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
     ).scalar()
     if status is None:
         return "its candidate is gone (purged, or re-derived from fewer lines)"
-    if status != "proposed":
+    if status != CandidateStatus.PROPOSED:
         return f"its candidate was decided since ({status})"
     shown: dict[str, str] = p.detail.get("targets", {})
     live: dict[str, str] = dict(
@@ -233,7 +247,7 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(list(shown)),
-                    ENTRIES.c.status == "live",
+                    ENTRIES.c.status == EntryStatus.LIVE,
                 )
             )
         ).all()
@@ -245,7 +259,7 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
 
 
 def refuse_stale(conn: Connection, p: Proposal, why: str) -> None:
-    mark(conn, p.id, "stale", why)
+    mark(conn, p.id, ProposalStatus.STALE, why)
     _reopen(conn, _candidates_of(p))
 
 
@@ -260,11 +274,11 @@ def reopen_accepted(conn: Connection, agent: str, run_id: int) -> int:
         .where(
             and_(
                 PROPOSALS.c.agent == agent,
-                PROPOSALS.c.status == "accepted",
+                PROPOSALS.c.status == ProposalStatus.ACCEPTED,
                 PROPOSALS.c.note == applied_note(run_id),
             )
         )
-        .values(status=PENDING, decided_at=None, note=None)
+        .values(status=ProposalStatus.PENDING, decided_at=None, note=None)
     )
     return int(result.rowcount or 0)
 
@@ -272,11 +286,16 @@ def reopen_accepted(conn: Connection, agent: str, run_id: int) -> int:
 def reject(conn: Connection, p: Proposal, reason: str | None) -> None:
     """Rejected: its candidates keep `decided_evidence` at their count then, so only new
     evidence brings them back."""
-    mark(conn, p.id, "rejected", reason or "rejected")
+    mark(conn, p.id, ProposalStatus.REJECTED, reason or "rejected")
     conn.execute(
         update(CANDIDATES)
-        .where(and_(CANDIDATES.c.id.in_(_candidates_of(p)), CANDIDATES.c.status == "proposed"))
-        .values(status="rejected")
+        .where(
+            and_(
+                CANDIDATES.c.id.in_(_candidates_of(p)),
+                CANDIDATES.c.status == CandidateStatus.PROPOSED,
+            )
+        )
+        .values(status=CandidateStatus.REJECTED)
     )
 
 

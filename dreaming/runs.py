@@ -120,7 +120,7 @@ class RunRecord:
     def duration_s(self) -> float | None:
         if self.ended_at is None:
             return None
-        return round((_aware(self.ended_at) - _aware(self.started_at)).total_seconds(), 3)
+        return round((self.ended_at - self.started_at).total_seconds(), 3)
 
     def digest(self) -> dict[str, Any]:
         """The listing's numbers: pending candidates after light, promotions (deep adds,
@@ -159,11 +159,6 @@ class RunRecord:
         return self.digest() | {"summary": self.summary}
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; they were written in UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _record(row: Any, usage: dict[int, LLMUsage]) -> RunRecord:
     try:
         summary = json.loads(row.summary or "{}")
@@ -174,8 +169,8 @@ def _record(row: Any, usage: dict[int, LLMUsage]) -> RunRecord:
         agent=row.agent,
         job=row.job,
         phases=tuple(p for p in (row.phases or "").split(",") if p),
-        started_at=_aware(row.started_at),
-        ended_at=_aware(row.ended_at) if row.ended_at else None,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
         outcome=row.outcome,
         summary=summary if isinstance(summary, dict) else {"summary": summary},
         usage=usage.get(int(row.id)),

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from dreaming.admission import OriginClass
 from dreaming.salience import ZEROING, Feature
 
 W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
@@ -25,7 +26,12 @@ W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
 # claim counts as it is, a 20-character one 1.4 times, a 200-character one 0.7 times.
 REFERENCE_CHARS, FRAMING_CHARS = 120, 40
 SATURATION = 4  # further sessions or days beyond this corroborate nothing more
-ORIGIN_WEIGHT = {"owner": 1.0, "agent": 0.5, "untrusted": 0.0, "system": 0.0}
+ORIGIN_WEIGHT = {
+    OriginClass.OWNER: 1.0,
+    OriginClass.AGENT: 0.5,
+    OriginClass.UNTRUSTED: 0.0,
+    OriginClass.SYSTEM: 0.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +54,9 @@ class Signals:
 def speaker_weight(s: Signals) -> float:
     """The owner's word counts fully; the agent alone half (its narration not at all)."""
     if s.owner_lines:
-        return ORIGIN_WEIGHT["owner"]
+        return ORIGIN_WEIGHT[OriginClass.OWNER]
     if s.agent_lines:
-        return 0.0 if Feature.NARRATION in s.features else ORIGIN_WEIGHT["agent"]
+        return 0.0 if Feature.NARRATION in s.features else ORIGIN_WEIGHT[OriginClass.AGENT]
     return 0.0
 
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
+from dreaming.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
 from dreaming.store.state import StateKey
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import (
     CANDIDATES,
     CORPUS_LINES,
@@ -81,10 +83,7 @@ def spend_on(conn: Any, agent: str, day: str, caps: Sequence[DailyCap] = ()) -> 
 
 
 def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    # SQLite hands back naive datetimes; they were written in UTC.
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    return moment.isoformat() if moment is not None else None
 
 
 def _reason(summary: str | None) -> str | None:
@@ -125,21 +124,26 @@ def agent_status(
         forgotten = _forgotten(conn, agent)
         candidates = _count_by(conn, CANDIDATES, agent)
         entries = conn.execute(
-            select(func.count()).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == "live"))
+            select(func.count()).where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
+            )
         ).scalar_one()
         lines = conn.execute(select(func.count()).where(CORPUS_LINES.c.agent == agent)).scalar_one()
         clock = state.get(conn, agent, StateKey.CLOCK)
         return {
             "agent": agent,
             "clock": clock,
-            "sessions": {k: by_status.get(k, 0) for k in ("admitted", "excluded", "internal")}
-            | {"forgotten": len(forgotten)},
+            "sessions": {
+                s.value: by_status.get(s, 0)
+                for s in (Status.ADMITTED, Status.EXCLUDED, Status.INTERNAL)
+            }
+            | {Status.FORGOTTEN.value: len(forgotten)},
             "not_admitted": not_admitted + [f for f in forgotten if f not in not_admitted],
             # Admitted as untrusted evidence only: nothing says whose chat they are.
             "unclassified": _unclassified(conn, agent),
             "corpus_lines": lines,
             # by status; "pending" (what deep will consider) is always there
-            "candidates": {"pending": 0} | candidates,
+            "candidates": {CandidateStatus.PENDING.value: 0} | candidates,
             "entries": entries,
             "last_runs": _last_runs(conn, agent),
             "spend_today": spend,
@@ -164,7 +168,7 @@ def _not_admitted(conn: Connection, agent: str) -> list[dict[str, Any]]:
                 SESSIONS.c.status,
                 SESSIONS.c.reason,
             )
-            .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.status != "admitted"))
+            .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.status != Status.ADMITTED))
             .order_by(SESSIONS.c.session_id)
         )
     ]
@@ -178,7 +182,7 @@ def _unclassified(conn: Connection, agent: str) -> list[str]:
             .where(
                 and_(
                     SESSIONS.c.agent == agent,
-                    SESSIONS.c.status == "admitted",
+                    SESSIONS.c.status == Status.ADMITTED,
                     SESSIONS.c.reason == "unclassified",
                 )
             )
@@ -189,7 +193,7 @@ def _unclassified(conn: Connection, agent: str) -> list[str]:
 
 def _forgotten(conn: Connection, agent: str) -> list[dict[str, Any]]:
     return [
-        {"session_id": sid, "session_key": key, "status": "forgotten", "reason": reason}
+        {"session_id": sid, "session_key": key, "status": Status.FORGOTTEN.value, "reason": reason}
         for sid, key, reason in conn.execute(
             select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key, TOMBSTONES.c.reason)
             .where(TOMBSTONES.c.agent == agent)

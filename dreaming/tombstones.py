@@ -14,6 +14,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection, and_, update
 
+from dreaming.admission import Status
 from dreaming.config import Paths, file_stem
 from dreaming.store.tables import SESSIONS, TOMBSTONES
 
@@ -107,5 +108,5 @@ def forget_sessions(
     conn.execute(
         update(SESSIONS)
         .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.session_id.in_(sessions)))
-        .values(status="forgotten", reason="forgotten")
+        .values(status=Status.FORGOTTEN, reason="forgotten")
     )

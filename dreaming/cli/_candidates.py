@@ -6,13 +6,18 @@ from typing import Any
 
 import click
 
+from dreaming.admission import OriginClass
 from dreaming.cli._entries import shorten
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
 from dreaming.gates import gate_counts, list_candidates
 
-SPEAKERS = (("owner", "owner_lines"), ("agent", "agent_lines"), ("untrusted", "untrusted_lines"))
+SPEAKERS = (
+    (OriginClass.OWNER.value, "owner_lines"),
+    (OriginClass.AGENT.value, "agent_lines"),
+    (OriginClass.UNTRUSTED.value, "untrusted_lines"),
+)
 
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:

@@ -62,7 +62,7 @@ def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool
     for agent in app.agents_with_state(list(agents) or None):
         with app.engine(agent, create=False).begin() as conn:
             review_mod.expire(conn, agent)
-            status = None if everything else review_mod.PENDING
+            status = None if everything else review_mod.ProposalStatus.PENDING
             found += [p.to_dict() for p in review_mod.proposals(conn, agent, status=status)]
     if as_json:
         emit_json({"proposals": found})
@@ -157,7 +157,7 @@ def reject(
             )
         for pid in proposal_ids:
             p = found[pid]
-            if p.status != review_mod.PENDING:
+            if p.status != review_mod.ProposalStatus.PENDING:
                 skipped[pid] = p.status
                 continue
             review_mod.reject(conn, p, reason)

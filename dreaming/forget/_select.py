@@ -59,6 +59,8 @@ def _participant_matches(wanted: str, participants: Iterable[str]) -> bool:
 
 
 def _aware(ts: datetime | None) -> datetime | None:
+    """A moment as UTC-aware. The database hands back aware values already; this is for what
+    comes from elsewhere: a library caller's `Selector.since`, a transcript's own times."""
     if ts is None:
         return None
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)

@@ -32,11 +32,6 @@ NOT_APPLIED = ("skipped", "preview")
 _IN_CHUNK = 500  # keys per IN (...) list
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; they were written in UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def since(runs: Iterable[RunRecord], day: date) -> list[RunRecord]:
     """The runs started on `day` (UTC) or later."""
     start = datetime(day.year, day.month, day.day, tzinfo=UTC)
@@ -203,7 +198,7 @@ class DecisionView:
             action=d.action,
             path=d.path,
             reason=d.reason,
-            created_at=_aware(d.created_at),
+            created_at=d.created_at,
             candidate_key=d.candidate_key,
             candidate_text=self.said.get(d.candidate_key),
             entry_key=d.entry_key,

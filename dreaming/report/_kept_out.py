@@ -10,9 +10,11 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dreaming import lineage
+from dreaming.admission import OriginClass, Status
 from dreaming.config import DeepSettings
 from dreaming.gates import PASSES, Gate, list_candidates
 from dreaming.report._records import FunnelStep, Held, KeptOut, Session, SessionGroup
+from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import SESSIONS, TOMBSTONES
 
 EXAMPLES = 3  # candidates shown per gate
@@ -58,7 +60,7 @@ def _session_groups(
 ) -> tuple[SessionGroup, ...]:
     groups: dict[str, list[Session]] = defaultdict(list)
     for s in sessions.values():
-        if s.status != "admitted":
+        if s.status != Status.ADMITTED:
             groups[s.reason or s.status].append(s)
         elif s.reason == "unclassified":
             groups["unclassified"].append(s)
@@ -69,7 +71,7 @@ def _session_groups(
         .order_by(TOMBSTONES.c.session_id)
     ):
         if sid not in listed:
-            gone = Session(sid, skey, "-", "forgotten", reason, None, None, None, None)
+            gone = Session(sid, skey, "-", Status.FORGOTTEN.value, reason, None, None, None, None)
             groups[reason or "forgotten"].append(gone)
     return tuple(
         SessionGroup(reason, reason_meaning(reason), tuple(found))
@@ -99,10 +101,10 @@ def gate_meaning(gate: str, deep: DeepSettings) -> str:
 
 
 _SPEAKERS = (
-    ("owner", "owner_lines"),
-    ("agent", "agent_lines"),
-    ("untrusted", "untrusted_lines"),
-    ("system", "system_lines"),
+    (OriginClass.OWNER.value, "owner_lines"),
+    (OriginClass.AGENT.value, "agent_lines"),
+    (OriginClass.UNTRUSTED.value, "untrusted_lines"),
+    (OriginClass.SYSTEM.value, "system_lines"),
 )
 
 
@@ -126,7 +128,7 @@ def kept_out(
     for c in listed:
         step = c["gate"]
         if step == Gate.DECIDED.value:
-            step = "skipped" if c["status"] == "skipped" else "promoted"
+            step = "skipped" if c["status"] == CandidateStatus.SKIPPED else "promoted"
         steps[step].append(c)
     order = ["promoted", "skipped", *(g.value for g in Gate if g is not Gate.DECIDED), PASSES]
     funnel = tuple(
@@ -149,5 +151,5 @@ def kept_out(
         )
         for step in order
     )
-    admitted = sum(1 for s in sessions.values() if s.status == "admitted")
+    admitted = sum(1 for s in sessions.values() if s.status == Status.ADMITTED)
     return KeptOut(admitted, _session_groups(conn, agent, sessions), len(listed), funnel)

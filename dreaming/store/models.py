@@ -1,7 +1,9 @@
 """SQLModel tables of an agent's state. Every table carries `agent` so one PostgreSQL
 database can hold a fleet; the per-agent SQLite file of the embedded default has one value.
 
-The DDL lives in `migrations.py`; a test checks the two agree.
+The DDL lives in `migrations.py`; a test checks the two agree. Every datetime column is
+typed `UTCDateTime` (`types.py`), so it reads back aware in UTC whatever the backend or the
+SQLModel version (newer SQLModels infer a UTC type of their own, older ones a naive one).
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from datetime import datetime
 
 from sqlalchemy import BigInteger
 from sqlmodel import Field, SQLModel
+
+from dreaming.store.statuses import CandidateStatus, EntryStatus
+from dreaming.store.types import UTCDateTime
 
 
 class SessionRow(SQLModel, table=True):
@@ -25,11 +30,11 @@ class SessionRow(SQLModel, table=True):
     external_source: str | None = None
     participants: str = "[]"  # JSON list
     kind: str = "interactive"
-    created_at: datetime | None = None
+    created_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     status: str = "admitted"  # admitted | excluded | internal | forgotten
     reason: str | None = None  # policy:<field>=<value> | forgotten | internal:<kind>
-    first_seen: datetime
-    last_read: datetime | None = None
+    first_seen: datetime = Field(sa_type=UTCDateTime)
+    last_read: datetime | None = Field(default=None, sa_type=UTCDateTime)
     classified_by: str | None = None  # index | source | record | transcript | operator
     trust: str | None = None  # owner | untrusted: what its user lines were derived as
 
@@ -45,7 +50,7 @@ class FileCursorRow(SQLModel, table=True):
     head: str = ""
     size: int = Field(default=0, sa_type=BigInteger)
     mtime_ns: int = Field(default=0, sa_type=BigInteger)  # nanoseconds overflow INTEGER
-    updated_at: datetime
+    updated_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class CorpusLineRow(SQLModel, table=True):
@@ -55,7 +60,7 @@ class CorpusLineRow(SQLModel, table=True):
     agent: str
     session_id: str
     line: int
-    ts: datetime | None = None
+    ts: datetime | None = Field(default=None, sa_type=UTCDateTime)
     day: str  # YYYY-MM-DD of the agent's clock; names the corpus file
     role: str
     origin_class: str  # owner | agent | untrusted | system
@@ -71,8 +76,8 @@ class CandidateRow(SQLModel, table=True):
     key: str
     text: str
     tokens: str  # space-joined sorted content tokens, for near-duplicate folding
-    first_seen: datetime | None = None
-    last_seen: datetime | None = None
+    first_seen: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_seen: datetime | None = Field(default=None, sa_type=UTCDateTime)
     sessions: int = 0
     days: int = 0
     owner_lines: int = 0
@@ -81,11 +86,11 @@ class CandidateRow(SQLModel, table=True):
     system_lines: int = 0
     durable_cue: bool = False
     score: float = 0.0
-    status: str = "pending"  # pending | promoted | skipped | merged
+    status: str = CandidateStatus.PENDING.value  # a CandidateStatus
     evidence_count: int = 0
     decided_evidence: int = 0  # evidence_count when last decided: new evidence reopens it
     rem_boost: float = 0.0
-    updated_at: datetime
+    updated_at: datetime = Field(sa_type=UTCDateTime)
     stale: bool = False  # evidence changed; signals not yet recomputed (see refresh_stale)
     salience: float | None = None  # what the text tells, in [0, 1]; None: not yet scored
     features: str | None = None  # space-joined names of the salience features that fired
@@ -108,11 +113,11 @@ class EntryRow(SQLModel, table=True):
     agent: str = Field(primary_key=True)
     key: str = Field(primary_key=True)
     text: str
-    status: str = "live"  # live | retired
-    created_at: datetime
-    updated_at: datetime
+    status: str = EntryStatus.LIVE.value  # an EntryStatus
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
     recall_count: int = 0
-    last_recalled_at: datetime | None = None
+    last_recalled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class RecallRow(SQLModel, table=True):
@@ -122,7 +127,7 @@ class RecallRow(SQLModel, table=True):
     entry_key: str = Field(primary_key=True)
     corpus_line_id: int = Field(primary_key=True)
     session_id: str
-    observed_at: datetime | None = None
+    observed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class TombstoneRow(SQLModel, table=True):
@@ -132,7 +137,7 @@ class TombstoneRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True)
     session_key: str | None = None
     reason: str = "forgotten"
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
     detail: str = "{}"  # JSON
 
 
@@ -153,8 +158,8 @@ class RunRow(SQLModel, table=True):
     agent: str
     job: str | None = None
     phases: str  # comma-separated
-    started_at: datetime
-    ended_at: datetime | None = None
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     # running | ok | degraded | budget | failed | interrupted | skipped | abandoned | preview
     outcome: str = "running"
     summary: str = "{}"  # JSON
@@ -181,7 +186,7 @@ class OriginRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True)
     session_key: str | None = None
     origin_class: str
-    observed_at: datetime | None = None
+    observed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class EntryEvidenceRow(SQLModel, table=True):
@@ -202,7 +207,7 @@ class SupersessionRow(SQLModel, table=True):
     new_key: str = Field(primary_key=True)
     old_key: str = Field(primary_key=True)
     run_id: int | None = None
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class DecisionRow(SQLModel, table=True):
@@ -218,7 +223,7 @@ class DecisionRow(SQLModel, table=True):
     targets: str = "[]"  # JSON list of entry keys
     entry_key: str | None = None
     path: str  # llm | deterministic
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
     reason: str | None = None  # the model's reason, or why the deterministic path decided so
 
 
@@ -239,7 +244,7 @@ class LLMCallRow(SQLModel, table=True):
     outcome: str
     error: str | None = None
     status: int | None = None
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class MemoryBackupRow(SQLModel, table=True):
@@ -249,7 +254,7 @@ class MemoryBackupRow(SQLModel, table=True):
     agent: str
     run_id: int | None = None
     content: str
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class SpendRow(SQLModel, table=True):
@@ -279,7 +284,7 @@ class JournalRow(SQLModel, table=True):
     ref: str
     before: str | None = None
     sessions: str = ""  # space-separated session ids
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class ProposalRow(SQLModel, table=True):
@@ -291,15 +296,15 @@ class ProposalRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent: str
     run_id: int | None = Field(default=None, sa_type=BigInteger)
-    status: str  # pending | accepted | rejected | stale | expired | replaced
+    status: str  # a review.ProposalStatus
     candidate_id: int = Field(sa_type=BigInteger)
     candidate_key: str
     decision: str  # JSON: the Applied decision
     detail: str  # JSON
     sessions: str = ""  # space-separated session ids whose text the proposal holds
-    created_at: datetime
-    expires_at: datetime | None = None
-    decided_at: datetime | None = None
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     note: str | None = None  # a rejection's reason, or why it went stale
 
 
@@ -314,8 +319,8 @@ class PurgeRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent: str
     selector: str  # JSON
-    created_at: datetime
-    completed_at: datetime | None = None
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    completed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     report: str = "{}"  # JSON
     pending: str = "[]"  # JSON list of snippets, emptied on completion
 
@@ -355,4 +360,4 @@ class FleetFireRow(SQLModel, table=True):
     agent: str = Field(primary_key=True)
     fire: str = Field(primary_key=True)  # the scheduled instant, ISO 8601 in UTC
     queue_job_id: int | None = None
-    created_at: datetime
+    created_at: datetime = Field(sa_type=UTCDateTime)

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
 from dreaming import claims as claims_mod
 from dreaming import entry_index, gates
+from dreaming.admission import OriginClass
 from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
 
-PROMOTABLE_CLASSES = ("owner", "agent")
+PROMOTABLE_CLASSES = (OriginClass.OWNER, OriginClass.AGENT)
 
 _SPEAKER = {"user": "the user", "assistant": "the agent", "system": "system", "tool": "tool"}
 
@@ -48,8 +50,8 @@ class Candidate:
             r["days"],
             r["owner_lines"],
             r["agent_lines"],
-            _aware(r["first_seen"]) if r["first_seen"] is not None else None,
-            _aware(r["last_seen"]) if r["last_seen"] is not None else None,
+            r["first_seen"],
+            r["last_seen"],
             r["features"] or "",
         )
 
@@ -70,7 +72,7 @@ def select_candidates(conn: Connection, agent: str, s: DeepSettings) -> list[Can
             and_(
                 CANDIDATES.c.agent == agent,
                 or_(
-                    CANDIDATES.c.status == "pending",
+                    CANDIDATES.c.status == CandidateStatus.PENDING,
                     CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
                 ),
                 CANDIDATES.c.score >= s.min_score,
@@ -138,7 +140,7 @@ def related_entries(
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(keys),
-                    ENTRIES.c.status == "live",
+                    ENTRIES.c.status == EntryStatus.LIVE,
                 )
             )
         ).all()
@@ -170,7 +172,3 @@ def snippets(conn: Connection, candidate_id: int) -> list[str]:
 
 def day(ts: datetime | None) -> str | None:
     return ts.date().isoformat() if ts is not None else None
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)

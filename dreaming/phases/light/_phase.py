@@ -29,6 +29,7 @@ from dreaming.phases.light._sessions import (
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
 from dreaming.store import state
+from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
 from dreaming.tags import TagRegistry
 from dreaming.tombstones import file_tombstones
@@ -217,7 +218,10 @@ class LightPhase:
                 summary.candidates_pending = int(
                     conn.execute(
                         select(func.count()).where(
-                            and_(CANDIDATES.c.agent == agent, CANDIDATES.c.status == "pending")
+                            and_(
+                                CANDIDATES.c.agent == agent,
+                                CANDIDATES.c.status == CandidateStatus.PENDING,
+                            )
                         )
                     ).scalar_one()
                 )

@@ -1,0 +1,288 @@
+"""Lineage read back: an entry's or a candidate's origins and evidence, the evidence lines
+with their corpus text, the decisions that touched an entry, what it superseded, and the live
+entries. `entries show`, `dreaming report`, forget's planning and deep's apply read it here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, or_, select
+
+from dreaming.admission import OriginClass
+from dreaming.corpus import reference
+from dreaming.memory_file import KEY_PREFIX
+from dreaming.store.statuses import EntryStatus
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CORPUS_LINES,
+    DECISIONS,
+    ENTRIES,
+    ENTRY_EVIDENCE,
+    ORIGINS,
+    SESSIONS,
+    SUPERSESSIONS,
+)
+
+# When one session supports a fact through several kinds of line, its origin takes the most
+# trusted class: the origin says who stood behind the fact in that session.
+_CLASS_RANK: dict[str, int] = {
+    OriginClass.OWNER: 0,
+    OriginClass.AGENT: 1,
+    OriginClass.UNTRUSTED: 2,
+    OriginClass.SYSTEM: 3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    session_id: str
+    session_key: str | None
+    origin_class: str
+    observed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    origins: tuple[Origin, ...]
+    evidence: tuple[tuple[str, int], ...]  # (session id, transcript line)
+
+
+def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineage:
+    rows = conn.execute(
+        select(
+            CANDIDATE_EVIDENCE.c.session_id,
+            SESSIONS.c.session_key,
+            CANDIDATE_EVIDENCE.c.origin_class,
+            CORPUS_LINES.c.ts,
+            CORPUS_LINES.c.line,
+        )
+        .select_from(
+            CANDIDATE_EVIDENCE.join(
+                CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+            ).outerjoin(
+                SESSIONS,
+                and_(
+                    SESSIONS.c.agent == CANDIDATE_EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == CANDIDATE_EVIDENCE.c.session_id,
+                ),
+            )
+        )
+        .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
+    ).all()
+    per_session: dict[str, Origin] = {}
+    evidence: set[tuple[str, int]] = set()
+    for session_id, session_key, cls, ts, line in rows:
+        evidence.add((session_id, line))
+        seen = per_session.get(session_id)
+        if seen is None:
+            per_session[session_id] = Origin(session_id, session_key, cls, ts)
+            continue
+        best = (
+            cls
+            if _CLASS_RANK.get(cls, 9) < _CLASS_RANK.get(seen.origin_class, 9)
+            else seen.origin_class
+        )
+        first = min((t for t in (seen.observed_at, ts) if t is not None), default=None)
+        per_session[session_id] = Origin(session_id, session_key, best, first)
+    return Lineage(tuple(per_session[s] for s in sorted(per_session)), tuple(sorted(evidence)))
+
+
+def entry_lineage(conn: Connection, agent: str, key: str) -> Lineage:
+    origins = conn.execute(
+        select(
+            ORIGINS.c.session_id,
+            ORIGINS.c.session_key,
+            ORIGINS.c.origin_class,
+            ORIGINS.c.observed_at,
+        )
+        .where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
+        .order_by(ORIGINS.c.session_id)
+    ).all()
+    evidence = conn.execute(
+        select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+        .where(and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key == key))
+        .order_by(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+    ).all()
+    return Lineage(tuple(Origin(*r) for r in origins), tuple((s, int(n)) for s, n in evidence))
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceLine:
+    """One corpus line an entry was built from, with its text as the corpus holds it."""
+
+    session_id: str
+    line: int  # 1-based line in the transcript file
+    role: str | None
+    origin_class: str | None
+    ts: datetime | None
+    text: str | None  # None: the line is no longer in the corpus (purged, or re-derived)
+    path: str | None = None  # the transcript file (None: the session is no longer recorded)
+    format: str | None = None
+
+    def ref(self, agent: str) -> str:
+        """Where the line is. An OpenClaw session keeps the corpus's own reference
+        (`<agent>/sessions/<agent>/<session>#L<n>`); a transcript from elsewhere (Claude
+        Code's projects, an event log) is named by its file on disk, which that reference
+        would not find."""
+        if self.path is None or self.format in (None, "openclaw"):
+            return reference(agent, self.session_id, self.line)
+        return f"{self.path}#L{self.line}"
+
+
+def evidence_lines(
+    conn: Connection, agent: str, key: str | None = None
+) -> dict[str, list[EvidenceLine]]:
+    """Entry key -> its evidence lines with their corpus text, in (session, line) order: one
+    query for one entry, or for all of an agent's."""
+    where = ENTRY_EVIDENCE.c.agent == agent
+    if key is not None:
+        where = and_(where, ENTRY_EVIDENCE.c.entry_key == key)
+    rows = conn.execute(
+        select(
+            ENTRY_EVIDENCE.c.entry_key,
+            ENTRY_EVIDENCE.c.session_id,
+            ENTRY_EVIDENCE.c.line,
+            CORPUS_LINES.c.role,
+            CORPUS_LINES.c.origin_class,
+            CORPUS_LINES.c.ts,
+            CORPUS_LINES.c.text,
+            SESSIONS.c.path,
+            SESSIONS.c.format,
+        )
+        .select_from(
+            ENTRY_EVIDENCE.outerjoin(
+                CORPUS_LINES,
+                and_(
+                    CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
+                    CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
+                    CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
+                ),
+            ).outerjoin(
+                SESSIONS,
+                and_(
+                    SESSIONS.c.agent == ENTRY_EVIDENCE.c.agent,
+                    SESSIONS.c.session_id == ENTRY_EVIDENCE.c.session_id,
+                ),
+            )
+        )
+        .where(where)
+        .order_by(ENTRY_EVIDENCE.c.entry_key, ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+    ).all()
+    out: dict[str, list[EvidenceLine]] = defaultdict(list)
+    for entry, session_id, line, role, origin_class, ts, text, path, fmt in rows:
+        out[entry].append(
+            EvidenceLine(session_id, int(line), role, origin_class, ts, text, path, fmt)
+        )
+    return dict(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One row of the decision log: what deep did with a candidate, and who decided."""
+
+    id: int
+    run_id: int | None
+    candidate_key: str
+    action: str
+    targets: tuple[str, ...]  # entry keys the decision merged or superseded
+    entry_key: str | None  # the resulting entry (None: a skip, or purged since)
+    path: str  # llm | deterministic
+    created_at: datetime
+    reason: str | None
+
+
+def _targets(raw: str | None) -> tuple[str, ...]:
+    try:
+        parsed = json.loads(raw or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(t) for t in parsed) if isinstance(parsed, list) else ()
+
+
+def decisions(
+    conn: Connection,
+    agent: str,
+    *,
+    touching: str | None = None,
+    run_ids: Sequence[int] | None = None,
+) -> list[DecisionRecord]:
+    """The agent's decisions in the order they were made: those that produced the entry
+    `touching` or took it as a target, or those of `run_ids`, or all."""
+    where = DECISIONS.c.agent == agent
+    if touching is not None:
+        # Keys are `m:` and hex: nothing in one is special to LIKE.
+        where = and_(
+            where,
+            or_(DECISIONS.c.entry_key == touching, DECISIONS.c.targets.like(f'%"{touching}"%')),
+        )
+    if run_ids is not None:
+        where = and_(where, DECISIONS.c.run_id.in_(list(run_ids)))
+    rows = conn.execute(select(DECISIONS).where(where).order_by(DECISIONS.c.id)).all()
+    return [
+        DecisionRecord(
+            id=int(r.id),
+            run_id=None if r.run_id is None else int(r.run_id),
+            candidate_key=r.candidate_key,
+            action=r.action,
+            targets=_targets(r.targets),
+            entry_key=r.entry_key,
+            path=r.path,
+            created_at=r.created_at,
+            reason=r.reason,
+        )
+        for r in rows
+    ]
+
+
+def supersedes(conn: Connection, agent: str, key: str | None = None) -> dict[str, list[str]]:
+    """Entry key -> the keys it superseded: of the entry `key`, or of all the agent's."""
+    where = SUPERSESSIONS.c.agent == agent
+    if key is not None:
+        where = and_(where, SUPERSESSIONS.c.new_key == key)
+    out: dict[str, list[str]] = defaultdict(list)
+    for new, old in conn.execute(
+        select(SUPERSESSIONS.c.new_key, SUPERSESSIONS.c.old_key)
+        .where(where)
+        .order_by(SUPERSESSIONS.c.new_key, SUPERSESSIONS.c.old_key)
+    ):
+        out[new].append(old)
+    return dict(out)
+
+
+def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
+    """(key, text) of live entries in creation order: the order MEMORY.md lists them."""
+    return [
+        (k, t)
+        for k, t in conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE))
+            .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
+        )
+    ]
+
+
+def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]:
+    """(key, text) of live entries whose key is `wanted` or starts with it, by key; a
+    prefix may leave out the `m:`."""
+    prefixes = {wanted}
+    if not wanted.startswith(KEY_PREFIX):
+        prefixes.add(KEY_PREFIX + wanted)
+    # autoescape: the prefix is matched literally, whatever characters the user typed.
+    starts = [
+        or_(ENTRIES.c.key == p, ENTRIES.c.key.startswith(p, autoescape=True)) for p in prefixes
+    ]
+    return [
+        (k, t)
+        for k, t in conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.text)
+            .where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE, or_(*starts))
+            )
+            .order_by(ENTRIES.c.key)
+        )
+    ]
