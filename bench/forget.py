@@ -79,16 +79,17 @@ REPO = repo_on_path()
 
 from sqlalchemy import Engine, and_, event, func, select, text  # noqa: E402
 
-from dreaming import lineage, memory_file, memory_sync, runner  # noqa: E402
+from dreaming import runner  # noqa: E402
 from dreaming.app import App  # noqa: E402
-from dreaming.decisions import Action, PromptCandidate, PromptEntry, render_prompt  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
 from dreaming.llm import CallOutcome, CallRecord  # noqa: E402
 from dreaming.llm.calls import record_calls  # noqa: E402
+from dreaming.memory import lineage, memory_file, memory_sync  # noqa: E402
+from dreaming.memory.decisions import Action, PromptCandidate, PromptEntry, render_prompt  # noqa: E402
+from dreaming.memory.sanitize import sanitize_entry_text  # noqa: E402
 from dreaming.phases.deep import DeepPhase, DeepSummary  # noqa: E402
 from dreaming.progress import Tick  # noqa: E402
 from dreaming.runs import finish_run, start_run  # noqa: E402
-from dreaming.sanitize import sanitize_entry_text  # noqa: E402
 from dreaming.store.tables import CANDIDATES, ORIGINS  # noqa: E402
 
 AGENT = "main"

@@ -75,7 +75,7 @@ agents = []
 if sys.argv[2] == "run":
     agents = runner.run_light(app)
 elif sys.argv[2] == "read":
-    from dreaming.transcripts import TranscriptReader, discover_openclaw
+    from dreaming.ingest.transcripts import TranscriptReader, discover_openclaw
     for sf in discover_openclaw(Path(sys.argv[1])):
         reader = TranscriptReader(sf)
         n = sum(1 for _ in reader)

@@ -142,11 +142,12 @@ REPO = repo_on_path()
 
 from sqlalchemy import text as sql  # noqa: E402
 
-from dreaming import claims as claims_mod  # noqa: E402
-from dreaming import lineage, runner  # noqa: E402
+from dreaming import runner  # noqa: E402
 from dreaming.app import App  # noqa: E402
-from dreaming.candidates import read_clock  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
+from dreaming.ingest import claims as claims_mod  # noqa: E402
+from dreaming.ingest.candidates import read_clock  # noqa: E402
+from dreaming.memory import lineage  # noqa: E402
 from dreaming.verify import verify  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"

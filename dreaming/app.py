@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, exists, select, union
 
-from dreaming import sources
 from dreaming.config import (
     Paths,
     Settings,
@@ -27,12 +26,13 @@ from dreaming.errors import (
     NoAgentsError,
     StateError,
 )
+from dreaming.ingest import sources
+from dreaming.ingest.tags import TagRegistry, build_registry
 from dreaming.llm import CircuitBreaker
 from dreaming.messages import SessionFile
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.engine import HeldLock
 from dreaming.store.tables import RUNS, SESSIONS
-from dreaming.tags import TagRegistry, build_registry
 
 if TYPE_CHECKING:
     from dreaming.llm import Ledger, LLMClient, RateLimiter

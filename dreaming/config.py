@@ -78,7 +78,7 @@ class AdmissionSettings(_Strict):
 
 class TagsSettings(_Strict):
     plugin_dirs: tuple[Path, ...] = ()
-    # An explicit list replaces every other source of declarations (see dreaming.tags).
+    # An explicit list replaces every other source of declarations (see dreaming.ingest.tags).
     declarations: tuple[dict[str, Any], ...] | None = None
 
 
@@ -95,7 +95,7 @@ class CandidateSettings(_Strict):
 
 
 class SalienceSettings(_Strict):
-    """Extra cues for salience, appended to the built-in lists in `dreaming/lexicon.toml`.
+    """Extra cues for salience, appended to the built-in lists in `dreaming/ingest/lexicon.toml`.
     Each value is a list of regular expressions (matched case-insensitively; English ones
     within word boundaries, `*_cjk` ones as they are, for languages without spaces)."""
 

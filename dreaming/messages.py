@@ -98,6 +98,6 @@ class SessionFile:
     kind: SessionKind = SessionKind.INTERACTIVE
     created_at: datetime | None = None
     extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    # What says who this session is with (`dreaming.admission.Evidence`); None: nothing does,
+    # What says who this session is with (`dreaming.ingest.admission.Evidence`); None: nothing does,
     # and an unclassified session is never taken for the owner's own.
     classified_by: str | None = None

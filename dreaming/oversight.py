@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from dreaming import faults, journal, memory_file, memory_sync, review
+from dreaming import faults
 from dreaming.errors import StateError
+from dreaming.memory import journal, memory_file, memory_sync, review
 from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.runs import finish_run, get_run, start_run
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import Engine, insert
 
-from dreaming import entry_index, memory_file, memory_sync
 from dreaming.config import Paths
-from dreaming.lineage import live_entries
+from dreaming.memory import entry_index, memory_file, memory_sync
+from dreaming.memory.lineage import live_entries
 from dreaming.store.tables import ENTRIES, ORIGINS
 
 ADOPTED = "adopted:MEMORY.md"  # the origin of an entry whose sources are unknown

@@ -22,10 +22,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from dreaming import sources
 from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
+from dreaming.ingest import sources
 from dreaming.llm import BudgetSettings, CircuitBreaker
 from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.messages import SessionFile

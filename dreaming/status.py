@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.admission import Status
+from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state

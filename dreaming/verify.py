@@ -13,11 +13,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select, text
 
-from dreaming import corpus, memory_file, sources
-from dreaming.admission import Status, admit
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
-from dreaming.lineage import live_entries
+from dreaming.ingest import corpus, sources
+from dreaming.ingest.admission import Status, admit
+from dreaming.ingest.tombstones import file_tombstones
+from dreaming.ingest.transcripts import Cursor, cursor_is_valid
+from dreaming.memory import memory_file
+from dreaming.memory.lineage import live_entries
 from dreaming.repair import ADOPTED
 from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.tables import (
@@ -31,8 +34,6 @@ from dreaming.store.tables import (
     SESSIONS,
     TOMBSTONES,
 )
-from dreaming.tombstones import file_tombstones
-from dreaming.transcripts import Cursor, cursor_is_valid
 
 
 @dataclass

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dreaming.claims import SimilarityIndex, content_tokens, extract
+from dreaming.ingest.claims import SimilarityIndex, content_tokens, extract
 
 
 def claims(text: str) -> list[str]:
@@ -40,7 +40,7 @@ def test_similarity_index_finds_near_duplicates() -> None:
 
 def test_content_tokens_match_the_plain_definition() -> None:
     # The cached word -> token path must equal: casefold, drop stopwords and numbers, stem.
-    from dreaming.claims import _WORD, STOPWORDS, stem
+    from dreaming.ingest.claims import _WORD, STOPWORDS, stem
 
     def plain(text: str) -> frozenset[str]:
         words = (w.casefold() for w in _WORD.findall(text))
@@ -112,7 +112,7 @@ def test_similarity_index_equals_a_full_scan() -> None:
     (ties to the lowest id), however much the probe and its filters rule out unscored."""
     import random
 
-    from dreaming.claims import jaccard
+    from dreaming.ingest.claims import jaccard
 
     rnd = random.Random(7)
     for threshold in (0.5, 0.75, 0.8, 1.0):
@@ -134,7 +134,7 @@ def test_similarity_index_past_the_probe_cap_scores_the_lowest_ids_found() -> No
     (bounded, deterministic): the filters that skip sets unscored must not change the pick."""
     import random
 
-    from dreaming.claims import MAX_PROBE, jaccard
+    from dreaming.ingest.claims import MAX_PROBE, jaccard
 
     def reference(idx: SimilarityIndex, tokens: frozenset[str]) -> int | None:
         postings, n, t = idx._postings, len(tokens), idx.threshold

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from sqlalchemy import text
 
 from dreaming.cli import cli
-from dreaming.gates import Gate
+from dreaming.memory.gates import Gate
 from tests.deep_helpers import build_state, open_app
 from tests.openclaw_builder import FakeOpenClaw
 

@@ -62,10 +62,11 @@ from typing import Any
 
 import pytest
 
-from dreaming import demo, memory_file
+from dreaming import demo
 from dreaming.config import Settings
 from dreaming.forget import needles_of, snippets_of
-from dreaming.memory_sync import content_hash
+from dreaming.memory import memory_file
+from dreaming.memory.memory_sync import content_hash
 from tests.openclaw_builder import append
 
 AGENTS = ("bob", "main")
@@ -101,7 +102,7 @@ RECOVERY_POINTS = {
 # returns.
 WRAPPED = {
     # The tombstone file is appended (and fsynced) once the purge's transaction committed.
-    "forget.after_tombstone_file": ("dreaming.tombstones", "record_tombstones"),
+    "forget.after_tombstone_file": ("dreaming.ingest.tombstones", "record_tombstones"),
     # Every file dreaming writes goes through a temp file, fsync and rename: after the n-th
     # fsync of a night its temp file is complete but not renamed. Light writes an agent's
     # corpus files to temp files and fsyncs them all before it renames any

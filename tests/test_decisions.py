@@ -11,7 +11,10 @@ import jinja2
 import pytest
 from pydantic import ValidationError
 
-from dreaming.decisions import (
+from dreaming.errors import InvalidReplyError
+from dreaming.ingest.tags import build_registry
+from dreaming.llm import strict_schema
+from dreaming.memory.decisions import (
     Action,
     BatchInvalid,
     DecisionItem,
@@ -23,9 +26,6 @@ from dreaming.decisions import (
     reply_schema,
     validate,
 )
-from dreaming.errors import InvalidReplyError
-from dreaming.llm import strict_schema
-from dreaming.tags import build_registry
 from dreaming.templates import template_env
 
 CANDIDATES = ["c1", "c2", "c3", "c4"]

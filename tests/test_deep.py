@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dreaming import memory_file as mf
 from dreaming import runner
+from dreaming.memory import memory_file as mf
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app, tree_hash, user_prompt
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 
@@ -391,7 +391,7 @@ def test_person_emptying_a_group_retires_its_entries_and_the_heading_goes(
 
 
 def test_legacy_memory_file_is_converted_once_without_loss(tmp_path: Path) -> None:
-    from dreaming import memory_sync
+    from dreaming.memory import memory_sync
 
     root = build_state(tmp_path / "s")
     night(root)

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from dreaming import memory_file as mf
 from dreaming import runner
 from dreaming.cli import cli
+from dreaming.memory import memory_file as mf
 from tests.deep_helpers import build_state, decide_all, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.openclaw_builder import append

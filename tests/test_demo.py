@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming.cli import cli
-from dreaming.memory_file import read
+from dreaming.memory.memory_file import read
 
 
 def test_demo_writes_demo_state_by_default_as_the_readme_and_make_demo_do(

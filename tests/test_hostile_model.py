@@ -33,10 +33,10 @@ import pytest
 from sqlalchemy import text
 
 from dreaming import demo, runner
-from dreaming import memory_file as mf
 from dreaming.app import App
 from dreaming.llm import BudgetSettings
-from dreaming.sanitize import entry_text_problems
+from dreaming.memory import memory_file as mf
+from dreaming.memory.sanitize import entry_text_problems
 from dreaming.verify import verify
 from tests.deep_helpers import (
     build_state,

@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dreaming import memory_file as mf
 from dreaming import runner
 from dreaming.app import App
-from dreaming.sanitize import entry_text_problems
+from dreaming.memory import memory_file as mf
+from dreaming.memory.sanitize import entry_text_problems
 from dreaming.verify import verify
 from tests.deep_helpers import candidate_texts, ids_in, open_app, user_prompt
 from tests.fake_openai import DEFAULT_MODEL, FakeOpenAI, Reply

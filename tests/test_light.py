@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import insert, select, text
 
-from dreaming.candidates import _INSERT_NEW, _NEW_COLUMNS
 from dreaming.cli import cli
 from dreaming.config import DeepSettings
+from dreaming.ingest.candidates import _INSERT_NEW, _NEW_COLUMNS
 from dreaming.store import open_engine, open_shared_engine
 from dreaming.store.models import CandidateRow
 from dreaming.store.tables import CANDIDATES
@@ -212,7 +212,7 @@ def test_bad_input_is_counted_not_fatal(state: Path) -> None:
 
 
 def test_memory_echo_counts_as_recall(state: Path) -> None:
-    from dreaming import memory_file as mf
+    from dreaming.memory import memory_file as mf
 
     ws = state / "workspace"
     ws.mkdir(parents=True)
@@ -230,7 +230,7 @@ def test_quoted_compact_memory_lines_are_recalls_not_candidates(state: Path) -> 
     """MEMORY.md entry lines pasted back into a conversation (their line breaks collapsed
     in the corpus) are recalls of their entries; a line with a key we never wrote is no
     recall, and neither gives a candidate."""
-    from dreaming import memory_file as mf
+    from dreaming.memory import memory_file as mf
 
     facts = [
         "The user keeps the locker code in the blue notebook. It opens locker nine.",
@@ -335,7 +335,7 @@ def test_a_new_candidate_row_equals_one_built_from_the_model(
 def test_normalize_collapses_every_unicode_space_and_drops_controls() -> None:
     import re
 
-    from dreaming.corpus import normalize
+    from dreaming.ingest.corpus import normalize
 
     def plain(raw: str, max_chars: int) -> str:
         out = re.sub(r"\s+", " ", re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", "", raw)).strip()

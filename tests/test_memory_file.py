@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dreaming import memory_file as mf
+from dreaming.memory import memory_file as mf
 
 
 def entries_of(*texts: str) -> list[tuple[str, str]]:

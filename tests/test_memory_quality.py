@@ -12,7 +12,7 @@ import pytest
 
 from dreaming import runner
 from dreaming.app import App
-from dreaming.memory_file import read
+from dreaming.memory.memory_file import read
 from tests.openclaw_builder import FakeOpenClaw
 from tests.transcript_builders import cc_assistant, cc_tool_result, cc_tool_use, cc_user, text
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from dreaming import memory_file as mf
 from dreaming import runner
 from dreaming.app import App
+from dreaming.memory import memory_file as mf
 from tests.deep_helpers import build_state
 
 URL_ENV = "DREAMING_REAL_LLM_URL"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from dreaming import diary, runner
+from dreaming import runner
+from dreaming.memory import diary
 from tests.deep_helpers import build_state, open_app
 from tests.fake_openai import ErrorReply, FakeOpenAI, Reply
 from tests.openclaw_builder import append

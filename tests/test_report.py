@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from dreaming import memory_file as mf
 from dreaming import report, runner
 from dreaming.cli import cli
+from dreaming.memory import memory_file as mf
 from tests.deep_helpers import build_state, candidate_texts, ids_in, open_app
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.openclaw_builder import append
@@ -195,7 +195,7 @@ def test_report_of_an_llm_night(tmp_path: Path, fake_openai: FakeOpenAI) -> None
     app = open_app(root)
     try:
         with app.engine("main").connect() as conn:
-            from dreaming.lineage import live_entries
+            from dreaming.memory.lineage import live_entries
 
             live = live_entries(conn, "main")
     finally:

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dreaming.claims import extract, sentences, words
 from dreaming.config import ConfigError, parse_settings
-from dreaming.salience import Feature, Lexicon, Salience, assess, group_of, lexicon_for
-from dreaming.scoring import Rarity, Signals, score
+from dreaming.ingest.claims import extract, sentences, words
+from dreaming.ingest.salience import Feature, Lexicon, Salience, assess, group_of, lexicon_for
+from dreaming.ingest.scoring import Rarity, Signals, score
 
 
 def signals(

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dreaming import memory_file as mf
-from dreaming.sanitize import EMPTY, entry_text_problems, prompt_safe, sanitize_entry_text
-from dreaming.tags import Pattern, TagDeclaration, build_registry
+from dreaming.ingest.tags import Pattern, TagDeclaration, build_registry
+from dreaming.memory import memory_file as mf
+from dreaming.memory.sanitize import EMPTY, entry_text_problems, prompt_safe, sanitize_entry_text
 
 REGISTRY = build_registry(env={})
 LINE_REF = re.compile(r"#L\d")

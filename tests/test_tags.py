@@ -1,4 +1,4 @@
-"""Unit tests for dreaming.tags: patterns, scopes, sources, merging, banner."""
+"""Unit tests for dreaming.ingest.tags: patterns, scopes, sources, merging, banner."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from dreaming import tags
 from dreaming.errors import ConfigError
-from dreaming.tags import (
+from dreaming.ingest import tags
+from dreaming.ingest.tags import (
     ALL_SCOPES,
     BUILTIN_TAGS,
     Pattern,

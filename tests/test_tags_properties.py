@@ -7,7 +7,7 @@ import re
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dreaming.tags import Pattern, Scope, TagDeclaration, TagRegistry, build_registry
+from dreaming.ingest.tags import Pattern, Scope, TagDeclaration, TagRegistry, build_registry
 
 # Built-ins plus declarations exercising what the built-ins do not: an end pattern, a
 # marker pair without "<", a declaration limited to one scope.

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import dreaming.transcripts as transcripts
+import dreaming.ingest.transcripts as transcripts
+from dreaming.ingest.transcripts import Cursor, cursor_is_valid, detect_format
 from dreaming.messages import Format, Kind, Role, SkipReason
-from dreaming.transcripts import Cursor, cursor_is_valid, detect_format
 
 from .transcript_builders import (
     append_jsonl,
@@ -397,7 +397,7 @@ def test_unfinished_oversized_last_line_is_left_for_later(tmp_path: Path) -> Non
 
 def test_abandoned_iteration_keeps_the_old_cursor(tmp_path: Path) -> None:
     path = _hello(tmp_path / "s.jsonl", oc_message("user", [text("two")]))
-    from dreaming.transcripts import TranscriptReader
+    from dreaming.ingest.transcripts import TranscriptReader
 
     from .transcript_builders import session
 

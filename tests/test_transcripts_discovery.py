@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from dreaming.messages import Format, SessionKind
-from dreaming.transcripts import (
+from dreaming.ingest.transcripts import (
     discover_claude_code,
     discover_event_log,
     discover_openclaw,
     session_kind_from_key,
 )
+from dreaming.messages import Format, SessionKind
 
 from .transcript_builders import cc_user, ev, oc_header, oc_message, openclaw_root, write_jsonl
 
@@ -158,7 +158,7 @@ def test_openclaw_broken_index_is_a_warning_not_an_error(
     tmp_path: Path, raw_index: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     openclaw_root(tmp_path, raw_index=raw_index, files={"s1.jsonl": HELLO})
-    with caplog.at_level(logging.WARNING, logger="dreaming.transcripts"):
+    with caplog.at_level(logging.WARNING, logger="dreaming.ingest.transcripts"):
         (found,) = discover_openclaw(tmp_path)
     assert (found.session_id, found.session_key) == ("s1", None)
     assert any("sessions.json" in r.getMessage() for r in caplog.records)

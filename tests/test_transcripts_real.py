@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dreaming.ingest.transcripts import TranscriptReader, detect_format, discover_claude_code
 from dreaming.messages import Format, Kind, Role, SessionKind
-from dreaming.transcripts import TranscriptReader, detect_format, discover_claude_code
 
 from .transcript_builders import read
 

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from dreaming import memory_file as mf
 from dreaming import runner
 from dreaming.cli import cli
+from dreaming.memory import memory_file as mf
 from tests.deep_helpers import build_state, open_app
 
 # Every test here runs on per-agent SQLite files and on a fleet's PostgreSQL database.

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dreaming.ingest.transcripts import Cursor, TranscriptReader
 from dreaming.messages import Format, Message, SessionFile
-from dreaming.transcripts import Cursor, TranscriptReader
 
 Line = dict[str, Any] | str | bytes
 

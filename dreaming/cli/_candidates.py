@@ -6,12 +6,12 @@ from typing import Any
 
 import click
 
-from dreaming.admission import OriginClass
 from dreaming.cli._entries import shorten
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
-from dreaming.gates import gate_counts, list_candidates
+from dreaming.ingest.admission import OriginClass
+from dreaming.memory.gates import gate_counts, list_candidates
 
 SPEAKERS = (
     (OriginClass.OWNER.value, "owner_lines"),

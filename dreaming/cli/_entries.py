@@ -9,10 +9,10 @@ from typing import Any
 import click
 from sqlalchemy import Connection
 
-from dreaming import lineage
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
 from dreaming.errors import StateError
+from dreaming.memory import lineage
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"

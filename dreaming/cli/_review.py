@@ -55,7 +55,7 @@ def review() -> None:
 @pass_ctx
 def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool) -> None:
     """Pending proposals (with --all, decided ones too), oldest first."""
-    from dreaming import review as review_mod
+    from dreaming.memory import review as review_mod
 
     app = ctx.app
     found: list[dict[str, Any]] = []
@@ -82,7 +82,7 @@ def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool
 @pass_ctx
 def show(ctx: Context, proposal_id: int, agent: str | None, as_json: bool) -> None:
     """One proposal in full: candidate, evidence, decision, reason, MEMORY.md diff."""
-    from dreaming import review as review_mod
+    from dreaming.memory import review as review_mod
 
     name = _agent(ctx, agent)
     with ctx.app.engine(name, create=False).connect() as conn:
@@ -141,7 +141,7 @@ def reject(
 ) -> None:
     """Reject proposals: their candidates are not proposed again unless new evidence
     arrives."""
-    from dreaming import review as review_mod
+    from dreaming.memory import review as review_mod
 
     name = _agent(ctx, agent)
     app = ctx.app

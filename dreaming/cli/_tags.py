@@ -8,7 +8,7 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
-from dreaming.tags import Scope
+from dreaming.ingest.tags import Scope
 
 
 @cli.group(invoke_without_command=True)

@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine, and_, select, text, update
 
-from dreaming import corpus, faults, memory_sync, tombstones
+from dreaming import faults
 from dreaming.config import Paths
+from dreaming.ingest import corpus, tombstones
+from dreaming.memory import memory_sync
 from dreaming.store.dialect import is_postgres
 from dreaming.store.tables import PURGES, TOMBSTONES
 

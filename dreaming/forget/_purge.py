@@ -12,12 +12,15 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
-from dreaming import candidates, corpus, faults, journal, lineage, memory_sync, review, runs
-from dreaming import tombstones as tombstones_mod
+from dreaming import faults, runs
 from dreaming.config import Paths
-from dreaming.corpus import reference
-from dreaming.lineage import entry_lineage, live_entries
+from dreaming.ingest import candidates, corpus
+from dreaming.ingest import tombstones as tombstones_mod
+from dreaming.ingest.corpus import reference
+from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import forget_calls
+from dreaming.memory import journal, lineage, memory_sync, review
+from dreaming.memory.lineage import entry_lineage, live_entries
 from dreaming.messages import SessionFile
 from dreaming.store import cursors
 from dreaming.store.tables import (
@@ -31,7 +34,6 @@ from dreaming.store.tables import (
     RECALLS,
     RUNS,
 )
-from dreaming.transcripts import TranscriptReader
 
 from ._complete import complete_pending
 from ._scrub import (

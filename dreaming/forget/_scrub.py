@@ -10,10 +10,10 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from dreaming import claims as claims_mod
-from dreaming import memory_file, memory_sync
 from dreaming.config import Paths, Settings
 from dreaming.errors import WorkspaceFileError
+from dreaming.ingest import claims as claims_mod
+from dreaming.memory import memory_file, memory_sync
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16

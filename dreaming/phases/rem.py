@@ -21,19 +21,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, and_, bindparam, func, select, update
 
-from dreaming import claims as claims_mod
-from dreaming import diary
-from dreaming.candidates import read_clock, rescore
 from dreaming.config import Paths
 from dreaming.errors import BudgetExceededError, LLMError
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.candidates import read_clock, rescore
+from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess
+from dreaming.memory import diary
+from dreaming.memory.sanitize import sanitize_entry_text
 from dreaming.phases._calls_log import log_calls
-from dreaming.sanitize import sanitize_entry_text
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
-from dreaming.tags import TagRegistry
 from dreaming.templates import template_env
 
 log = logging.getLogger(__name__)

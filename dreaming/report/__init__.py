@@ -6,8 +6,8 @@ calls behind them), what was kept out and why, and LLM spend against the caps.
 
     _records    the frozen values the page is drawn from
     _build      one AgentReport per agent (runs, spend, the clock)
-    _changes    decisions, tonight's changes, entries' lineage (`dreaming.lineage` reads)
-    _kept_out   sessions not admitted, the candidate funnel (`dreaming.gates`)
+    _changes    decisions, tonight's changes, entries' lineage (`dreaming.memory.lineage` reads)
+    _kept_out   sessions not admitted, the candidate funnel (`dreaming.memory.gates`)
     _html       the page: `prompts/report.html.j2`, autoescaped, with the spend chart
 """
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, and_, select
 
-from dreaming import lineage
 from dreaming.config import DeepSettings
 from dreaming.llm import BudgetSettings
+from dreaming.memory import lineage
 from dreaming.report import _changes, _kept_out
 from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
 from dreaming.runs import list_runs

@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select
 
-from dreaming import lineage, memory_file
 from dreaming.call_log import LoggedCall, list_calls
+from dreaming.memory import lineage, memory_file
 from dreaming.report._records import (
     Call,
     Change,

@@ -1,5 +1,5 @@
 """What was kept out, for the report: sessions not admitted, by reason, and the candidate
-funnel (where each candidate stopped at deep's gates, as `dreaming.gates` names them)."""
+funnel (where each candidate stopped at deep's gates, as `dreaming.memory.gates` names them)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from dreaming import lineage
-from dreaming.admission import OriginClass, Status
 from dreaming.config import DeepSettings
-from dreaming.gates import PASSES, Gate, list_candidates
+from dreaming.ingest.admission import OriginClass, Status
+from dreaming.memory import lineage
+from dreaming.memory.gates import PASSES, Gate, list_candidates
 from dreaming.report._records import FunnelStep, Held, KeptOut, Session, SessionGroup
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import SESSIONS, TOMBSTONES

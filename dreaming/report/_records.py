@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from dreaming.lineage import EvidenceLine
 from dreaming.llm import BudgetSettings
+from dreaming.memory.lineage import EvidenceLine
 from dreaming.runs import RunRecord
 
 

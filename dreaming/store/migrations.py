@@ -160,7 +160,7 @@ def _lineage(conn: Connection) -> None:
     )
     if conn.dialect.name == "sqlite":
         # The entry search index: FTS5 is built into SQLite. Rowids are kept in step with
-        # entries by dreaming.entry_index; a fleet database uses PostgreSQL full-text search.
+        # entries by dreaming.memory.entry_index; a fleet database uses PostgreSQL full-text search.
         conn.execute(
             text(
                 "CREATE VIRTUAL TABLE entries_fts USING fts5("

@@ -3,8 +3,8 @@
 Selection is deterministic (gates, highest score first). Each batch is decided by the LLM
 when a profile is configured and budget remains, else - and whenever the LLM fails, runs out
 of budget or returns decisions that do not validate - by the deterministic consolidator.
-Decisions are applied by code (`dreaming.lineage`) one transaction per batch, and MEMORY.md
-is rewritten from the database after each batch (`dreaming.memory_sync`).
+Decisions are applied by code (`dreaming.memory.lineage`) one transaction per batch, and MEMORY.md
+is rewritten from the database after each batch (`dreaming.memory.memory_sync`).
 
 The parts, each private:
 

@@ -1,4 +1,4 @@
-"""Carrying out deep's decisions: applied through `dreaming.lineage` under MEMORY.md's size
+"""Carrying out deep's decisions: applied through `dreaming.memory.lineage` under MEMORY.md's size
 budget, or (review mode) staged as proposals for a person; each recorded in the run's
 summary; MEMORY.md written from the database afterwards."""
 
@@ -11,8 +11,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select
 
-from dreaming import lineage, memory_file, memory_sync, review, salience
-from dreaming.decisions import Action
+from dreaming.ingest import salience
+from dreaming.memory import lineage, memory_file, memory_sync, review
+from dreaming.memory.decisions import Action
 from dreaming.phases.deep._selection import snippets
 from dreaming.phases.deep._summary import DeepSummary
 from dreaming.store.tables import ENTRIES

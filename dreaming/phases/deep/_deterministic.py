@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dreaming import claims as claims_mod
-from dreaming import lineage, memory_file
-from dreaming.decisions import Action
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.tags import TagRegistry
+from dreaming.memory import lineage, memory_file
+from dreaming.memory.decisions import Action
+from dreaming.memory.sanitize import sanitize_entry_text
 from dreaming.phases.deep._likeness import (
     LOOSE_SIMILARITY,
     SELF,
@@ -27,8 +29,6 @@ from dreaming.phases.deep._likeness import (
 )
 from dreaming.phases.deep._selection import Candidate, utterances
 from dreaming.phases.deep._wording import attributed
-from dreaming.sanitize import sanitize_entry_text
-from dreaming.tags import TagRegistry
 
 
 class _Memory:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from dreaming import claims as claims_mod
+from dreaming.ingest import claims as claims_mod
 
 # Bags of words this alike are looked at as possible statements of one fact (then checked by
 # containment): low enough to find "My sister Anna lives in Lisbon and works as an architect"

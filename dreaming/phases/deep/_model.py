@@ -14,8 +14,18 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from dreaming import lineage
-from dreaming.decisions import (
+from dreaming.errors import (
+    BudgetExceededError,
+    EndpointDownError,
+    InvalidReplyError,
+    LLMError,
+    TransientError,
+)
+from dreaming.ingest.tags import TagRegistry
+from dreaming.llm import CallRecord, Completion, calls_of
+from dreaming.llm.calls import LLMAccess
+from dreaming.memory import lineage
+from dreaming.memory.decisions import (
     Action,
     BatchInvalid,
     DecisionReply,
@@ -26,19 +36,9 @@ from dreaming.decisions import (
     reply_schema,
     validate,
 )
-from dreaming.errors import (
-    BudgetExceededError,
-    EndpointDownError,
-    InvalidReplyError,
-    LLMError,
-    TransientError,
-)
-from dreaming.llm import CallRecord, Completion, calls_of
-from dreaming.llm.calls import LLMAccess
+from dreaming.memory.sanitize import sanitize_entry_text
 from dreaming.phases.deep._selection import Candidate, day, related_entries, snippets
 from dreaming.phases.deep._summary import DeepSummary
-from dreaming.sanitize import sanitize_entry_text
-from dreaming.tags import TagRegistry
 
 if TYPE_CHECKING:
     from dreaming.llm import LLMClient

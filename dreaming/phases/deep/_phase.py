@@ -12,19 +12,20 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
 
-from dreaming import faults, lineage, memory_sync, review
-from dreaming.candidates import refresh_stale, rescore
+from dreaming import faults
 from dreaming.config import DeepSettings, Paths
-from dreaming.decisions import Action
+from dreaming.ingest.candidates import refresh_stale, rescore
+from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord
 from dreaming.llm.calls import LLMAccess, record_calls
+from dreaming.memory import lineage, memory_sync, review
+from dreaming.memory.decisions import Action
 from dreaming.phases._calls_log import log_calls
 from dreaming.phases.deep import _apply, _deterministic
 from dreaming.phases.deep._model import Exchange, ModelDecider
 from dreaming.phases.deep._selection import Candidate, select_candidates, snippets
 from dreaming.phases.deep._summary import DeepSummary, preview_diff
 from dreaming.progress import Progress, Tick
-from dreaming.tags import TagRegistry
 
 
 @dataclass

@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from dreaming import claims as claims_mod
-from dreaming import entry_index, gates
-from dreaming.admission import OriginClass
-from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.candidates import read_clock
+from dreaming.memory import entry_index, gates
 from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
 
@@ -63,7 +63,7 @@ class Candidate:
 
 
 def select_candidates(conn: Connection, agent: str, s: DeepSettings) -> list[Candidate]:
-    """Candidates past every gate (`dreaming.gates`), most salient first. SQL narrows
+    """Candidates past every gate (`dreaming.memory.gates`), most salient first. SQL narrows
     the rows to those that can pass; the gates say the last word."""
     clock = read_clock(conn, agent)
     rows = conn.execute(

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from dreaming.memory_sync import SyncReport
+from dreaming.memory.memory_sync import SyncReport
 
 
 @dataclass

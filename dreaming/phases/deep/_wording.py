@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from dreaming import claims as claims_mod
+from dreaming.ingest import claims as claims_mod
 from dreaming.phases.deep._selection import Candidate, day
 
 # Scripts whose sentences need no full stop added (a Japanese instruction often has none).

@@ -3,7 +3,7 @@
 Per session file, everything a read produces - corpus lines, candidate evidence, recalls,
 the file's cursor and the session's admission record - commits in one transaction, so the
 cursor (the watermark) never runs ahead of the work it covers. Corpus files are written from
-the table afterwards; see `dreaming.corpus`.
+the table afterwards; see `dreaming.ingest.corpus`.
 
 The parts, each private:
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, insert, select
 
-from dreaming.candidates import Folder, advance_clock
+from dreaming.ingest.candidates import Folder, advance_clock
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._sessions import now, upsert_session

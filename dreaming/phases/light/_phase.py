@@ -12,10 +12,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
-from dreaming import corpus, faults
-from dreaming.admission import UNCLASSIFIED, Decision, Status, admit
-from dreaming.candidates import Folder, read_clock, refresh_stale, rescore
+from dreaming import faults
 from dreaming.config import Paths
+from dreaming.ingest import corpus
+from dreaming.ingest.admission import UNCLASSIFIED, Decision, Status, admit
+from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
+from dreaming.ingest.tags import TagRegistry
+from dreaming.ingest.tombstones import file_tombstones
 from dreaming.messages import SessionFile
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
@@ -31,8 +34,6 @@ from dreaming.progress import Progress, Tick
 from dreaming.store import state
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
-from dreaming.tags import TagRegistry
-from dreaming.tombstones import file_tombstones
 
 # A file as admission left it: (file, decision, its session record now, the stored record)
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]

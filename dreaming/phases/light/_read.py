@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dreaming import corpus
-from dreaming.admission import origin_class
 from dreaming.config import Settings
+from dreaming.ingest import corpus
+from dreaming.ingest.admission import origin_class
+from dreaming.ingest.tags import Scope, TagRegistry
+from dreaming.ingest.transcripts import Cursor, TranscriptReader
 from dreaming.messages import Kind, Message, SessionFile
 from dreaming.phases.light._sessions import utc
 from dreaming.phases.light._summary import LightSummary
-from dreaming.tags import Scope, TagRegistry
-from dreaming.transcripts import Cursor, TranscriptReader
 
 
 @dataclass(frozen=True, slots=True)

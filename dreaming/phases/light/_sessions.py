@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, insert, update
 
-from dreaming.admission import Status
+from dreaming.ingest.admission import Status
 from dreaming.messages import SessionFile
 from dreaming.store.tables import SESSIONS
 

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from dreaming.candidates import FoldStats
+from dreaming.ingest.candidates import FoldStats
 from dreaming.messages import SessionFile
 
 MAX_SKIPPED_FILES = 100

@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, select, update
 
-from dreaming.decisions import Action
-from dreaming.lineage import Applied
+from dreaming.memory.decisions import Action
+from dreaming.memory.lineage import Applied
 from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 

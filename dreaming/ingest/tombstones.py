@@ -14,8 +14,8 @@ from typing import Protocol
 
 from sqlalchemy import Connection, and_, update
 
-from dreaming.admission import Status
 from dreaming.config import Paths, file_stem
+from dreaming.ingest.admission import Status
 from dreaming.store.tables import SESSIONS, TOMBSTONES
 
 

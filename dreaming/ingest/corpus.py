@@ -19,7 +19,7 @@ from typing import IO
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, select
 
-from dreaming.memory_file import atomic_write
+from dreaming.memory.memory_file import atomic_write
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 

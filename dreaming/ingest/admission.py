@@ -20,8 +20,8 @@ from enum import StrEnum
 from typing import Any
 
 from dreaming.config import AdmissionSettings, ExcludeSessions, Settings
+from dreaming.ingest.transcripts import chat_facts
 from dreaming.messages import INTERNAL_KINDS, Format, Message, Role, SessionFile, SessionKind
-from dreaming.transcripts import chat_facts
 
 
 class Status(StrEnum):

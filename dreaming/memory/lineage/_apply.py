@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 
-from dreaming import entry_index, journal
-from dreaming.decisions import Action
-from dreaming.lineage._read import Lineage, candidate_lineage, entry_lineage
-from dreaming.memory_file import entry_key
+from dreaming.memory import entry_index, journal
+from dreaming.memory.decisions import Action
+from dreaming.memory.lineage._read import Lineage, candidate_lineage, entry_lineage
+from dreaming.memory.memory_file import entry_key
 from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import (

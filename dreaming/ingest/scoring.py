@@ -1,6 +1,6 @@
 """A candidate's score from its signals. Deterministic; about [0, 1.5] before REM's boost.
 
-What a claim tells comes first: its salience (`dreaming.salience`: instructions, events,
+What a claim tells comes first: its salience (`dreaming.ingest.salience`: instructions, events,
 disclosures, facts, names, numbers, time words) plus the rarity of its words within the
 agent's own corpus (W_RARITY), per character: every character of an entry is paid on every
 turn the agent reads MEMORY.md, so of two claims that tell as much the shorter ranks higher
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from dreaming.admission import OriginClass
-from dreaming.salience import ZEROING, Feature
+from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.salience import ZEROING, Feature
 
 W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
 # Density: (REFERENCE_CHARS / (characters + FRAMING_CHARS)) ** 0.5, so an 80-character

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, select, update
 
-from dreaming import entry_index
+from dreaming.memory import entry_index
 from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import (

@@ -24,8 +24,8 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dreaming.errors import InvalidReplyError
-from dreaming.sanitize import DEFAULT_MAX_CHARS, entry_text_problems, prompt_safe
-from dreaming.tags import TagRegistry
+from dreaming.ingest.tags import TagRegistry
+from dreaming.memory.sanitize import DEFAULT_MAX_CHARS, entry_text_problems, prompt_safe
 from dreaming.templates import default_env
 
 SYSTEM_TEMPLATE = "deep_system.j2"

@@ -22,8 +22,10 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, and_, delete, select, update
 
-from dreaming import faults, memory_file, salience
-from dreaming.lineage import live_entries, remove_entries
+from dreaming import faults
+from dreaming.ingest import salience
+from dreaming.memory import memory_file
+from dreaming.memory.lineage import live_entries, remove_entries
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import MEMORY_BACKUPS

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import re
 
-from dreaming.memory_file import MARKER_RE
-from dreaming.tags import Scope, TagRegistry
+from dreaming.ingest.tags import Scope, TagRegistry
+from dreaming.memory.memory_file import MARKER_RE
 
 DEFAULT_MAX_CHARS = 500
 EMPTY = "text is empty"

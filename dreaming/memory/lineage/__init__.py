@@ -6,7 +6,7 @@ _read    reading lineage back: origins, evidence lines with their text, decision
          supersessions, the live entries
 """
 
-from dreaming.lineage._apply import (
+from dreaming.memory.lineage._apply import (
     Applied,
     Bookkeeping,
     apply,
@@ -15,7 +15,7 @@ from dreaming.lineage._apply import (
     prune_orphans,
     remove_entries,
 )
-from dreaming.lineage._read import (
+from dreaming.memory.lineage._read import (
     DecisionRecord,
     EvidenceLine,
     Lineage,

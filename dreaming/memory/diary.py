@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dreaming.memory_file import atomic_write, load_text
+from dreaming.memory.memory_file import atomic_write, load_text
 
 ENTRY_RE = re.compile(
     r"<!-- dreaming:diary (?P<day>\d{4}-\d{2}-\d{2}) -->\n(?P<body>.*?)\n"

@@ -8,8 +8,8 @@ from collections.abc import Collection, Iterable
 
 from dreaming.config import Paths, SourceKind
 from dreaming.errors import ConfigError
+from dreaming.ingest.transcripts import discover_claude_code, discover_event_log, discover_openclaw
 from dreaming.messages import SessionFile
-from dreaming.transcripts import discover_claude_code, discover_event_log, discover_openclaw
 
 
 def discover(paths: Paths, agents: Collection[str] | None = None) -> dict[str, list[SessionFile]]:

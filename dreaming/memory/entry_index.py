@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
-from dreaming.claims import query_words
+from dreaming.ingest.claims import query_words
 from dreaming.store.dialect import is_postgres
 
 

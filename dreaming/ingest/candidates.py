@@ -28,12 +28,12 @@ from sqlalchemy import (
     update,
 )
 
-from dreaming import claims as claims_mod
-from dreaming import diary, memory_file
-from dreaming import salience as salience_mod
-from dreaming.admission import OriginClass
 from dreaming.config import Settings
-from dreaming.scoring import Rarity, Signals, score
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import salience as salience_mod
+from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.scoring import Rarity, Signals, score
+from dreaming.memory import diary, memory_file
 from dreaming.store import state
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.state import StateKey

@@ -5,7 +5,7 @@ a standing instruction to the agent, a first-person disclosure (identity, relati
 work, places, possessions, plans, events, likes, constraints), names, numbers and time
 words, and how dense it is. Small talk, the agent's narration, failure banners and
 fragments are worth nothing however often they recur. Rarity of the claim's words within
-the agent's own corpus is added when candidates are scored (`dreaming.scoring`), since it
+the agent's own corpus is added when candidates are scored (`dreaming.ingest.scoring`), since it
 needs the whole corpus.
 
 The cue lists are data (`lexicon.toml` beside this module), extendable in settings
@@ -26,7 +26,7 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any
 
-from dreaming import claims as claims_mod
+from dreaming.ingest import claims as claims_mod
 
 
 class Feature(StrEnum):
@@ -56,7 +56,7 @@ class Feature(StrEnum):
 ZEROING = frozenset({Feature.SMALLTALK, Feature.BANNER, Feature.FRAGMENT, Feature.REQUEST})
 
 # Weights of the text features in a claim's salience (the part of the score the text earns;
-# rarity is weighed in `dreaming.scoring`). An instruction or a disclosure alone clears
+# rarity is weighed in `dreaming.ingest.scoring`). An instruction or a disclosure alone clears
 # deep's default gate; names, numbers and time words make a statement specific.
 WEIGHTS: Mapping[Feature, float] = {
     Feature.INSTRUCTION: 0.80,
@@ -278,7 +278,9 @@ def _raw_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
 
 @functools.cache
 def _default_lists() -> Mapping[str, tuple[str, ...]]:
-    raw = tomllib.loads(resources.files("dreaming").joinpath("lexicon.toml").read_text("utf-8"))
+    raw = tomllib.loads(
+        resources.files("dreaming.ingest").joinpath("lexicon.toml").read_text("utf-8")
+    )
     return {k: tuple(str(v) for v in vs) for k, vs in raw.items()}
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, or_, select
 
-from dreaming.candidates import read_clock
 from dreaming.config import DeepSettings
+from dreaming.ingest.candidates import read_clock
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
 

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from sqlalchemy import Connection, and_, or_, select
 
-from dreaming.admission import OriginClass
-from dreaming.corpus import reference
-from dreaming.memory_file import KEY_PREFIX
+from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.corpus import reference
+from dreaming.memory.memory_file import KEY_PREFIX
 from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,

@@ -1,0 +1,9 @@
+"""Ingest: what the agents heard, turned into admitted corpus lines and scored candidates.
+
+In the order a night reads them: `sources` (which transcript files belong to which agent),
+`transcripts` (the readers, one per format), `tags` (injected blocks stripped through the
+registry), `admission` and `tombstones` (whose words may enter, and what never may again),
+`corpus` (the admitted lines and their dated files), `claims` (the statements a line makes),
+`salience` and `scoring` (what a claim tells, and its score), `candidates` (claims folded
+across sessions, with their evidence). The light phase (`dreaming.phases.light`) drives them.
+"""
