@@ -230,3 +230,11 @@ def redact_summaries(
         summary = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar_one()
         redacted = redact(json.loads(summary or "{}"))
         conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(summary=json.dumps(redacted)))
+
+
+def summaries_carrying(
+    conn: Connection, agent: str, carries: Callable[[str | None], bool]
+) -> list[int]:
+    """Ids of the agent's runs whose summary `carries` (purged text)."""
+    rows = conn.execute(select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == agent))
+    return [i for i, summary in rows if carries(summary)]

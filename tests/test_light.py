@@ -13,7 +13,7 @@ from sqlalchemy import insert, select, text
 
 from dreaming.cli import cli
 from dreaming.config import DeepSettings
-from dreaming.ingest.candidates import _INSERT_NEW, _NEW_COLUMNS
+from dreaming.ingest.candidates._fold import _INSERT_NEW, _NEW_COLUMNS
 from dreaming.store import open_engine, open_shared_engine
 from dreaming.store.models import CandidateRow
 from dreaming.store.tables import CANDIDATES

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine
 
 from dreaming import faults, runs
 from dreaming.config import Paths
@@ -18,21 +18,13 @@ from dreaming.ingest import candidates, corpus
 from dreaming.ingest import tombstones as tombstones_mod
 from dreaming.ingest.corpus import reference
 from dreaming.ingest.transcripts import TranscriptReader
-from dreaming.llm.calls import forget_calls
+from dreaming.llm.calls import calls_carrying, forget_calls
 from dreaming.memory import journal, lineage, memory_sync, review
 from dreaming.memory.lineage import entry_lineage, live_entries
 from dreaming.messages import SessionFile
 from dreaming.store import cursors
 from dreaming.store.tables import (
-    CANDIDATE_EVIDENCE,
-    CORPUS_LINES,
-    ENTRY_EVIDENCE,
-    FILE_CURSORS,
-    LLM_CALLS,
-    ORIGINS,
     PURGES,
-    RECALLS,
-    RUNS,
 )
 
 from ._complete import complete_pending
@@ -63,6 +55,22 @@ class Scope:
     @property
     def whole(self) -> bool:
         return self.line_ids is None
+
+
+@dataclass
+class Plan:
+    """What a purge of one scope removes, found before anything is deleted."""
+
+    line_ids: list[int]  # corpus lines
+    days: list[str]  # the corpus days they are on
+    entries: list[str]  # live entries built from them (whole-entry rule)
+    candidates: list[int]  # candidates they gave evidence to
+    mixed: list[dict[str, Any]] = field(default_factory=list)  # entries with other sessions
+    emptied: list[str] = field(default_factory=list)  # entries with no other session
+    snippets: set[str] = field(default_factory=set)  # purged text to hunt for elsewhere
+    calls: list[int] = field(default_factory=list)  # LLM call records carrying it
+    backups: list[int] = field(default_factory=list)  # MEMORY.md backups carrying it
+    runs: list[int] = field(default_factory=list)  # run summaries carrying it
 
 
 @dataclass
@@ -121,136 +129,72 @@ class Purge:
 
     # -- planning (read only) --------------------------------------------------------------
 
-    def _plan(self, conn: Connection, scope: Scope) -> dict[str, Any]:
+    def _plan(self, conn: Connection, scope: Scope) -> Plan:
         a = self.agent
         ids = list(scope.sessions)
-        lines = conn.execute(
-            select(
-                CORPUS_LINES.c.id,
-                CORPUS_LINES.c.text,
-                CORPUS_LINES.c.day,
-                CORPUS_LINES.c.session_id,
-                CORPUS_LINES.c.line,
-            ).where(corpus.lines_of(a, scope.sessions, scope.line_ids))
-        ).all()
+        lines = corpus.stored_lines(conn, a, scope.sessions, scope.line_ids)
         if scope.whole:
-            by_origin = select(ORIGINS.c.entry_key).where(
-                and_(ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
-            )
-            purged_entries = sorted({k for (k,) in conn.execute(by_origin)})
+            keys = lineage.keys_from_sessions(conn, a, ids)
         else:
             # Whole-entry rule, per line: an entry built from a line whose text changed is
             # gone; the lines that still hold are ingested again and may rebuild it.
-            cited = {(sid, n) for _, _, _, sid, n in lines}
-            purged_entries = sorted(
-                {
-                    k
-                    for k, sid, n in conn.execute(
-                        select(
-                            ENTRY_EVIDENCE.c.entry_key,
-                            ENTRY_EVIDENCE.c.session_id,
-                            ENTRY_EVIDENCE.c.line,
-                        ).where(
-                            and_(ENTRY_EVIDENCE.c.agent == a, ENTRY_EVIDENCE.c.session_id.in_(ids))
-                        )
-                    )
-                    if (sid, n) in cited
-                }
-            )
+            keys = lineage.keys_citing(conn, a, ids, {(x.session_id, x.line) for x in lines})
         live = dict(live_entries(conn, a))
-        purged_entries = [k for k in purged_entries if k in live]
-        mixed, emptied = [], []
+        plan = Plan(
+            line_ids=[x.id for x in lines],
+            days=sorted({x.day for x in lines}),
+            entries=[k for k in keys if k in live],
+            candidates=candidates.candidates_of(conn, a, scope.sessions, scope.line_ids),
+        )
         outside = set(ids) if scope.whole else set()
-        for key in purged_entries:
+        for key in plan.entries:
             others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - outside)
             if others:
-                mixed.append({"key": key, "other_sessions": others})
+                plan.mixed.append({"key": key, "other_sessions": others})
             else:
-                emptied.append(key)
-        cand_ids = sorted(
-            {
-                c
-                for (c,) in conn.execute(
-                    select(CANDIDATE_EVIDENCE.c.candidate_id).where(
-                        candidates.evidence_of(a, scope.sessions, scope.line_ids)
-                    )
-                )
-            }
-        )
-        snippets = snippets_of([line.text for line in lines], self.paths.settings)
+                plan.emptied.append(key)
+        snippets = snippets_of([x.text for x in lines], self.paths.settings)
         if scope.keep:
             kept = "\n".join(scope.keep)
             snippets = {x for x in snippets if x not in kept}
-        snippets |= {live[k] for k in purged_entries}
-        return {
-            "line_ids": [line.id for line in lines],
-            "days": sorted({line.day for line in lines}),
-            "entries": purged_entries,
-            "mixed": mixed,
-            "emptied": emptied,
-            "candidates": cand_ids,
-            "snippets": snippets,
-        }
+        plan.snippets = snippets | {live[k] for k in plan.entries}
+        return plan
 
-    def _count(self, conn: Connection, scope: Scope, plan: dict[str, Any]) -> dict[str, int]:
+    def _count(self, conn: Connection, scope: Scope, plan: Plan) -> dict[str, int]:
+        """What the purge will remove, per table (a dry run's report). Also finds the call
+        records, backups and run summaries that carry purged text, for the delete."""
         a = self.agent
         ids = list(scope.sessions)
-        needles = needles_of(plan["snippets"])
+        sessions, line_ids = scope.sessions, scope.line_ids
+        needles = needles_of(plan.snippets)
 
-        def n(table: Any, *cond: Any) -> int:
-            return int(
-                conn.execute(select(func.count()).select_from(table).where(*cond)).scalar_one()
-            )
+        def carrying(text: str | None) -> bool:
+            return carries(text, needles)
 
-        calls = [
-            i
-            for i, req, resp in conn.execute(
-                select(LLM_CALLS.c.id, LLM_CALLS.c.request, LLM_CALLS.c.response).where(
-                    LLM_CALLS.c.agent == a
-                )
-            )
-            if carries(req, needles) or carries(resp, needles)
-        ]
-        backups = [
+        plan.calls = calls_carrying(conn, a, carrying)
+        plan.backups = [
             i
             for i, content in memory_sync.backups(conn, a)
-            if backup_carries(content, needles, plan["entries"])
+            if backup_carries(content, needles, plan.entries)
         ]
-        summaries = [
-            i
-            for i, summary in conn.execute(
-                select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == a)
-            )
-            if carries(summary, needles)
-        ]
-        plan["calls"], plan["backups"], plan["runs"] = calls, backups, summaries
+        plan.runs = runs.summaries_carrying(conn, a, carrying)
         return {
-            "corpus_lines": len(plan["line_ids"]),
-            "entries": len(plan["entries"]),
-            "index_rows": len(plan["entries"]),
-            "candidates": len(plan["candidates"]),
-            "candidate_evidence": n(
-                CANDIDATE_EVIDENCE, candidates.evidence_of(a, scope.sessions, scope.line_ids)
-            ),
-            "recalls": n(RECALLS, candidates.recalls_of(a, scope.sessions, scope.line_ids)),
-            "origins": n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.session_id.in_(ids))
+            "corpus_lines": len(plan.line_ids),
+            "entries": len(plan.entries),
+            "index_rows": len(plan.entries),
+            "candidates": len(plan.candidates),
+            "candidate_evidence": candidates.count_evidence(conn, a, sessions, line_ids),
+            "recalls": candidates.count_recalls(conn, a, sessions, line_ids),
+            "origins": lineage.count_origins(conn, a, sessions=ids)
             if scope.whole
-            else n(ORIGINS, ORIGINS.c.agent == a, ORIGINS.c.entry_key.in_(plan["entries"])),
-            "cursors": n(
-                FILE_CURSORS, FILE_CURSORS.c.agent == a, FILE_CURSORS.c.session_id.in_(ids)
-            )
-            if scope.whole
-            else 0,
-            "memory_backups": len(backups),
-            "llm_calls": len(calls),
-            "run_summaries": len(summaries),
-            "review_proposals": review.forget_sessions(
-                conn, a, ids, lambda text: carries(text, needles), dry_run=True
-            ),
+            else lineage.count_origins(conn, a, keys=plan.entries),
+            "cursors": cursors.count_sessions(conn, a, ids) if scope.whole else 0,
+            "memory_backups": len(plan.backups),
+            "llm_calls": len(plan.calls),
+            "run_summaries": len(plan.runs),
+            "review_proposals": review.forget_sessions(conn, a, ids, carrying, dry_run=True),
             "runs_no_longer_undoable": len(
-                journal.forget_sessions(
-                    conn, a, ids, lambda text: carries(text, needles), dry_run=True
-                )
+                journal.forget_sessions(conn, a, ids, carrying, dry_run=True)
             ),
         }
 
@@ -291,11 +235,11 @@ class Purge:
             plan = self._plan(conn, scope)
             report.counts = self._count(conn, scope, plan)
         report.counts["tombstones"] = len(new_tombstones)
-        report.entries_removed = plan["entries"]
-        report.mixed_lineage = plan["mixed"]
-        report.emptied = plan["emptied"]
+        report.entries_removed = plan.entries
+        report.mixed_lineage = plan.mixed
+        report.emptied = plan.emptied
         report.file_lines_removed = scrub_files(
-            self.paths, self.agent, plan["snippets"], plan["entries"], dry=True
+            self.paths, self.agent, plan.snippets, plan.entries, dry=True
         )
         if report.dry_run:
             return report
@@ -311,7 +255,7 @@ class Purge:
                         selector=json.dumps(selector),
                         created_at=now,
                         report=json.dumps(report.to_dict(), default=str),
-                        pending=json.dumps(sorted(plan["snippets"])),
+                        pending=json.dumps(sorted(plan.snippets)),
                     )
                     .returning(PURGES.c.id)
                 ).scalar_one()
@@ -324,7 +268,7 @@ class Purge:
         self,
         conn: Connection,
         scope: Scope,
-        plan: dict[str, Any],
+        plan: Plan,
         tombstones: list[Target],
         now: datetime,
         *,
@@ -333,15 +277,15 @@ class Purge:
         """The database part of a purge, each table through its owner, in this order."""
         a = self.agent
         ids = list(scope.sessions)
-        needles = needles_of(plan["snippets"])
+        needles = needles_of(plan.snippets)
 
         def carrying(text: str) -> bool:
             return carries(text, needles)
 
         # 1. corpus
-        corpus.forget_lines(conn, a, scope.sessions, scope.line_ids, plan["days"])
+        corpus.forget_lines(conn, a, scope.sessions, scope.line_ids, plan.days)
         # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
-        lineage.forget_entries(conn, a, plan["entries"])
+        lineage.forget_entries(conn, a, plan.entries)
         memory_sync.mark_dirty(conn, a)
         # 4. state: candidates (re-derived from what remains), recalls, cursors, logs, backups
         candidates.forget_lines(
@@ -349,16 +293,16 @@ class Purge:
             a,
             scope.sessions,
             scope.line_ids,
-            candidates=plan["candidates"],
+            candidates=plan.candidates,
             settings=self.paths.settings,
             carries=carrying,
         )
         if scope.whole:
             cursors.forget_sessions(conn, a, ids)
-        forget_calls(conn, plan["calls"])
-        runs.redact_summaries(conn, plan["runs"], lambda summary: redact(summary, needles))
-        backups = ((i, memory_sync.backup(conn, i)) for i in plan["backups"])
-        scrub_backups(conn, backups, needles, plan["entries"])
+        forget_calls(conn, plan.calls)
+        runs.redact_summaries(conn, plan.runs, lambda summary: redact(summary, needles))
+        backups = ((i, memory_sync.backup(conn, i)) for i in plan.backups)
+        scrub_backups(conn, backups, needles, plan.entries)
         # Undo images and review proposals hold the purged text too: they go, and a run
         # that needed them can no longer be undone (purges win).
         journal.forget_sessions(conn, a, ids, carrying)

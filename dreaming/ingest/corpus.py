@@ -13,6 +13,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -181,3 +182,23 @@ def forget_lines(
             insert_ignore(conn, DIRTY_DAYS),
             [{"agent": agent, "day": d} for d in days],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLine:
+    id: int
+    text: str
+    day: str
+    session_id: str
+    line: int  # in the transcript file, 1-based
+
+
+def stored_lines(
+    conn: Connection, agent: str, sessions: Sequence[str], line_ids: Sequence[int] | None
+) -> list[StoredLine]:
+    """The stored lines of `sessions` (or only `line_ids`), as a purge plans with them."""
+    c = CORPUS_LINES.c
+    query = select(c.id, c.text, c.day, c.session_id, c.line)
+    return [
+        StoredLine(*row) for row in conn.execute(query.where(lines_of(agent, sessions, line_ids)))
+    ]

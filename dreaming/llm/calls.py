@@ -131,3 +131,12 @@ def forget_calls(conn: Connection, ids: Sequence[int]) -> None:
     """A purge's part here: the call records `ids`, which carry purged text, go."""
     if ids:
         conn.execute(LLM_CALLS.delete().where(LLM_CALLS.c.id.in_(ids)))
+
+
+def calls_carrying(
+    conn: Connection, agent: str, carries: Callable[[str | None], bool]
+) -> list[int]:
+    """Ids of the agent's call records whose request or response `carries` (purged text)."""
+    c = LLM_CALLS.c
+    rows = conn.execute(select(c.id, c.request, c.response).where(c.agent == agent))
+    return [i for i, request, response in rows if carries(request) or carries(response)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, and_, delete
+from sqlalchemy import Connection, and_, delete, func, select
 
 from dreaming.store.tables import FILE_CURSORS
 
@@ -20,3 +20,10 @@ def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> No
             and_(FILE_CURSORS.c.agent == agent, FILE_CURSORS.c.session_id.in_(sessions))
         )
     )
+
+
+def count_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> int:
+    """How many cursors `forget_sessions` would drop."""
+    c = FILE_CURSORS.c
+    query = select(func.count()).where(and_(c.agent == agent, c.session_id.in_(sessions)))
+    return int(conn.execute(query).scalar_one())

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.corpus import reference
@@ -286,3 +286,35 @@ def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tu
             .order_by(ENTRIES.c.key)
         )
     ]
+
+
+def keys_from_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> list[str]:
+    """Keys of the entries with an origin in `sessions`, sorted (a purge's whole-entry rule)."""
+    o = ORIGINS.c
+    query = select(o.entry_key).where(and_(o.agent == agent, o.session_id.in_(sessions)))
+    return sorted({k for (k,) in conn.execute(query)})
+
+
+def keys_citing(
+    conn: Connection, agent: str, sessions: Sequence[str], cited: Collection[tuple[str, int]]
+) -> list[str]:
+    """Keys of the entries whose evidence cites one of the transcript lines `cited`
+    ((session id, line) in `sessions`), sorted: an edited line takes its entries with it."""
+    ev = ENTRY_EVIDENCE.c
+    query = select(ev.entry_key, ev.session_id, ev.line).where(
+        and_(ev.agent == agent, ev.session_id.in_(sessions))
+    )
+    return sorted({k for k, sid, n in conn.execute(query) if (sid, n) in cited})
+
+
+def count_origins(
+    conn: Connection,
+    agent: str,
+    *,
+    sessions: Sequence[str] | None = None,
+    keys: Sequence[str] | None = None,
+) -> int:
+    """How many origin rows name one of `sessions`, or else belong to one of `keys`."""
+    o = ORIGINS.c
+    which = o.session_id.in_(sessions) if sessions is not None else o.entry_key.in_(keys or [])
+    return int(conn.execute(select(func.count()).where(and_(o.agent == agent, which))).scalar_one())

@@ -1,0 +1,283 @@
+"""Folding: the claims of newly committed corpus lines joined to candidates (new ones or
+near-duplicates of existing ones), with one evidence row per line and the recalls of
+entries that were said again."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    column,
+    insert,
+    select,
+    table,
+)
+
+from dreaming.config import Settings
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
+from dreaming.memory import diary, memory_file
+from dreaming.store.dialect import insert_ignore
+from dreaming.store.statuses import EntryStatus
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    ENTRIES,
+    RECALLS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FoldStats:
+    """What one fold did: the candidates it touched, and the counts the light phase reports."""
+
+    touched: frozenset[int]  # candidates that gained evidence
+    echoes: int  # lines dropped as our own diary quoted back
+    candidates_new: int
+    recalls: int
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What a fold gathers from its lines before it writes anything."""
+
+    # (candidate, or a pending one's negative id; corpus line id; corpus row)
+    evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    recalls: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids -1, -2, ...
+    cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
+    echoes: int = 0
+
+
+@dataclass
+class Folder:
+    """Folds claims into candidates; holds the agent's candidate and entry indexes."""
+
+    agent: str
+    settings: Settings
+    by_key: dict[str, int]
+    index: claims_mod.SimilarityIndex
+    entries: claims_mod.SimilarityIndex
+    entry_keys: list[str]
+    entry_by_claim_key: dict[str, str]
+    echoes: claims_mod.EchoIndex
+
+    @property
+    def known_keys(self) -> frozenset[str]:
+        return frozenset(self.entry_keys)
+
+    @classmethod
+    def load(
+        cls, conn: Connection, agent: str, settings: Settings, memory: Path, dreams: Path
+    ) -> Folder:
+        sim = settings.candidates.similarity
+        index = claims_mod.SimilarityIndex(sim)
+        by_key: dict[str, int] = {}
+        for cid, key, tokens in conn.execute(
+            select(CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens).where(
+                CANDIDATES.c.agent == agent
+            )
+        ):
+            by_key[key] = cid
+            index.add(cid, frozenset(tokens.split()))
+        # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
+        # (that is how our output echoed back in a transcript is recognised, not re-promoted).
+        entries = claims_mod.SimilarityIndex(sim)
+        entry_keys: list[str] = []
+        entry_by_claim_key: dict[str, str] = {}
+        # The database is the truth about our entries (MEMORY.md may lag after a crash until
+        # deep repairs it); blocks in the file that the database does not know count too.
+        known: dict[str, str] = dict(
+            conn.execute(
+                select(ENTRIES.c.key, ENTRIES.c.text).where(
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
+                )
+            ).all()
+        )
+        for block in memory_file.read(memory).live_blocks():
+            known.setdefault(block.key, block.text)
+        for key, body in sorted(known.items()):
+            tokens = claims_mod.content_tokens(body)
+            if not tokens:
+                continue
+            entries.add(len(entry_keys), tokens)
+            entry_keys.append(key)
+            entry_by_claim_key[claims_mod.claim_key(tokens)] = key
+        # Our diary quoted back in a conversation is our own output, not something said.
+        echoes = claims_mod.EchoIndex()
+        for entry in diary.entries(diary.read(dreams)):
+            for line in entry.body.splitlines():
+                echoes.add(line)
+        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes)
+
+    def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
+        if claim.key in self.entry_by_claim_key:
+            return self.entry_by_claim_key[claim.key]
+        hit = self.entries.best(claim.tokens)
+        return self.entry_keys[hit] if hit is not None else None
+
+    def fold(self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]]) -> FoldStats:
+        """Fold the claims of new corpus lines into candidates. Signals are not recomputed
+        here: touched candidates are marked stale and refreshed once at the end of the run."""
+        batch = _Batch()
+        now = utc_now()
+        for line_id, row in lines:
+            self._gather_line(batch, line_id, row, now)
+        real = self._insert_new(conn, batch.pending)
+        touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
+        mark_stale(conn, touched.difference(real.values()))
+        set_where_ids(conn, MARK_CUE, batch.cue)
+        self._write_evidence(conn, batch.evidence, real)
+        if batch.recalls:
+            conn.execute(insert_ignore(conn, RECALLS), batch.recalls)
+        return FoldStats(
+            touched=frozenset(touched),
+            echoes=batch.echoes,
+            candidates_new=len(batch.pending),
+            recalls=len(batch.recalls),
+        )
+
+    def _gather_line(self, batch: _Batch, line_id: int, row: dict[str, Any], now: datetime) -> None:
+        """One line's recalls and claims, each claim tied to its candidate (a new one pending)."""
+        body = row["text"]
+        if self.echoes.contains_echo(body):
+            batch.echoes += 1
+            return
+        if "<!--" in body:
+            body = self._gather_quoted_blocks(batch, line_id, row, body)
+        cs = self.settings.candidates
+        for claim in claims_mod.extract(
+            body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
+        ):
+            entry = self.recalled_entry(claim)
+            if entry is not None:
+                batch.recalls.append(self._recall(entry, line_id, row))
+                continue
+            batch.evidence.append((self._candidate_of(batch, claim, now), line_id, row))
+
+    def _gather_quoted_blocks(
+        self, batch: _Batch, line_id: int, row: dict[str, Any], body: str
+    ) -> str:
+        """Recall the entries whose MEMORY.md blocks the line quotes; returns the line with
+        every quoted block taken out. A whole block quoted back is our own output: a recall
+        of that entry, and none of its words are a claim (invariant 6). A forged block (a key
+        we never wrote) is dropped from claims too, but recalls nothing."""
+        for m in QUOTED_BLOCK.finditer(body):
+            if m["key"] in self.known_keys:
+                batch.recalls.append(self._recall(m["key"], line_id, row))
+        return QUOTED_BLOCK.sub(" ", body)
+
+    def _recall(self, entry: str, line_id: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "entry_key": entry,
+            "corpus_line_id": line_id,
+            "session_id": row["session_id"],
+            "observed_at": row["ts"],
+        }
+
+    def _candidate_of(self, batch: _Batch, claim: claims_mod.Claim, now: datetime) -> int:
+        """The candidate a claim is evidence for: the one with its key, else the most similar,
+        else a new one of this batch (a negative id until it is inserted)."""
+        cid = self.by_key.get(claim.key)
+        if cid is None:
+            cid = self.index.best(claim.tokens)
+        if cid is None:
+            cid = -(len(batch.pending) + 1)
+            batch.pending.append(
+                {
+                    "agent": self.agent,
+                    "key": claim.key,
+                    "text": claim.text,
+                    "tokens": " ".join(sorted(claim.tokens)),
+                    "durable_cue": claim.durable_cue,
+                    "updated_at": now,
+                    "stale": True,
+                }
+            )
+            self.by_key[claim.key] = cid
+            self.index.add(cid, claim.tokens)
+        elif claim.durable_cue and cid > 0:
+            batch.cue.add(cid)
+        return cid
+
+    def _insert_new(self, conn: Connection, pending: list[dict[str, Any]]) -> dict[int, int]:
+        """Insert the batch's new candidates; returns their real ids by pending id, and puts
+        the real ids in the folder's indexes."""
+        real: dict[int, int] = {}
+        if not pending:
+            return real
+        conn.execute(_INSERT_NEW, pending)
+        keys = [p["key"] for p in pending]
+        ids: dict[str, int] = {}
+        for chunk in chunks(keys):
+            ids.update(conn.execute(_IDS_OF_KEYS, {"agent": self.agent, "keys": chunk}).all())
+        for n, p in enumerate(pending, 1):
+            real[-n] = ids[p["key"]]
+            self.by_key[p["key"]] = ids[p["key"]]
+            self.index.rename(-n, ids[p["key"]])
+        return real
+
+    def _write_evidence(
+        self,
+        conn: Connection,
+        evidence: list[tuple[int, int, dict[str, Any]]],
+        real: dict[int, int],
+    ) -> None:
+        if not evidence:
+            return
+        conn.execute(
+            insert_ignore(conn, CANDIDATE_EVIDENCE),
+            [
+                {
+                    "candidate_id": real.get(cid, cid),
+                    "corpus_line_id": line_id,
+                    "agent": self.agent,
+                    "session_id": row["session_id"],
+                    "day": row["day"],
+                    "origin_class": row["origin_class"],
+                }
+                for cid, line_id, row in evidence
+            ],
+        )
+
+
+# A new candidate names only these columns; the others take the defaults of the table's DDL
+# (the models' defaults: a test checks they agree), so SQLAlchemy does not fill a dozen
+# defaults per row in Python. Same SQLAlchemy types, so values bind as before.
+_NEW_COLUMNS = ("agent", "key", "text", "tokens", "durable_cue", "updated_at", "stale")
+
+
+_INSERT_NEW = insert(
+    table(CANDIDATES.name, *(column(c, CANDIDATES.c[c].type) for c in _NEW_COLUMNS))
+)
+
+
+# Statements built once (building one costs more than SQLite spends running it).
+_IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
+    and_(
+        CANDIDATES.c.agent == bindparam("agent"),
+        CANDIDATES.c.key.in_(bindparam("keys", expanding=True)),
+    )
+)
+
+
+# A managed entry as it looks in a corpus line (whitespace collapsed to single spaces): a
+# legacy block, or a compact line "- text <!-- m:... -->" (its line break is gone, so it
+# starts at a dash after a space or at the start; the text stops at the first "<", as
+# entry text has no markup). The conditional closes a block only where one was opened.
+# The text is possessive and bounded: each dash costs at most one scan of an entry's length.
+QUOTED_BLOCK = re.compile(
+    r"(?:(?P<block><!--\s*dreaming:entry\s+)|(?<!\S)-\s[^<]{1,2000}+<!--\s*)"
+    r"(?P<key>m:[0-9a-f]{16})\s*-->"
+    r"(?(block).*?<!--\s*/\s*dreaming:entry\s*-->)",
+    re.IGNORECASE | re.DOTALL,
+)

@@ -1,0 +1,215 @@
+"""Signals and scores: a candidate's counts recomputed from its evidence rows (never
+incremented in place), its salience assessed once, its score, and the clock of the newest
+message read that recency is measured from."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
+
+from dreaming.config import Settings
+from dreaming.ingest import salience as salience_mod
+from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.candidates._common import chunks, joined_evidence, utc_now
+from dreaming.ingest.scoring import Rarity, Signals, score
+from dreaming.store import state
+from dreaming.store.state import StateKey
+from dreaming.store.statuses import CandidateStatus
+from dreaming.store.tables import (
+    CANDIDATE_EVIDENCE,
+    CANDIDATES,
+    CORPUS_LINES,
+)
+
+
+def refresh_stale(conn: Connection, agent: str) -> int:
+    """Refresh every candidate light marked stale (in this run, or in one a crash cut short)."""
+    ids = [
+        cid
+        for (cid,) in conn.execute(
+            select(CANDIDATES.c.id).where(and_(CANDIDATES.c.agent == agent, CANDIDATES.c.stale))
+        )
+    ]
+    return refresh_candidates(conn, agent, ids) if ids else 0
+
+
+def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
+    """Recompute the stored signals of candidates from their evidence. Candidates left with
+    no evidence (their lines were removed) and never promoted are deleted. Returns updated.
+
+    Set-based: one UPDATE ... FROM (an aggregate of the evidence) and one DELETE per chunk of
+    ids, so the signals never travel through Python (both SQLite and PostgreSQL run it)."""
+    updated = 0
+    ordered = sorted(set(ids))
+    as_int = CORPUS_LINES.c.line.type
+    for chunk in chunks(ordered):
+        stats = (
+            select(
+                CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
+                func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
+                func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER).cast(type_=as_int)
+                ).label("own"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.AGENT).cast(type_=as_int)
+                ).label("agt"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.UNTRUSTED).cast(type_=as_int)
+                ).label("untr"),
+                func.sum(
+                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.SYSTEM).cast(type_=as_int)
+                ).label("sysl"),
+                func.count().label("n"),
+                func.min(CORPUS_LINES.c.ts).label("first_ts"),
+                func.max(CORPUS_LINES.c.ts).label("last_ts"),
+            )
+            .select_from(joined_evidence())
+            .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
+            .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
+            .subquery()
+        )
+        result = conn.execute(
+            update(CANDIDATES)
+            .where(CANDIDATES.c.id == stats.c.cid)
+            .values(
+                sessions=stats.c.sessions,
+                days=stats.c.days,
+                owner_lines=func.coalesce(stats.c.own, 0),
+                agent_lines=func.coalesce(stats.c.agt, 0),
+                untrusted_lines=func.coalesce(stats.c.untr, 0),
+                system_lines=func.coalesce(stats.c.sysl, 0),
+                evidence_count=stats.c.n,
+                first_seen=stats.c.first_ts,
+                last_seen=stats.c.last_ts,
+                updated_at=utc_now(),
+                stale=False,
+            )
+        )
+        updated += result.rowcount
+        # Left with no evidence: gone, unless a decision was taken on it.
+        conn.execute(
+            delete(CANDIDATES).where(
+                and_(
+                    CANDIDATES.c.id.in_(chunk),
+                    CANDIDATES.c.status == CandidateStatus.PENDING,
+                    ~select(CANDIDATE_EVIDENCE.c.candidate_id)
+                    .select_from(joined_evidence())
+                    .where(CANDIDATE_EVIDENCE.c.candidate_id == CANDIDATES.c.id)
+                    .exists(),
+                )
+            )
+        )
+    return updated
+
+
+def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
+    """Read the salience of candidates not yet assessed (new ones, and rows from before
+    salience existed). Once per candidate: its text does not change. Returns how many."""
+    lexicon = salience_mod.lexicon_for(settings.salience.extra())
+    wanted = and_(CANDIDATES.c.agent == agent, CANDIDATES.c.features.is_(None))
+    if not settings.deep.promote_agent_only:
+        # What only the agent said is never promoted on its own: it is read once the owner
+        # says it too. Agents talk far more than their owners, so this is most of the work.
+        wanted = and_(wanted, CANDIDATES.c.owner_lines > 0)
+    rows = conn.execute(select(CANDIDATES.c.id, CANDIDATES.c.text).where(wanted)).all()
+    changes = []
+    for cid, text in rows:
+        found = salience_mod.assess(text, lexicon)
+        changes.append({"cid": cid, "salience": found.value, "features": found.names()})
+    if changes:
+        conn.execute(_SET_SALIENCE, changes)
+    return len(changes)
+
+
+_SET_SALIENCE = (
+    update(CANDIDATES)
+    .where(CANDIDATES.c.id == bindparam("cid"))
+    .values(salience=bindparam("salience"), features=bindparam("features"))
+)
+
+
+def rescore(conn: Connection, agent: str, settings: Settings) -> int:
+    """Score every candidate against the agent's clock. Returns the number pending."""
+    assess_new(conn, agent, settings)
+    clock = read_clock(conn, agent)
+    half_life = settings.candidates.recency_half_life_days
+    c = CANDIDATES.c
+    rows = conn.execute(
+        select(
+            c.id,
+            c.sessions,
+            c.days,
+            c.owner_lines,
+            c.agent_lines,
+            c.untrusted_lines,
+            c.system_lines,
+            c.last_seen,
+            c.durable_cue,
+            c.rem_boost,
+            c.status,
+            c.score,
+            c.salience,
+            c.features,
+            c.tokens,
+            func.length(c.text).label("chars"),
+        ).where(c.agent == agent)
+    ).all()
+    # Rarity is relative to the whole corpus, so it is read over every candidate each time.
+    rarity = Rarity(r.tokens.split() for r in rows)
+    parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
+    pending = 0
+    changes = []
+    for r in rows:
+        features = parse(r.features)
+        value = score(
+            Signals(
+                sessions=r.sessions,
+                days=r.days,
+                owner_lines=r.owner_lines,
+                agent_lines=r.agent_lines,
+                untrusted_lines=r.untrusted_lines,
+                system_lines=r.system_lines,
+                last_seen=r.last_seen,
+                durable_cue=bool(r.durable_cue),
+                rem_boost=r.rem_boost,
+                salience=r.salience or 0.0,
+                features=features,
+                rarity=rarity.of(r.tokens.split()) if r.salience else 0.0,
+                chars=r.chars or 0,
+            ),
+            clock,
+            half_life,
+        )
+        if r.status == CandidateStatus.PENDING:
+            pending += 1
+        if value != r.score:
+            changes.append({"cid": r.id, "score": value})
+    if changes:
+        conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
+    return pending
+
+
+def read_clock(conn: Connection, agent: str) -> datetime | None:
+    value = state.get(conn, agent, StateKey.CLOCK)
+    return datetime.fromisoformat(value) if value else None
+
+
+def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None:
+    if newest is None:
+        return
+    current = read_clock(conn, agent)
+    if current is not None and current >= newest:
+        return
+    state.put(conn, agent, StateKey.CLOCK, newest.isoformat())
