@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, select, update
+from sqlalchemy import Connection, and_, delete, select
 
+from dreaming.ingest import candidates as candidates_mod
 from dreaming.memory import entry_index
 from dreaming.store.dialect import insert_ignore, upsert
 from dreaming.store.statuses import EntryStatus
@@ -259,14 +260,13 @@ def restore(
             entry_index.add_entry(conn, agent, key, image["text"])
         restored.append(key)
     for cid, image in journal.candidates.items():
-        conn.execute(
-            update(CANDIDATES)
-            .where(and_(CANDIDATES.c.id == cid, CANDIDATES.c.agent == agent))
-            .values(
-                status=image["status"],
-                decided_evidence=image["decided_evidence"],
-                updated_at=_dt(image["updated_at"]),
-            )
+        candidates_mod.restore(
+            conn,
+            agent,
+            cid,
+            image["status"],
+            image["decided_evidence"],
+            _dt(image["updated_at"]),
         )
     conn.execute(
         delete(SUPERSESSIONS).where(

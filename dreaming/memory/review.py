@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, select, update
 
+from dreaming.ingest import candidates
 from dreaming.memory.decisions import Action
 from dreaming.memory.lineage import Applied
 from dreaming.store.statuses import CandidateStatus, EntryStatus
@@ -163,31 +164,14 @@ def stage(
         )
         .returning(PROPOSALS.c.id)
     )
-    conn.execute(
-        update(CANDIDATES)
-        .where(CANDIDATES.c.id.in_(cids))
-        .values(
-            status=CandidateStatus.PROPOSED,
-            decided_evidence=CANDIDATES.c.evidence_count,
-            updated_at=now,
-        )
-    )
+    candidates.mark_proposed(conn, cids, now)
     return int(result.scalar_one())
 
 
 def _reopen(conn: Connection, candidate_ids: Sequence[int]) -> None:
     """Candidates whose proposal went stale or expired: decided again on the next night."""
     if candidate_ids:
-        conn.execute(
-            update(CANDIDATES)
-            .where(
-                and_(
-                    CANDIDATES.c.id.in_(candidate_ids),
-                    CANDIDATES.c.status == CandidateStatus.PROPOSED,
-                )
-            )
-            .values(status=CandidateStatus.PENDING, decided_evidence=0)
-        )
+        candidates.settle_proposed(conn, candidate_ids, CandidateStatus.PENDING)
 
 
 def _candidates_of(p: Proposal) -> list[int]:
@@ -287,16 +271,7 @@ def reject(conn: Connection, p: Proposal, reason: str | None) -> None:
     """Rejected: its candidates keep `decided_evidence` at their count then, so only new
     evidence brings them back."""
     mark(conn, p.id, ProposalStatus.REJECTED, reason or "rejected")
-    conn.execute(
-        update(CANDIDATES)
-        .where(
-            and_(
-                CANDIDATES.c.id.in_(_candidates_of(p)),
-                CANDIDATES.c.status == CandidateStatus.PROPOSED,
-            )
-        )
-        .values(status=CandidateStatus.REJECTED)
-    )
+    candidates.settle_proposed(conn, _candidates_of(p), CandidateStatus.REJECTED)
 
 
 def forget_sessions(

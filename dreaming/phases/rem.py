@@ -19,10 +19,11 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, and_, bindparam, func, select, update
+from sqlalchemy import Engine, and_, func, select
 
 from dreaming.config import Paths
 from dreaming.errors import BudgetExceededError, LLMError
+from dreaming.ingest import candidates
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.candidates import read_clock, rescore
 from dreaming.ingest.tags import TagRegistry
@@ -178,12 +179,7 @@ class RemPhase:
         ]
         with self.engine.begin() as conn:
             if changes:
-                conn.execute(
-                    update(CANDIDATES)
-                    .where(CANDIDATES.c.id == bindparam("cid"))
-                    .values(rem_boost=bindparam("boost")),
-                    changes,
-                )
+                candidates.set_boosts(conn, changes)
                 rescore(conn, agent, self.paths.settings)
         summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
         _set_mark(self.engine, agent, newest_line)

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
+from sqlalchemy import Connection, and_, delete, or_, select, update
 
+from dreaming.ingest import candidates
 from dreaming.memory import entry_index, journal
 from dreaming.memory.decisions import Action
 from dreaming.memory.lineage._read import Lineage, candidate_lineage, entry_lineage
@@ -116,22 +117,11 @@ class Bookkeeping:
 
     def flush(self, conn: Connection) -> None:
         if self.outcomes:
-            conn.execute(_SET_OUTCOME, self.outcomes)
+            candidates.set_outcomes(conn, self.outcomes)
         if self.log:
             conn.execute(DECISIONS.insert(), self.log)
         self.outcomes.clear()
         self.log.clear()
-
-
-_SET_OUTCOME = (
-    update(CANDIDATES)
-    .where(CANDIDATES.c.id == bindparam("cid"))
-    .values(
-        status=bindparam("new_status"),
-        decided_evidence=bindparam("decided"),
-        updated_at=bindparam("at"),
-    )
-)
 
 
 def apply(
