@@ -5,6 +5,7 @@ and says where, so the limit is a decision, not drift."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,62 @@ def test_no_import_cycles() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- who writes what -------------------------------------------------------------------------
+
+TABLES = re.findall(r"^([A-Z_]+) = _table\(", (PACKAGE / "store" / "tables.py").read_text(), re.M)
+
+
+def _owner(module: str) -> str:
+    """A private module's writes are its package's: the parts of a package share its tables."""
+    parts = module.split(".")
+    while len(parts) > 2 and parts[-1].startswith("_"):
+        parts.pop()
+    return ".".join(parts)
+
+
+def _writers(table: str) -> set[str]:
+    write = re.compile(
+        rf"(?:insert\(|update\(|delete\(|upsert\(conn, |insert_ignore\(conn, ){table}\b"
+        rf"|\b{table}\.(?:insert|update|delete)\("
+    )
+    return {_owner(name) for name, path in MODULES.items() if write.search(path.read_text())}
+
+
+def test_each_table_is_written_by_one_owner() -> None:
+    assert len(TABLES) > 20
+    shared = {t: sorted(w) for t in TABLES if len(w := _writers(t)) > 1}
+    assert not shared, "tables written by more than one owner:\n" + "\n".join(
+        f"{t}: {', '.join(w)}" for t, w in shared.items()
+    )
+
+
+def test_the_writer_finder_sees_writes() -> None:
+    assert _writers("CANDIDATES") == {"dreaming.ingest.candidates"}
+    assert _owner("dreaming.memory.lineage._apply") == "dreaming.memory.lineage"
+    assert _owner("dreaming.memory.journal") == "dreaming.memory.journal"
+
+
+# The stages and the layers under them never import what drives them.
+STAGES = ("dreaming.ingest", "dreaming.memory", "dreaming.forget", "dreaming.store", "dreaming.llm")
+DRIVERS = (
+    "dreaming.phases",
+    "dreaming.runner",
+    "dreaming.app",
+    "dreaming.cli",
+    "dreaming.scheduler",
+    "dreaming.fleet",
+    "dreaming.report",
+)
+
+
+def test_stages_do_not_import_what_drives_them() -> None:
+    upward = [
+        f"{name} -> {target}"
+        for name, path in MODULES.items()
+        if name.startswith(STAGES)
+        for target in sorted(_imports(name, path))
+        if target.startswith(DRIVERS)
+    ]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
