@@ -5,7 +5,6 @@ session's record, in that order, so the cursor never runs ahead of the work it c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection
@@ -16,45 +15,12 @@ from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._sessions import now, upsert_session
 from dreaming.phases.light._summary import LightSummary
-from dreaming.store import state
-from dreaming.store.dialect import upsert
+from dreaming.store import cursors, state
 from dreaming.store.state import StateKey
-from dreaming.store.tables import FILE_CURSORS
 
 # Set with every read's commit, cleared once the run has rescored: a run killed between the
 # two leaves it behind, so the next run rescores even though it reads nothing new.
 RESCORE_KEY = StateKey.RESCORE_PENDING
-
-_BUILT: dict[tuple[str, str], Any] = {}
-
-
-def _built(conn: Connection, name: str, build: Callable[[Connection], Any]) -> Any:
-    """A statement that depends on the backend (an upsert), built once per backend."""
-    key = (conn.dialect.name, name)
-    stmt = _BUILT.get(key)
-    if stmt is None:
-        stmt = _BUILT[key] = build(conn)
-    return stmt
-
-
-_CURSOR_COLUMNS = (
-    "agent",
-    "path",
-    "session_id",
-    "offset",
-    "line",
-    "head",
-    "size",
-    "mtime_ns",
-    "updated_at",
-)
-
-
-def _upsert_cursor(conn: Connection) -> Any:
-    ins = upsert(conn, FILE_CURSORS)
-    return ins.on_conflict_do_update(
-        index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _CURSOR_COLUMNS}
-    )
 
 
 def commit_read(
@@ -75,7 +41,7 @@ def commit_read(
     corpus.mark_dirty(conn, agent, days)
     advance_clock(conn, agent, read.newest)
     end = read.reader.cursor
-    cursor_values = {
+    cursor: cursors.CursorRow = {
         "agent": agent,
         "path": str(sf.path),
         "session_id": sf.session_id,
@@ -86,7 +52,7 @@ def commit_read(
         "mtime_ns": st.st_mtime_ns,
         "updated_at": now(),
     }
-    conn.execute(_built(conn, "cursor", _upsert_cursor), cursor_values)
+    cursors.advance(conn, cursor)
     upsert_session(conn, values, existing, read=True)
     return touched
 

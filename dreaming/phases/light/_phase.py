@@ -31,9 +31,10 @@ from dreaming.phases.light._sessions import (
 )
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
+from dreaming.store import cursors as file_cursors
 from dreaming.store import state
 from dreaming.store.statuses import CandidateStatus
-from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
+from dreaming.store.tables import CANDIDATES, SESSIONS, TOMBSTONES
 
 # A file as admission left it: (file, decision, its session record now, the stored record)
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
@@ -97,13 +98,7 @@ class LightPhase:
             r["session_id"]: dict(r)
             for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings()
         }
-        cursors = {
-            r["path"]: dict(r)
-            for r in conn.execute(
-                select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
-            ).mappings()
-        }
-        return tombstoned, sessions, cursors
+        return tombstoned, sessions, file_cursors.by_path(conn, agent)
 
     def _load_folder(self, conn: Connection) -> Folder:
         agent = self.agent
