@@ -11,9 +11,9 @@ from sqlalchemy import Connection
 
 from dreaming.ingest import corpus
 from dreaming.ingest.candidates import Folder, advance_clock
+from dreaming.ingest.sessions import now, upsert_session
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
-from dreaming.phases.light._sessions import now, upsert_session
 from dreaming.phases.light._summary import LightSummary
 from dreaming.store import cursors, state
 from dreaming.store.state import StateKey
