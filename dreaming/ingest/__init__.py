@@ -3,6 +3,7 @@
 In the order a night reads them: `sources` (which transcript files belong to which agent),
 `transcripts` (the readers, one per format), `tags` (injected blocks stripped through the
 registry), `admission` and `tombstones` (whose words may enter, and what never may again),
+`sessions` (each session file's record: its admission and metadata),
 `corpus` (the admitted lines and their dated files), `claims` (the statements a line makes),
 `salience` and `scoring` (what a claim tells, and its score), `candidates` (claims folded
 across sessions, with their evidence). The light phase (`dreaming.phases.light`) drives them.

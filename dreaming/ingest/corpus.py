@@ -1,4 +1,5 @@
-"""Corpus lines: normalization, references, and the dated corpus files in the workspace.
+"""Corpus lines (`corpus_lines`, `corpus_dirty_days`): normalization, references, the
+stored lines, and the dated corpus files in the workspace.
 
 The database is the source of truth; a day's file is rewritten from it (atomically) after
 the lines commit. Days touched by a commit are marked dirty in the same transaction and
@@ -16,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypedDict
 
-from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, select
+from sqlalchemy import ColumnElement, Connection, Engine, and_, bindparam, delete, insert, select
 
 from dreaming.memory.memory_file import atomic_write
 from dreaming.store.dialect import insert_ignore
@@ -119,6 +120,57 @@ def _commit(batch: list[tuple[IO[str], str, Path]]) -> None:
         fh.close()
         Path(tmp).replace(path)
         batch.pop(0)
+
+
+# The new lines of one session file: what is stored already, and their ids.
+_SPAN = and_(
+    CORPUS_LINES.c.agent == bindparam("agent"),
+    CORPUS_LINES.c.session_id == bindparam("session_id"),
+    CORPUS_LINES.c.line >= bindparam("first"),
+    CORPUS_LINES.c.line <= bindparam("last"),
+)
+_LINES_IN_SPAN = select(CORPUS_LINES.c.line).where(_SPAN)
+_IDS_IN_SPAN = select(CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(_SPAN)
+
+
+class _Span(TypedDict):
+    """The lines `first`..`last` of one session file, as the span queries bind them."""
+
+    agent: str
+    session_id: str
+    first: int
+    last: int
+
+
+def add_lines(
+    conn: Connection, agent: str, session_id: str, rows: list[dict[str, Any]]
+) -> list[tuple[int, dict[str, Any]]]:
+    """Insert the rows (one session file's, in line order) not stored yet. Returns each
+    inserted row with its id; the caller marks their days dirty (`mark_dirty`)."""
+    if not rows:
+        return []
+    span: _Span = {
+        "agent": agent,
+        "session_id": session_id,
+        "first": rows[0]["line"],
+        "last": rows[-1]["line"],
+    }
+    # Lines already stored (a forced re-ingestion) are neither new nor re-folded.
+    have = {n for (n,) in conn.execute(_LINES_IN_SPAN, span)}
+    if have:
+        rows = [r for r in rows if r["line"] not in have]
+    if not rows:
+        return []
+    conn.execute(insert(CORPUS_LINES), rows)
+    ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
+    return [(ids[r["line"]], r) for r in rows]
+
+
+def mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
+    """Mark `days` to be written out by `flush_files`, in the transaction of their lines."""
+    rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
+    if rows:
+        conn.execute(insert_ignore(conn, DIRTY_DAYS), rows)
 
 
 def flush_files(engine: Engine, agent: str, folder: Path) -> int:

@@ -12,11 +12,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import Connection, and_, update
+from sqlalchemy import Connection
 
 from dreaming.config import Paths, file_stem
-from dreaming.ingest.admission import Status
-from dreaming.store.tables import SESSIONS, TOMBSTONES
+from dreaming.ingest import sessions as session_records
+from dreaming.store.tables import TOMBSTONES
 
 
 def tombstone_file(paths: Paths, agent: str) -> Path:
@@ -105,8 +105,4 @@ def forget_sessions(
                 detail=json.dumps({"resolved": t.resolved}),
             )
         )
-    conn.execute(
-        update(SESSIONS)
-        .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.session_id.in_(sessions)))
-        .values(status=Status.FORGOTTEN, reason="forgotten")
-    )
+    session_records.forget_sessions(conn, agent, sessions)

@@ -1,17 +1,72 @@
 """File cursors (`file_cursors`): where the read of each transcript file stopped.
 
-The light phase writes a file's cursor in the transaction of the lines it covers
-(`dreaming.phases.light`); a purge of whole sessions drops their cursors here, so a session
-read again starts from its first line.
+The light phase advances a file's cursor (`advance`) in the transaction of the lines it
+covers; a purge of whole sessions drops their cursors here, so a session read again starts
+from its first line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TypedDict
 
 from sqlalchemy import Connection, and_, delete, func, select
 
+from dreaming.store.dialect import upsert
 from dreaming.store.tables import FILE_CURSORS
+
+
+class CursorRow(TypedDict):
+    """One file's cursor, as `advance` stores it."""
+
+    agent: str
+    path: str
+    session_id: str
+    offset: int
+    line: int
+    head: str
+    size: int
+    mtime_ns: int
+    updated_at: datetime
+
+
+_COLUMNS = (
+    "agent",
+    "path",
+    "session_id",
+    "offset",
+    "line",
+    "head",
+    "size",
+    "mtime_ns",
+    "updated_at",
+)
+
+# The upsert depends on the backend; light advances a cursor once per transcript file, and
+# building the statement anew each time was measurably slower.
+_ADVANCE: dict[str, Any] = {}
+
+
+def _advance_statement(conn: Connection) -> Any:
+    stmt = _ADVANCE.get(conn.dialect.name)
+    if stmt is None:
+        ins = upsert(conn, FILE_CURSORS)
+        stmt = _ADVANCE[conn.dialect.name] = ins.on_conflict_do_update(
+            index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _COLUMNS}
+        )
+    return stmt
+
+
+def advance(conn: Connection, cursor: CursorRow) -> None:
+    """Store where the read of `cursor["path"]` stopped (inserted, or replacing the last)."""
+    conn.execute(_advance_statement(conn), cursor)
+
+
+def by_path(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:
+    """The agent's cursors, each as its row, by file path."""
+    query = select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
+    return {r["path"]: dict(r) for r in conn.execute(query).mappings()}
 
 
 def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> None:

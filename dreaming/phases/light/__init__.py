@@ -3,12 +3,12 @@
 Per session file, everything a read produces - corpus lines, candidate evidence, recalls,
 the file's cursor and the session's admission record - commits in one transaction, so the
 cursor (the watermark) never runs ahead of the work it covers. Corpus files are written from
-the table afterwards; see `dreaming.ingest.corpus`.
+the table afterwards; see `dreaming.ingest.corpus`. Each table is written through its
+owner: `dreaming.ingest.corpus`, `dreaming.ingest.sessions`, `dreaming.store.cursors`.
 
 The parts, each private:
 
 - ``_phase``: `LightPhase`, the run: admission, re-derivation, the read loop, the rescore
-- ``_sessions``: a session file's record (its admission and metadata)
 - ``_rederive``: purging what a changed admission or an edited transcript no longer supports
 - ``_read``: reading what is new in one file into corpus rows
 - ``_commit``: what one read commits, in one transaction

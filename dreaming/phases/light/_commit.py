@@ -5,72 +5,22 @@ session's record, in that order, so the cursor never runs ahead of the work it c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, insert, select
+from sqlalchemy import Connection
 
+from dreaming.ingest import corpus
 from dreaming.ingest.candidates import Folder, advance_clock
+from dreaming.ingest.sessions import now, upsert_session
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
-from dreaming.phases.light._sessions import now, upsert_session
 from dreaming.phases.light._summary import LightSummary
-from dreaming.store import state
-from dreaming.store.dialect import insert_ignore, upsert
+from dreaming.store import cursors, state
 from dreaming.store.state import StateKey
-from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS, FILE_CURSORS
 
 # Set with every read's commit, cleared once the run has rescored: a run killed between the
 # two leaves it behind, so the next run rescores even though it reads nothing new.
 RESCORE_KEY = StateKey.RESCORE_PENDING
-
-_BUILT: dict[tuple[str, str], Any] = {}
-
-
-def _built(conn: Connection, name: str, build: Callable[[Connection], Any]) -> Any:
-    """A statement that depends on the backend (an upsert), built once per backend."""
-    key = (conn.dialect.name, name)
-    stmt = _BUILT.get(key)
-    if stmt is None:
-        stmt = _BUILT[key] = build(conn)
-    return stmt
-
-
-_CURSOR_COLUMNS = (
-    "agent",
-    "path",
-    "session_id",
-    "offset",
-    "line",
-    "head",
-    "size",
-    "mtime_ns",
-    "updated_at",
-)
-
-
-def _upsert_cursor(conn: Connection) -> Any:
-    ins = upsert(conn, FILE_CURSORS)
-    return ins.on_conflict_do_update(
-        index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _CURSOR_COLUMNS}
-    )
-
-
-# The new lines of one session file: what is stored already, and their ids.
-_SPAN = and_(
-    CORPUS_LINES.c.agent == bindparam("agent"),
-    CORPUS_LINES.c.session_id == bindparam("session_id"),
-    CORPUS_LINES.c.line >= bindparam("first"),
-    CORPUS_LINES.c.line <= bindparam("last"),
-)
-_LINES_IN_SPAN = select(CORPUS_LINES.c.line).where(_SPAN)
-_IDS_IN_SPAN = select(CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(_SPAN)
-
-
-def _mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
-    rows = [{"agent": agent, "day": d} for d in sorted(set(days))]
-    if rows:
-        conn.execute(insert_ignore(conn, DIRTY_DAYS), rows)
 
 
 def commit_read(
@@ -88,10 +38,10 @@ def commit_read(
     agent = sf.agent
     touched, days = _store_lines(conn, folder, sf, read.rows, summary)
     state.put_if_absent(conn, agent, RESCORE_KEY, "1")
-    _mark_dirty(conn, agent, days)
+    corpus.mark_dirty(conn, agent, days)
     advance_clock(conn, agent, read.newest)
     end = read.reader.cursor
-    cursor_values = {
+    cursor: cursors.CursorRow = {
         "agent": agent,
         "path": str(sf.path),
         "session_id": sf.session_id,
@@ -102,7 +52,7 @@ def commit_read(
         "mtime_ns": st.st_mtime_ns,
         "updated_at": now(),
     }
-    conn.execute(_built(conn, "cursor", _upsert_cursor), cursor_values)
+    cursors.advance(conn, cursor)
     upsert_session(conn, values, existing, read=True)
     return touched
 
@@ -116,23 +66,10 @@ def _store_lines(
 ) -> tuple[set[int], set[str]]:
     """Insert the rows not stored yet and fold them. Returns the candidates they gave
     evidence to, and the days they fall on."""
-    if not rows:
+    added = corpus.add_lines(conn, sf.agent, sf.session_id, rows)
+    if not added:
         return set(), set()
-    span = {
-        "agent": sf.agent,
-        "session_id": sf.session_id,
-        "first": rows[0]["line"],
-        "last": rows[-1]["line"],
-    }
-    # Lines already stored (a forced re-ingestion) are neither new nor re-folded.
-    have = {n for (n,) in conn.execute(_LINES_IN_SPAN, span)}
-    if have:
-        rows = [r for r in rows if r["line"] not in have]
-    if not rows:
-        return set(), set()
-    conn.execute(insert(CORPUS_LINES), rows)
-    ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
-    stats = folder.fold(conn, [(ids[r["line"]], r) for r in rows])
+    stats = folder.fold(conn, added)
     summary.add_fold(stats)
-    summary.corpus_lines += len(rows)
-    return set(stats.touched), {r["day"] for r in rows}
+    summary.corpus_lines += len(added)
+    return set(stats.touched), {r["day"] for _, r in added}

@@ -17,23 +17,25 @@ from dreaming.config import Paths
 from dreaming.ingest import corpus
 from dreaming.ingest.admission import UNCLASSIFIED, Decision, Status, admit
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
+from dreaming.ingest.sessions import (
+    differs,
+    may_have_changed,
+    records,
+    session_values,
+    upsert_session,
+)
 from dreaming.ingest.tags import TagRegistry
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.messages import SessionFile
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
-from dreaming.phases.light._sessions import (
-    differs,
-    may_have_changed,
-    session_values,
-    upsert_session,
-)
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
+from dreaming.store import cursors as file_cursors
 from dreaming.store import state
 from dreaming.store.statuses import CandidateStatus
-from dreaming.store.tables import CANDIDATES, FILE_CURSORS, SESSIONS, TOMBSTONES
+from dreaming.store.tables import CANDIDATES, TOMBSTONES
 
 # A file as admission left it: (file, decision, its session record now, the stored record)
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
@@ -93,17 +95,7 @@ class LightPhase:
                 select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
             )
         }
-        sessions = {
-            r["session_id"]: dict(r)
-            for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings()
-        }
-        cursors = {
-            r["path"]: dict(r)
-            for r in conn.execute(
-                select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
-            ).mappings()
-        }
-        return tombstoned, sessions, cursors
+        return tombstoned, records(conn, agent), file_cursors.by_path(conn, agent)
 
     def _load_folder(self, conn: Connection) -> Folder:
         agent = self.agent

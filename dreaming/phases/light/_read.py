@@ -12,10 +12,10 @@ from typing import Any
 from dreaming.config import Settings
 from dreaming.ingest import corpus
 from dreaming.ingest.admission import origin_class
+from dreaming.ingest.sessions import utc
 from dreaming.ingest.tags import Scope, TagRegistry
 from dreaming.ingest.transcripts import Cursor, TranscriptReader
 from dreaming.messages import Kind, Message, SessionFile
-from dreaming.phases.light._sessions import utc
 from dreaming.phases.light._summary import LightSummary
 
 

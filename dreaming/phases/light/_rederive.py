@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Engine, and_, select
 
 from dreaming.config import Paths
+from dreaming.ingest.sessions import upsert_session
 from dreaming.messages import SessionFile
-from dreaming.phases.light._sessions import upsert_session
 from dreaming.phases.light._summary import LightSummary
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CORPUS_LINES, ORIGINS
 

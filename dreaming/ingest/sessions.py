@@ -1,13 +1,15 @@
-"""The session record light keeps for each session file: its admission and metadata,
-inserted when first seen, and updated when read or when what it rests on changed."""
+"""Session records (`sessions`): one per session file, its admission and metadata,
+inserted when the light phase first sees it, updated when read or when what it rests on
+changed, and marked forgotten by a forget (`forget_sessions`, for `tombstones`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, insert, update
+from sqlalchemy import Connection, and_, bindparam, insert, select, update
 
 from dreaming.ingest.admission import Status
 from dreaming.messages import SessionFile
@@ -44,6 +46,12 @@ def session_values(
     }
 
 
+def records(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:
+    """The agent's session records, each as its row, by session id."""
+    query = select(SESSIONS).where(SESSIONS.c.agent == agent)
+    return {r["session_id"]: dict(r) for r in conn.execute(query).mappings()}
+
+
 _UPDATE_SESSION = update(SESSIONS).where(
     and_(SESSIONS.c.agent == bindparam("b_agent"), SESSIONS.c.session_id == bindparam("b_sid"))
 )
@@ -66,6 +74,15 @@ def upsert_session(
             _UPDATE_SESSION,
             {"b_agent": values["agent"], "b_sid": values["session_id"], **changed},
         )
+
+
+def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> None:
+    """Record `sessions` as forgotten (a forget's part here; the tombstones say why)."""
+    conn.execute(
+        update(SESSIONS)
+        .where(and_(SESSIONS.c.agent == agent, SESSIONS.c.session_id.in_(sessions)))
+        .values(status=Status.FORGOTTEN, reason="forgotten")
+    )
 
 
 def may_have_changed(sf: SessionFile, cursors: dict[str, dict[str, Any]]) -> bool:
