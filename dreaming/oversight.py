@@ -6,6 +6,7 @@ change entries only through the lineage code deep uses.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from sqlalchemy import Connection
 
 from dreaming import faults
 from dreaming.errors import StateError
-from dreaming.memory import journal, memory_file, memory_sync, review
+from dreaming.memory import journal, lineage, memory_file, memory_sync, review
 from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.runs import finish_run, get_run, start_run
 
@@ -164,7 +165,7 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
             for rid in order:
                 entry_journal = journal.read(conn, agent, rid)
                 leave = sorted(set(entry_journal.entries) & edited)
-                restored, removed = journal.restore(conn, agent, entry_journal, leave=leave)
+                restored, removed = _restore(conn, agent, entry_journal, leave)
                 review.reopen_accepted(conn, agent, rid)  # an accept undone: pending again
                 report.undone.append(rid)
                 report.restored += [k for k in restored if k not in report.restored]
@@ -188,6 +189,21 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
         finish_run(engine, undo_id, "ok", {"agent": agent, "job": "undo", "undo": report.to_dict()})
     log.info("agent %s: run(s) %s undone in run %s", agent, report.undone, report.undo_run_id)
     return report
+
+
+def _restore(
+    conn: Connection, agent: str, run: journal.RunJournal, leave: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Put every entry and candidate the run journaled back as it was before the run, except
+    the keys in `leave`, and take its supersedes and its journal away. Returns (keys
+    restored, keys removed). The journal says what to restore; lineage writes the entries."""
+    left = set(leave)
+    images = {key: image for key, image in run.entries.items() if key not in left}
+    restored, removed = lineage.restore_entries(conn, agent, images)
+    journal.restore_candidates(conn, agent, run)
+    lineage.drop_supersessions_of_run(conn, agent, run.run_id)
+    journal.drop(conn, agent, run.run_id)
+    return restored, removed
 
 
 def _undo_order(conn: Connection, agent: str, run_id: int, cascade: bool) -> list[int]:

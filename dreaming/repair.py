@@ -14,15 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 
 from dreaming.config import Paths
-from dreaming.memory import entry_index, memory_file, memory_sync
-from dreaming.memory.lineage import live_entries
-from dreaming.store.tables import ENTRIES, ORIGINS
-
-ADOPTED = "adopted:MEMORY.md"  # the origin of an entry whose sources are unknown
-UNKNOWN = "unknown"
+from dreaming.memory import lineage, memory_file, memory_sync
+from dreaming.memory.lineage import ADOPTED
 
 
 @dataclass
@@ -51,7 +47,7 @@ def adopt(engine: Engine, paths: Paths, agent: str, *, dry_run: bool) -> RepairR
     doc = memory_file.read(path)
     now = datetime.now(UTC)
     with engine.begin() as conn:
-        live = dict(live_entries(conn, agent))
+        live = dict(lineage.live_entries(conn, agent))
         seen: set[str] = set()
         for block in doc.blocks:
             if block.key in live or block.key in seen:
@@ -61,24 +57,8 @@ def adopt(engine: Engine, paths: Paths, agent: str, *, dry_run: bool) -> RepairR
                 report.edited_left.append(block.key)
                 continue
             report.adopted.append({"key": block.key, "text": block.text})
-            if dry_run:
-                continue
-            conn.execute(
-                insert(ENTRIES).values(
-                    agent=agent, key=block.key, text=block.text, created_at=now, updated_at=now
-                )
-            )
-            entry_index.add_entry(conn, agent, block.key, block.text)
-            conn.execute(
-                insert(ORIGINS).values(
-                    agent=agent,
-                    entry_key=block.key,
-                    session_id=ADOPTED,
-                    origin_class=UNKNOWN,
-                    observed_at=now,
-                )
-            )
         if report.adopted and not dry_run:
+            lineage.adopt_entries(conn, agent, [(a["key"], a["text"]) for a in report.adopted], now)
             memory_sync.mark_dirty(conn, agent)
     if report.adopted and not dry_run:
         memory_sync.write(engine, agent, path, run_id=None)

@@ -20,8 +20,7 @@ from dreaming.ingest.admission import Status, admit
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.transcripts import Cursor, cursor_is_valid
 from dreaming.memory import memory_file
-from dreaming.memory.lineage import live_entries
-from dreaming.repair import ADOPTED
+from dreaming.memory.lineage import ADOPTED, live_entries
 from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,

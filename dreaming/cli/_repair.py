@@ -6,7 +6,8 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import emit_json
-from dreaming.repair import ADOPTED, adopt
+from dreaming.memory.lineage import ADOPTED
+from dreaming.repair import adopt
 
 
 @cli.command("repair")

@@ -3,8 +3,10 @@ taken back (`dreaming runs undo`).
 
 `lineage.apply` calls `capture` before it touches anything: the first time a run touches an
 entry key or a candidate, its whole state goes into one row (an entry with its origins and
-evidence; a candidate's decision status). `restore` puts those states back. The journal
-holds transcript-derived text, so it is within reach of purges: `forget_sessions` drops
+evidence; a candidate's decision status). `read` gives them back typed (`EntryImage`), and
+the undo puts them back: entries through lineage (which writes them; this module must not
+import it, since lineage imports this one), candidates through `restore_candidates`. The
+journal holds transcript-derived text, so it is within reach of purges: `forget_sessions` drops
 every image that names a purged session (or carries its text) and leaves a `purged` marker,
 and a run with a marker cannot be undone (purges win).
 """
@@ -20,17 +22,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, select
 
 from dreaming.ingest import candidates as candidates_mod
-from dreaming.memory import entry_index
-from dreaming.store.dialect import insert_ignore, upsert
-from dreaming.store.statuses import EntryStatus
-from dreaming.store.tables import (
-    CANDIDATES,
-    ENTRIES,
-    ENTRY_EVIDENCE,
-    JOURNAL,
-    ORIGINS,
-    SUPERSESSIONS,
-)
+from dreaming.store.dialect import upsert
+from dreaming.store.tables import CANDIDATES, ENTRIES, ENTRY_EVIDENCE, JOURNAL, ORIGINS
 
 ENTRY, CANDIDATE, PURGED = "entry", "candidate", "purged"
 
@@ -148,13 +141,42 @@ def _row(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class EntryImage:
+    """An entry as it was before a run first changed it, with its origins
+    (session id, session key, origin class, observed at) and evidence (session id, line)."""
+
+    text: str
+    status: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    recall_count: int
+    last_recalled_at: datetime | None
+    origins: tuple[tuple[str, str | None, str, datetime | None], ...]
+    evidence: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def from_json(cls, before: str) -> EntryImage:
+        image = json.loads(before)
+        return cls(
+            text=image["text"],
+            status=image["status"],
+            created_at=_dt(image["created_at"]),
+            updated_at=_dt(image["updated_at"]),
+            recall_count=image["recall_count"],
+            last_recalled_at=_dt(image["last_recalled_at"]),
+            origins=tuple((s, k, c, _dt(t)) for s, k, c, t in image["origins"]),
+            evidence=tuple((s, n) for s, n in image["evidence"]),
+        )
+
+
 @dataclass(frozen=True)
 class RunJournal:
     """What one run changed: entry keys (with their images) and candidates, and whether a
     purge took part of it away."""
 
     run_id: int
-    entries: dict[str, dict[str, Any] | None]
+    entries: dict[str, EntryImage | None]  # None: the run created the entry
     candidates: dict[int, dict[str, Any]]
     purged: bool
 
@@ -164,7 +186,7 @@ class RunJournal:
 
 
 def read(conn: Connection, agent: str, run_id: int) -> RunJournal:
-    entries: dict[str, dict[str, Any] | None] = {}
+    entries: dict[str, EntryImage | None] = {}
     candidates: dict[int, dict[str, Any]] = {}
     purged = False
     for kind, ref, before in conn.execute(
@@ -173,7 +195,7 @@ def read(conn: Connection, agent: str, run_id: int) -> RunJournal:
         )
     ):
         if kind == ENTRY:
-            entries[ref] = json.loads(before) if before is not None else None
+            entries[ref] = EntryImage.from_json(before) if before is not None else None
         elif kind == CANDIDATE and before is not None:
             candidates[int(ref)] = json.loads(before)
         elif kind == PURGED:
@@ -197,68 +219,8 @@ def later_touching(
     return {r: sorted(keys_) for r, keys_ in sorted(out.items())}
 
 
-def restore(
-    conn: Connection, agent: str, journal: RunJournal, *, leave: Iterable[str] = ()
-) -> tuple[list[str], list[str]]:
-    """Put every journaled entry and candidate back as it was before the run, except the
-    keys in `leave`. Returns (keys restored, keys removed). The caller commits."""
-    left = set(leave)
-    restored: list[str] = []
-    removed: list[str] = []
-    for key, image in journal.entries.items():
-        if key in left:
-            continue
-        existed = conn.execute(
-            select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
-        ).scalar()
-        for table in (ORIGINS, ENTRY_EVIDENCE):
-            mine = and_(table.c.agent == agent, table.c.entry_key == key)
-            conn.execute(delete(table).where(mine))
-        conn.execute(delete(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key)))
-        if existed is not None:
-            entry_index.remove_entry(conn, agent, key)
-        if image is None:
-            if existed is not None:
-                removed.append(key)
-            continue
-        conn.execute(
-            ENTRIES.insert().values(
-                agent=agent,
-                key=key,
-                text=image["text"],
-                status=image["status"],
-                created_at=_dt(image["created_at"]),
-                updated_at=_dt(image["updated_at"]),
-                recall_count=image["recall_count"],
-                last_recalled_at=_dt(image["last_recalled_at"]),
-            )
-        )
-        if image["origins"]:
-            conn.execute(
-                insert_ignore(conn, ORIGINS),
-                [
-                    {
-                        "agent": agent,
-                        "entry_key": key,
-                        "session_id": s,
-                        "session_key": k,
-                        "origin_class": c,
-                        "observed_at": _dt(t),
-                    }
-                    for s, k, c, t in image["origins"]
-                ],
-            )
-        if image["evidence"]:
-            conn.execute(
-                insert_ignore(conn, ENTRY_EVIDENCE),
-                [
-                    {"agent": agent, "entry_key": key, "session_id": s, "line": n}
-                    for s, n in image["evidence"]
-                ],
-            )
-        if image["status"] == EntryStatus.LIVE:
-            entry_index.add_entry(conn, agent, key, image["text"])
-        restored.append(key)
+def restore_candidates(conn: Connection, agent: str, journal: RunJournal) -> None:
+    """Put every journaled candidate back as it was before the run. The caller commits."""
     for cid, image in journal.candidates.items():
         candidates_mod.restore(
             conn,
@@ -268,13 +230,6 @@ def restore(
             image["decided_evidence"],
             _dt(image["updated_at"]),
         )
-    conn.execute(
-        delete(SUPERSESSIONS).where(
-            and_(SUPERSESSIONS.c.agent == agent, SUPERSESSIONS.c.run_id == journal.run_id)
-        )
-    )
-    drop(conn, agent, journal.run_id)
-    return restored, removed
 
 
 def drop(conn: Connection, agent: str, run_id: int) -> None:

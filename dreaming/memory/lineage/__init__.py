@@ -4,6 +4,8 @@ _apply   carrying out validated decisions (add, merge, supersede, skip) with the
          origins and evidence, orphan pruning, and what a purge removes of entries
 _read    reading lineage back: origins, evidence lines with their text, decisions,
          supersessions, the live entries
+_restore entries taken back rather than decided: an undo's images put back, and the
+         supersessions of the run undone dropped; `dreaming repair`'s adopted entries
 """
 
 from dreaming.memory.lineage._apply import (
@@ -31,18 +33,27 @@ from dreaming.memory.lineage._read import (
     live_entries_by_prefix,
     supersedes,
 )
+from dreaming.memory.lineage._restore import (
+    ADOPTED,
+    adopt_entries,
+    drop_supersessions_of_run,
+    restore_entries,
+)
 
 __all__ = [
+    "ADOPTED",
     "Applied",
     "Bookkeeping",
     "DecisionRecord",
     "EvidenceLine",
     "Lineage",
     "Origin",
+    "adopt_entries",
     "apply",
     "candidate_lineage",
     "count_origins",
     "decisions",
+    "drop_supersessions_of_run",
     "entry_lineage",
     "evidence_lines",
     "forget_entries",
@@ -53,5 +64,6 @@ __all__ = [
     "live_entries_by_prefix",
     "prune_orphans",
     "remove_entries",
+    "restore_entries",
     "supersedes",
 ]
