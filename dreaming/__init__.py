@@ -18,7 +18,7 @@ _EXPORTS = {
     "App": "dreaming.app",
     "AgentResult": "dreaming.runner",
     "Outcome": "dreaming.runner",
-    "Phase": "dreaming.runner",
+    "Phase": "dreaming.phases",
     "run": "dreaming.runner",
     "run_agent": "dreaming.runner",
     "forget_sessions": "dreaming.runner:forget",
@@ -98,7 +98,8 @@ if TYPE_CHECKING:
         WorkspaceFileError,
     )
     from dreaming.forget import Selector
-    from dreaming.runner import AgentResult, Outcome, Phase, run, run_agent
+    from dreaming.phases import Phase
+    from dreaming.runner import AgentResult, Outcome, run, run_agent
     from dreaming.runner import forget as forget_sessions
 
 

@@ -29,6 +29,7 @@ from dreaming.ingest import sources
 from dreaming.llm import BudgetSettings, CircuitBreaker
 from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.messages import SessionFile
+from dreaming.phases import PHASES, Phase
 from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.phases.light import LightPhase, LightSummary
 from dreaming.phases.rem import RemPhase, RemSummary, Theme
@@ -36,17 +37,6 @@ from dreaming.progress import Progress
 from dreaming.runs import close_abandoned, delete_run, finish_run, run_has_calls, start_run
 
 log = logging.getLogger(__name__)
-
-
-class Phase(StrEnum):
-    """The phases, in the order a night runs them."""
-
-    LIGHT = "light"
-    REM = "rem"
-    DEEP = "deep"
-
-
-PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 class Outcome(StrEnum):
@@ -529,10 +519,8 @@ def forget(
 
 __all__ = [
     "NOT_RUN",
-    "PHASES",
     "AgentResult",
     "Outcome",
-    "Phase",
     "RunOptions",
     "forget",
     "run",

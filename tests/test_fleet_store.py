@@ -12,7 +12,7 @@ from dreaming import demo, runner
 from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError
 from dreaming.forget import Selector
-from dreaming.runner import Phase
+from dreaming.phases import Phase
 from dreaming.store import MIGRATIONS, open_shared_engine
 from dreaming.store.models import SQLModel
 from dreaming.verify import verify

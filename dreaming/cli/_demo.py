@@ -14,7 +14,7 @@ from dreaming.app import App
 from dreaming.cli._main import Context, cli
 from dreaming.cli._output import emit_json, note
 from dreaming.cli._run import format_result
-from dreaming.runner import Phase
+from dreaming.phases import Phase
 
 
 @cli.command()

@@ -14,10 +14,11 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.llm import BudgetSettings
+from dreaming.phases import Phase
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
 from dreaming.phases.rem import RemSummary
-from dreaming.runner import AgentResult, Phase, Summary, summary_from_dict
+from dreaming.runner import AgentResult, Summary, summary_from_dict
 
 
 def format_light(s: LightSummary) -> str:

@@ -44,18 +44,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dreaming.config import _format_error
 from dreaming.errors import ConfigError, StateError
 from dreaming.llm import BudgetSettings
+from dreaming.phases import PHASES, Phase
 
 from ._triggers import Trigger, build_trigger
-
-Phase = Literal["light", "rem", "deep"]
-PHASE_ORDER: tuple[Phase, ...] = ("light", "rem", "deep")
 
 
 class Job(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    phases: tuple[Phase, ...] = PHASE_ORDER
+    phases: tuple[Phase, ...] = PHASES
     agents: Literal["*"] | tuple[str, ...] = "*"
     trigger: Trigger | None = None
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
@@ -72,7 +70,7 @@ class Job(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError("a phase is listed twice")
         # Phases always run in their natural order, whatever order the file lists them in.
-        return tuple(p for p in PHASE_ORDER if p in value)
+        return tuple(p for p in PHASES if p in value)
 
     def agent_list(self, known: Sequence[str]) -> list[str]:
         return list(known) if self.agents == "*" else [a for a in self.agents]
