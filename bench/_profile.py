@@ -5,7 +5,7 @@ print (function as path:line(name), ncalls, own and cumulative seconds), in the 
 asks for.
 
 Run (`python bench/_profile.py STATE CONFIG WARM AGENT TOP`, by bench/fleet.py --profile):
-one agent's night as a worker process runs it (`dreaming.app._run_agent_in_worker`: App.open,
+one agent's night as a worker process runs it (`dreaming.runner._run_agent_in_worker`: App.open,
 light, rem, deep, close), first plainly and then under cProfile, each after one unprofiled
 agent (WARM) has paid the one-off costs; the profiled night runs on a fresh copy of the state
 folder, so the state is as fresh as it was for the plain one. Prints one JSON line last:
@@ -69,8 +69,6 @@ def top_functions(
 
 # -- one agent's night (bench/fleet.py --profile) --------------------------------------------
 
-PHASES = ["light", "rem", "deep"]
-
 
 class AgentNight:
     """Runs one agent's night as a worker process would, in the state folder `state`."""
@@ -84,11 +82,17 @@ class AgentNight:
         self.state, self.config = state, config
 
     def run(self, agent: str) -> Any:
-        from dreaming.app import _run_agent_in_worker
+        from dreaming.phases import PHASES
+        from dreaming.runner import RunOptions, _run_agent_in_worker
 
-        opts = dict(job=None, dry_run=False, budget=None, profile=None, reingest=False)
         return _run_agent_in_worker(
-            self.state, self.config, dict(os.environ), agent, PHASES, self.files[agent], opts
+            self.state,
+            self.config,
+            dict(os.environ),
+            agent,
+            list(PHASES),
+            self.files[agent],
+            RunOptions(),
         )
 
     def fresh_copy(self) -> AgentNight:

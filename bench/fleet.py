@@ -81,7 +81,7 @@ library (dreaming, prompts, jobs) as committed at that revision into the work di
 makes every child import it (PYTHONPATH). The report names the library and its commit.
 
 `--profile` adds a cProfile of one agent's night as a worker process runs it
-(`dreaming.app._run_agent_in_worker`: App.open, light, rem, deep, close) in a child
+(`dreaming.runner._run_agent_in_worker`: App.open, light, rem, deep, close) in a child
 process with a fresh state, after one unprofiled agent has warmed it up; the hot spots are
 printed (top functions by own time and by cumulative time).
 
