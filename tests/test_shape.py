@@ -160,8 +160,10 @@ def _owner(module: str) -> str:
 
 def _writers(table: str) -> set[str]:
     write = re.compile(
-        rf"(?:insert\(|update\(|delete\(|upsert\(conn, |insert_ignore\(conn, ){table}\b"
-        rf"|\b{table}\.(?:insert|update|delete)\("
+        r"(?:insert\(|update\(|delete\(|upsert\(conn, |insert_ignore\(conn, "
+        rf"|upsert_replace\(conn, ){table}\b|\b{table}\.(?:insert|update|delete)\("
+        # a lightweight table named after it, as `insert(table(CANDIDATES.name, ...))`
+        rf"|\btable\(\s*{table}\.name\b"
     )
     return {_owner(name) for name, path in MODULES.items() if write.search(path.read_text())}
 

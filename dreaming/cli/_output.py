@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from datetime import date, datetime
 from typing import Any
 
@@ -34,10 +33,6 @@ def usd(value: float | None) -> str:
     text = f"{value:.{places}f}"
     whole, _, cents = text.partition(".")
     return f"${whole}.{cents[:2]}{cents[2:].rstrip('0')}"
-
-
-def is_tty() -> bool:
-    return sys.stderr.isatty()
 
 
 def note(message: str) -> None:

@@ -246,14 +246,15 @@ def note_degraded(results: list[dict[str, Any]]) -> bool:
     return bool(degraded)
 
 
-PHASES = [str(p) for p in Phase]
+# click matches an Enum choice by member name (LIGHT); the option takes the values.
+PHASE_NAMES = [p.value for p in Phase]
 
 
 @cli.command()
 @click.option(
     "--phase",
     "phases",
-    type=click.Choice([*PHASES, "all"]),
+    type=click.Choice([*PHASE_NAMES, "all"]),
     multiple=True,
     default=["all"],
     show_default=True,
@@ -289,7 +290,7 @@ def run(
     as_json: bool,
 ) -> None:
     """Run phases now over the agents' transcripts."""
-    wanted = PHASES if "all" in phases else [p for p in PHASES if p in phases]
+    wanted = PHASE_NAMES if "all" in phases else [p for p in PHASE_NAMES if p in phases]
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")
     run_phases(

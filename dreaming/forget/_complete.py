@@ -15,7 +15,7 @@ from dreaming.config import Paths
 from dreaming.ingest import corpus, tombstones
 from dreaming.memory import memory_sync
 from dreaming.store.dialect import is_postgres
-from dreaming.store.tables import PURGES, TOMBSTONES
+from dreaming.store.tables import PURGES
 
 from ._scrub import backup_carries, needles_of, scrub_backups, scrub_files
 
@@ -45,11 +45,7 @@ def _tombstone_file_follows(engine: Engine, paths: Paths, agent: str) -> None:
     """The tombstone file follows the database, never leads it: a tombstone written before
     the purge committed would hide a session nothing purged."""
     with engine.connect() as conn:
-        in_db = conn.execute(
-            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
-                TOMBSTONES.c.agent == agent
-            )
-        ).all()
+        in_db = tombstones.in_db(conn, agent)
     in_file = tombstones.file_tombstones(paths, agent)
     missing = [(sid, key) for sid, key in in_db if sid not in in_file]
     if missing:

@@ -16,16 +16,12 @@ from dreaming import faults, runs
 from dreaming.config import Paths
 from dreaming.ingest import candidates, corpus
 from dreaming.ingest import tombstones as tombstones_mod
-from dreaming.ingest.corpus import reference
 from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import calls_carrying, forget_calls
 from dreaming.memory import journal, lineage, memory_sync, review
-from dreaming.memory.lineage import entry_lineage, live_entries
 from dreaming.messages import SessionFile
 from dreaming.store import cursors
-from dreaming.store.tables import (
-    PURGES,
-)
+from dreaming.store.tables import PURGES
 
 from ._complete import complete_pending
 from ._scrub import (
@@ -68,9 +64,13 @@ class Plan:
     mixed: list[dict[str, Any]] = field(default_factory=list)  # entries with other sessions
     emptied: list[str] = field(default_factory=list)  # entries with no other session
     snippets: set[str] = field(default_factory=set)  # purged text to hunt for elsewhere
+    needles: list[str] = field(default_factory=list)  # the snippets as searched for
     calls: list[int] = field(default_factory=list)  # LLM call records carrying it
     backups: list[int] = field(default_factory=list)  # MEMORY.md backups carrying it
     runs: list[int] = field(default_factory=list)  # run summaries carrying it
+
+    def holds_purged(self, text: str | None) -> bool:
+        return carries(text, self.needles)
 
 
 @dataclass
@@ -139,7 +139,7 @@ class Purge:
             # Whole-entry rule, per line: an entry built from a line whose text changed is
             # gone; the lines that still hold are ingested again and may rebuild it.
             keys = lineage.keys_citing(conn, a, ids, {(x.session_id, x.line) for x in lines})
-        live = dict(live_entries(conn, a))
+        live = dict(lineage.live_entries(conn, a))
         plan = Plan(
             line_ids=[x.id for x in lines],
             days=sorted({x.day for x in lines}),
@@ -148,7 +148,9 @@ class Purge:
         )
         outside = set(ids) if scope.whole else set()
         for key in plan.entries:
-            others = sorted({o.session_id for o in entry_lineage(conn, a, key).origins} - outside)
+            others = sorted(
+                {o.session_id for o in lineage.entry_lineage(conn, a, key).origins} - outside
+            )
             if others:
                 plan.mixed.append({"key": key, "other_sessions": others})
             else:
@@ -158,33 +160,28 @@ class Purge:
             kept = "\n".join(scope.keep)
             snippets = {x for x in snippets if x not in kept}
         plan.snippets = snippets | {live[k] for k in plan.entries}
+        plan.needles = needles_of(plan.snippets)
         return plan
 
     def _count(self, conn: Connection, scope: Scope, plan: Plan) -> dict[str, int]:
         """What the purge will remove, per table (a dry run's report). Also finds the call
         records, backups and run summaries that carry purged text, for the delete."""
         a = self.agent
-        ids = list(scope.sessions)
-        sessions, line_ids = scope.sessions, scope.line_ids
-        needles = needles_of(plan.snippets)
-
-        def carrying(text: str | None) -> bool:
-            return carries(text, needles)
-
-        plan.calls = calls_carrying(conn, a, carrying)
+        ids, line_ids = list(scope.sessions), scope.line_ids
+        plan.calls = calls_carrying(conn, a, plan.holds_purged)
         plan.backups = [
             i
             for i, content in memory_sync.backups(conn, a)
-            if backup_carries(content, needles, plan.entries)
+            if backup_carries(content, plan.needles, plan.entries)
         ]
-        plan.runs = runs.summaries_carrying(conn, a, carrying)
+        plan.runs = runs.summaries_carrying(conn, a, plan.holds_purged)
         return {
             "corpus_lines": len(plan.line_ids),
             "entries": len(plan.entries),
             "index_rows": len(plan.entries),
             "candidates": len(plan.candidates),
-            "candidate_evidence": candidates.count_evidence(conn, a, sessions, line_ids),
-            "recalls": candidates.count_recalls(conn, a, sessions, line_ids),
+            "candidate_evidence": candidates.count_evidence(conn, a, ids, line_ids),
+            "recalls": candidates.count_recalls(conn, a, ids, line_ids),
             "origins": lineage.count_origins(conn, a, sessions=ids)
             if scope.whole
             else lineage.count_origins(conn, a, keys=plan.entries),
@@ -192,9 +189,11 @@ class Purge:
             "memory_backups": len(plan.backups),
             "llm_calls": len(plan.calls),
             "run_summaries": len(plan.runs),
-            "review_proposals": review.forget_sessions(conn, a, ids, carrying, dry_run=True),
+            "review_proposals": review.forget_sessions(
+                conn, a, ids, plan.holds_purged, dry_run=True
+            ),
             "runs_no_longer_undoable": len(
-                journal.forget_sessions(conn, a, ids, carrying, dry_run=True)
+                journal.forget_sessions(conn, a, ids, plan.holds_purged, dry_run=True)
             ),
         }
 
@@ -277,11 +276,7 @@ class Purge:
         """The database part of a purge, each table through its owner, in this order."""
         a = self.agent
         ids = list(scope.sessions)
-        needles = needles_of(plan.snippets)
-
-        def carrying(text: str) -> bool:
-            return carries(text, needles)
-
+        needles = plan.needles
         # 1. corpus
         corpus.forget_lines(conn, a, scope.sessions, scope.line_ids, plan.days)
         # 2-3. entries, their origins, evidence and index rows (whole-entry deletion)
@@ -295,7 +290,7 @@ class Purge:
             scope.line_ids,
             candidates=plan.candidates,
             settings=self.paths.settings,
-            carries=carrying,
+            carries=plan.holds_purged,
         )
         if scope.whole:
             cursors.forget_sessions(conn, a, ids)
@@ -305,8 +300,8 @@ class Purge:
         scrub_backups(conn, backups, needles, plan.entries)
         # Undo images and review proposals hold the purged text too: they go, and a run
         # that needed them can no longer be undone (purges win).
-        journal.forget_sessions(conn, a, ids, carrying)
-        review.forget_sessions(conn, a, ids, carrying)
+        journal.forget_sessions(conn, a, ids, plan.holds_purged)
+        review.forget_sessions(conn, a, ids, plan.holds_purged)
         # 5. origins of the sessions (entries with them are gone already) and tombstones
         lineage.forget_origins(conn, a, ids if scope.whole else None)
         # A rederive forgets nothing: its sessions stay as they are recorded.
@@ -331,7 +326,7 @@ class Purge:
                             "session_id": t.session_id,
                             "path": w,
                             "at": msg.timestamp.isoformat() if msg.timestamp else None,
-                            "ref": reference(self.agent, t.session_id, msg.line),
+                            "ref": corpus.reference(self.agent, t.session_id, msg.line),
                         }
                     )
         return out

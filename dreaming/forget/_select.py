@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
+from dreaming.ingest import sessions, tombstones
 from dreaming.messages import SessionFile
-from dreaming.store.tables import SESSIONS, TOMBSTONES
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def resolve(
         }
     tombstoned: set[str] = set()
     if conn is not None:
-        for r in conn.execute(select(SESSIONS).where(SESSIONS.c.agent == agent)).mappings():
+        for r in sessions.records(conn, agent).values():
             known[r["session_id"]] = {
                 "session_id": r["session_id"],
                 "session_key": r["session_key"],
@@ -93,11 +93,7 @@ def resolve(
                 "created_at": r["created_at"],
                 "parent": _parent_of(r["path"]),
             }
-        for sid, key in conn.execute(
-            select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
-                TOMBSTONES.c.agent == agent
-            )
-        ):
+        for sid, key in tombstones.in_db(conn, agent):
             tombstoned.add(sid)
             known.setdefault(
                 sid,

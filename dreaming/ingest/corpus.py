@@ -229,11 +229,7 @@ def forget_lines(
     """A purge's part here: the lines leave the table, and the `days` they were on are
     marked dirty in the same transaction, so their files are rewritten without them."""
     conn.execute(delete(CORPUS_LINES).where(lines_of(agent, sessions, line_ids)))
-    if days:
-        conn.execute(
-            insert_ignore(conn, DIRTY_DAYS),
-            [{"agent": agent, "day": d} for d in days],
-        )
+    mark_dirty(conn, agent, days)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from dreaming.config import Paths, file_stem
 from dreaming.ingest import sessions as session_records
@@ -38,6 +38,13 @@ def record_tombstones(
             fh.write(json.dumps(row) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def in_db(conn: Connection, agent: str) -> list[tuple[str, str | None]]:
+    """(session id, session key) of every session the agent's database holds a tombstone
+    for."""
+    query = select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key)
+    return [(sid, key) for sid, key in conn.execute(query.where(TOMBSTONES.c.agent == agent))]
 
 
 def file_tombstones(paths: Paths, agent: str) -> dict[str, str | None]:

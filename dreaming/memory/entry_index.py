@@ -87,10 +87,3 @@ def _search_postgres(conn: Connection, agent: str, tokens: list[str], limit: int
         params | {"a": agent, "n": limit},
     )
     return [r[0] for r in rows]
-
-
-def all_keys(conn: Connection, agent: str) -> list[str]:
-    return [
-        r[0]
-        for r in conn.execute(text("SELECT key FROM entries_fts WHERE agent = :a"), {"a": agent})
-    ]

@@ -221,15 +221,17 @@ def later_touching(
 
 def restore_candidates(conn: Connection, agent: str, journal: RunJournal) -> None:
     """Put every journaled candidate back as it was before the run. The caller commits."""
-    for cid, image in journal.candidates.items():
-        candidates_mod.restore(
-            conn,
-            agent,
-            cid,
-            image["status"],
-            image["decided_evidence"],
-            _dt(image["updated_at"]),
-        )
+    rows = [
+        {
+            "cid": cid,
+            "new_status": image["status"],
+            "decided": image["decided_evidence"],
+            "at": _dt(image["updated_at"]),
+        }
+        for cid, image in journal.candidates.items()
+    ]
+    if rows:
+        candidates_mod.set_outcomes(conn, rows)
 
 
 def drop(conn: Connection, agent: str, run_id: int) -> None:

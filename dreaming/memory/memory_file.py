@@ -29,7 +29,7 @@ import re
 import stat
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -470,7 +470,3 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
-
-
-def keys_of(blocks: Iterable[Block]) -> set[str]:
-    return {b.key for b in blocks}

@@ -30,12 +30,6 @@ from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import MEMORY_BACKUPS
 
-DIRTY_KEY = StateKey.MEMORY_DIRTY
-HASH_KEY = StateKey.MEMORY_HASH
-# Set with the dirty mark by an undo: the next write lays the entries into the file that
-# run started from (its backup), so MEMORY.md returns byte for byte even after a crash.
-BASE_KEY = StateKey.MEMORY_BASE_RUN
-
 
 @dataclass
 class SyncReport:
@@ -54,9 +48,9 @@ def content_hash(content: str) -> str:
 
 
 def mark_dirty(conn: Connection, agent: str, base_run: int | None = None) -> None:
-    state.put(conn, agent, DIRTY_KEY, "1")
+    state.put(conn, agent, StateKey.MEMORY_DIRTY, "1")
     if base_run is not None:
-        state.put(conn, agent, BASE_KEY, str(base_run))
+        state.put(conn, agent, StateKey.MEMORY_BASE_RUN, str(base_run))
 
 
 def _read(path: Path) -> str | None:
@@ -88,8 +82,8 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
     report = SyncReport()
     current = _read(path)
     with engine.begin() as conn:
-        dirty = state.get(conn, agent, DIRTY_KEY) == "1"
-        written = state.get(conn, agent, HASH_KEY)
+        dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
+        written = state.get(conn, agent, StateKey.MEMORY_HASH)
         live = dict(live_entries(conn, agent))
         if current is None or dirty or written is None or content_hash(current) == written:
             needs_write = dirty or (current is None and bool(live))
@@ -104,7 +98,7 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
             needs_write = bool(report.removed_by_person)
             if not needs_write:
                 # Take the edited file as the new agreed state.
-                state.put(conn, agent, HASH_KEY, content_hash(current))
+                state.put(conn, agent, StateKey.MEMORY_HASH, content_hash(current))
     if needs_write:
         report.repaired = dirty
         write(engine, agent, path, run_id=None, report=report)
@@ -136,7 +130,8 @@ def write(
     the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
     report = report or SyncReport()
     with engine.connect() as conn:
-        run = state.get(conn, agent, BASE_KEY)  # an undo's: lay the entries into that run's file
+        # An undo's mark: lay the entries into the file that run started from.
+        run = state.get(conn, agent, StateKey.MEMORY_BASE_RUN)
         base = _base(conn, agent, int(run), _read(path) or "") if run is not None else None
         current, new = render(conn, agent, path, base)
     if current is not None:
@@ -163,8 +158,8 @@ def write(
         report.written = True
     faults.checkpoint("memory.after_write")
     with engine.begin() as conn:
-        state.clear(conn, agent, DIRTY_KEY, BASE_KEY)
-        state.put(conn, agent, HASH_KEY, content_hash(new))
+        state.clear(conn, agent, StateKey.MEMORY_DIRTY, StateKey.MEMORY_BASE_RUN)
+        state.put(conn, agent, StateKey.MEMORY_HASH, content_hash(new))
     return report
 
 

@@ -171,7 +171,7 @@ def stage(
 def _reopen(conn: Connection, candidate_ids: Sequence[int]) -> None:
     """Candidates whose proposal went stale or expired: decided again on the next night."""
     if candidate_ids:
-        candidates.settle_proposed(conn, candidate_ids, CandidateStatus.PENDING)
+        candidates.reopen_proposed(conn, candidate_ids)
 
 
 def _candidates_of(p: Proposal) -> list[int]:
@@ -271,7 +271,7 @@ def reject(conn: Connection, p: Proposal, reason: str | None) -> None:
     """Rejected: its candidates keep `decided_evidence` at their count then, so only new
     evidence brings them back."""
     mark(conn, p.id, ProposalStatus.REJECTED, reason or "rejected")
-    candidates.settle_proposed(conn, _candidates_of(p), CandidateStatus.REJECTED)
+    candidates.reject_proposed(conn, _candidates_of(p))
 
 
 def forget_sessions(

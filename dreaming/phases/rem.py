@@ -25,7 +25,6 @@ from dreaming.config import Paths
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.ingest import candidates
 from dreaming.ingest import claims as claims_mod
-from dreaming.ingest.candidates import read_clock, rescore
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess
@@ -121,7 +120,7 @@ class RemPhase:
     def run(self, agent: str) -> RemSummary:
         summary = RemSummary(agent=agent, dry_run=self.dry_run)
         with self.engine.connect() as conn:
-            clock = read_clock(conn, agent)
+            clock = candidates.read_clock(conn, agent)
             if clock is None:
                 return summary  # nothing ingested yet: nothing to dream about
             summary.day = clock.date().isoformat()
@@ -180,7 +179,7 @@ class RemPhase:
         with self.engine.begin() as conn:
             if changes:
                 candidates.set_boosts(conn, changes)
-                rescore(conn, agent, self.paths.settings)
+                candidates.rescore(conn, agent, self.paths.settings)
         summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
         _set_mark(self.engine, agent, newest_line)
         return summary
@@ -313,9 +312,6 @@ class RemPhase:
         summary.llm_calls += log_calls(self.engine, agent, self.run_id, calls).calls
 
 
-MARK_KEY = StateKey.REM_INPUT
-
-
 def _newest_line(engine: Engine, agent: str) -> str:
     with engine.connect() as conn:
         value = conn.execute(
@@ -326,9 +322,9 @@ def _newest_line(engine: Engine, agent: str) -> str:
 
 def _get_mark(engine: Engine, agent: str) -> str | None:
     with engine.connect() as conn:
-        return state.get(conn, agent, MARK_KEY)
+        return state.get(conn, agent, StateKey.REM_INPUT)
 
 
 def _set_mark(engine: Engine, agent: str, value: str) -> None:
     with engine.begin() as conn:
-        state.put(conn, agent, MARK_KEY, value)
+        state.put(conn, agent, StateKey.REM_INPUT, value)

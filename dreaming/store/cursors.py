@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 
 from sqlalchemy import Connection, and_, delete, func, select
 
-from dreaming.store.dialect import upsert
+from dreaming.store.dialect import upsert_replace
 from dreaming.store.tables import FILE_CURSORS
 
 
@@ -43,24 +43,10 @@ _COLUMNS = (
     "updated_at",
 )
 
-# The upsert depends on the backend; light advances a cursor once per transcript file, and
-# building the statement anew each time was measurably slower.
-_ADVANCE: dict[str, Any] = {}
-
-
-def _advance_statement(conn: Connection) -> Any:
-    stmt = _ADVANCE.get(conn.dialect.name)
-    if stmt is None:
-        ins = upsert(conn, FILE_CURSORS)
-        stmt = _ADVANCE[conn.dialect.name] = ins.on_conflict_do_update(
-            index_elements=["agent", "path"], set_={c: ins.excluded[c] for c in _COLUMNS}
-        )
-    return stmt
-
 
 def advance(conn: Connection, cursor: CursorRow) -> None:
     """Store where the read of `cursor["path"]` stopped (inserted, or replacing the last)."""
-    conn.execute(_advance_statement(conn), cursor)
+    conn.execute(upsert_replace(conn, FILE_CURSORS, ["agent", "path"], _COLUMNS), cursor)
 
 
 def by_path(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -15,16 +18,32 @@ def upsert(conn: Connection, table: Table) -> sqlite.Insert | postgresql.Insert:
     return sqlite.insert(table)
 
 
-_INSERT_IGNORE: dict[tuple[str, str], sqlite.Insert | postgresql.Insert] = {}
+# Built once per backend, table and columns: light writes several per transcript file it
+# commits, and building the statement anew each time shows in the ingest benchmark.
+_BUILT: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], Any] = {}
 
 
 def insert_ignore(conn: Connection, table: Table) -> sqlite.Insert | postgresql.Insert:
-    """`INSERT ... ON CONFLICT DO NOTHING` into `table`, built once per backend and table
-    (light commits one per transcript file: building the statement anew each time shows)."""
-    key = (conn.dialect.name, table.name)
-    stmt = _INSERT_IGNORE.get(key)
+    """`INSERT ... ON CONFLICT DO NOTHING` into `table`."""
+    key = (conn.dialect.name, table.name, (), ())
+    stmt = _BUILT.get(key)
     if stmt is None:
-        stmt = _INSERT_IGNORE[key] = upsert(conn, table).on_conflict_do_nothing()
+        stmt = _BUILT[key] = upsert(conn, table).on_conflict_do_nothing()
+    return stmt
+
+
+def upsert_replace(
+    conn: Connection, table: Table, keys: Sequence[str], columns: Sequence[str]
+) -> Any:
+    """`INSERT ... ON CONFLICT (keys) DO UPDATE` setting each of `columns` to the value
+    inserted: the row is inserted, or replaces the one with its keys."""
+    key = (conn.dialect.name, table.name, tuple(keys), tuple(columns))
+    stmt = _BUILT.get(key)
+    if stmt is None:
+        ins = upsert(conn, table)
+        stmt = _BUILT[key] = ins.on_conflict_do_update(
+            index_elements=list(keys), set_={c: ins.excluded[c] for c in columns}
+        )
     return stmt
 
 

@@ -7,11 +7,10 @@ work it describes so a crash cannot separate them.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, select
 
-from dreaming.store.dialect import insert_ignore, upsert
+from dreaming.store.dialect import insert_ignore, upsert_replace
 from dreaming.store.tables import AGENT_STATE
 
 
@@ -24,11 +23,9 @@ class StateKey(StrEnum):
     MEMORY_BASE_RUN = "memory_base_run"  # an undo: the run whose pre-run backup to lay over
 
 
-# Statements built once per backend: light sets a mark per transcript file it commits.
 _GET = select(AGENT_STATE.c.value).where(
     and_(AGENT_STATE.c.agent == bindparam("agent"), AGENT_STATE.c.key == bindparam("key"))
 )
-_PUT: dict[str, Any] = {}
 
 
 def get(conn: Connection, agent: str, key: StateKey) -> str | None:
@@ -37,12 +34,7 @@ def get(conn: Connection, agent: str, key: StateKey) -> str | None:
 
 
 def put(conn: Connection, agent: str, key: StateKey, value: str) -> None:
-    stmt = _PUT.get(conn.dialect.name)
-    if stmt is None:
-        ins = upsert(conn, AGENT_STATE)
-        stmt = _PUT[conn.dialect.name] = ins.on_conflict_do_update(
-            index_elements=["agent", "key"], set_={"value": ins.excluded.value}
-        )
+    stmt = upsert_replace(conn, AGENT_STATE, ["agent", "key"], ["value"])
     conn.execute(stmt, {"agent": agent, "key": key.value, "value": value})
 
 

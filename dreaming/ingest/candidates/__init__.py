@@ -10,26 +10,22 @@ place), so re-reading a rewritten file or purging a session leaves exact counts 
     _common   statements the parts share
 """
 
-from dreaming.ingest.candidates._common import mark_stale
 from dreaming.ingest.candidates._decided import (
     mark_proposed,
-    restore,
+    reject_proposed,
+    reopen_proposed,
     set_boosts,
     set_outcomes,
-    settle_proposed,
 )
 from dreaming.ingest.candidates._fold import Folder, FoldStats
 from dreaming.ingest.candidates._forget import (
     candidates_of,
     count_evidence,
     count_recalls,
-    evidence_of,
     forget_lines,
-    recalls_of,
 )
 from dreaming.ingest.candidates._signals import (
     advance_clock,
-    assess_new,
     read_clock,
     refresh_candidates,
     refresh_stale,
@@ -40,21 +36,17 @@ __all__ = [
     "FoldStats",
     "Folder",
     "advance_clock",
-    "assess_new",
     "candidates_of",
     "count_evidence",
     "count_recalls",
-    "evidence_of",
     "forget_lines",
     "mark_proposed",
-    "mark_stale",
     "read_clock",
-    "recalls_of",
     "refresh_candidates",
     "refresh_stale",
+    "reject_proposed",
+    "reopen_proposed",
     "rescore",
-    "restore",
     "set_boosts",
     "set_outcomes",
-    "settle_proposed",
 ]

@@ -1,5 +1,5 @@
-"""What becomes of a candidate after light: deep's outcome, a proposal staged for review and
-its acceptance or rejection, an undo putting a status back, REM's boosts. Every writer of the
+"""What becomes of a candidate after light: deep's outcome (an undo putting it back goes the
+same way), a proposal staged for review and its settling, REM's boosts. Every writer of the
 candidates table outside light and a purge goes through here.
 
 `decided_evidence` is the evidence count a decision saw: a candidate comes back before deep
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, update
 
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
@@ -39,22 +39,6 @@ def set_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> Non
     conn.execute(_SET_OUTCOME, outcomes)
 
 
-def restore(
-    conn: Connection,
-    agent: str,
-    cid: int,
-    status: str,
-    decided_evidence: int,
-    updated_at: datetime | None,
-) -> None:
-    """An undo: the candidate as it was before the run decided it."""
-    conn.execute(
-        update(CANDIDATES)
-        .where(and_(CANDIDATES.c.id == cid, CANDIDATES.c.agent == agent))
-        .values(status=status, decided_evidence=decided_evidence, updated_at=updated_at)
-    )
-
-
 def mark_proposed(conn: Connection, cids: Iterable[int], now: datetime) -> None:
     """Staged for a person: decided on the evidence it has now."""
     conn.execute(
@@ -68,18 +52,26 @@ def mark_proposed(conn: Connection, cids: Iterable[int], now: datetime) -> None:
     )
 
 
-def settle_proposed(conn: Connection, cids: Sequence[int], status: CandidateStatus) -> None:
-    """Candidates still waiting on a proposal get `status`: PENDING (reopened, decided again
-    the next night) keeps no decided count; REJECTED keeps it, so only new evidence brings
-    them back."""
-    values: dict[str, Any] = {"status": status}
-    if status is CandidateStatus.PENDING:
-        values["decided_evidence"] = 0
+def reopen_proposed(conn: Connection, cids: Sequence[int]) -> None:
+    """Candidates still waiting on a proposal that went stale or expired: pending again,
+    decided afresh the next night."""
     conn.execute(
         update(CANDIDATES)
-        .where(and_(CANDIDATES.c.id.in_(cids), CANDIDATES.c.status == CandidateStatus.PROPOSED))
-        .values(**values)
+        .where(_still_proposed(cids))
+        .values(status=CandidateStatus.PENDING, decided_evidence=0)
     )
+
+
+def reject_proposed(conn: Connection, cids: Sequence[int]) -> None:
+    """Candidates still waiting on a rejected proposal: they keep the evidence count they
+    were decided on, so only new evidence brings them back."""
+    conn.execute(
+        update(CANDIDATES).where(_still_proposed(cids)).values(status=CandidateStatus.REJECTED)
+    )
+
+
+def _still_proposed(cids: Sequence[int]) -> ColumnElement[bool]:
+    return and_(CANDIDATES.c.id.in_(cids), CANDIDATES.c.status == CandidateStatus.PROPOSED)
 
 
 def set_boosts(conn: Connection, changes: Sequence[Mapping[str, Any]]) -> None:

@@ -300,7 +300,7 @@ def _record_folded(
     cid, key = also
     count = _evidence_count(conn, cid)
     rows.outcomes.append(
-        {"cid": cid, "new_status": CandidateStatus.MERGED.value, "decided": count, "at": now}
+        {"cid": cid, "new_status": CandidateStatus.MERGED, "decided": count, "at": now}
     )
     rows.log.append(
         {

@@ -26,6 +26,7 @@ from dreaming.ingest.sessions import (
 )
 from dreaming.ingest.tags import TagRegistry
 from dreaming.ingest.tombstones import file_tombstones
+from dreaming.ingest.tombstones import in_db as tombstones_in_db
 from dreaming.messages import SessionFile
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
@@ -35,7 +36,7 @@ from dreaming.progress import Progress, Tick
 from dreaming.store import cursors as file_cursors
 from dreaming.store import state
 from dreaming.store.statuses import CandidateStatus
-from dreaming.store.tables import CANDIDATES, TOMBSTONES
+from dreaming.store.tables import CANDIDATES
 
 # A file as admission left it: (file, decision, its session record now, the stored record)
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
@@ -89,12 +90,8 @@ class LightPhase:
         """What is known of the agent's sessions: the tombstoned ids, the session records by
         id and the file cursors by path."""
         agent = self.agent
-        tombstoned = set(file_tombstones(self.paths, agent)) | {
-            s
-            for (s,) in conn.execute(
-                select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent)
-            )
-        }
+        tombstoned = set(file_tombstones(self.paths, agent))
+        tombstoned |= {sid for sid, _ in tombstones_in_db(conn, agent)}
         return tombstoned, records(conn, agent), file_cursors.by_path(conn, agent)
 
     def _load_folder(self, conn: Connection) -> Folder:

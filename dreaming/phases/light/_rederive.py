@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, select
 
 from dreaming.config import Paths
+from dreaming.forget import Purge, Scope
 from dreaming.ingest.sessions import upsert_session
 from dreaming.messages import SessionFile
 from dreaming.phases.light._summary import LightSummary
@@ -29,8 +30,6 @@ def rederive_sessions(
     """Purge what the sessions' old admission derived (as forget does, with no tombstone;
     their cursors go with it, so an admitted one is read again from the start) and record
     the new admission. True when anything was purged."""
-    from dreaming.forget import Purge, Scope  # forget reads corpus files through light
-
     derived = _derived(engine, agent, moved, cursors)
     changes = [_change(sf, existing, values) for sf, existing, values in moved]
     if derived:
@@ -98,8 +97,6 @@ def purge_changed_lines(
     """Purge the stored lines of `sf` that the file, read whole, no longer holds as they
     were (text, speaker or class changed, or the line is gone). Returns the candidates
     that lost evidence."""
-    from dreaming.forget import Purge, Scope  # forget reads corpus files through light
-
     agent = sf.agent
     fresh = {r["line"]: (r["text_hash"], r["role"], r["origin_class"]) for r in rows}
     with engine.connect() as conn:
