@@ -63,22 +63,26 @@ def test_each_test_gets_its_own_empty_database(pg_database: PgDatabase, run: int
 
 @pytest.mark.postgres
 def test_server_runs_unprivileged_and_owns_its_data(pg_server: PostgresServer, pg_dsn: str) -> None:
+    # The backend exits when its connection closes, so its /proc entry is read
+    # while the connection is still open (reading it afterwards was a race).
     with psycopg.connect(pg_dsn) as conn:
         row = conn.execute(
             "SELECT current_setting('data_directory'), pg_backend_pid(), inet_server_addr()::text"
         ).fetchone()
-    assert row is not None
-    data_dir, backend_pid, server_addr = row
+        assert row is not None
+        data_dir, backend_pid, server_addr = row
+        statuses: dict[int, str] = {}
+        if sys.platform.startswith("linux"):
+            for pid in (pg_server.pid, backend_pid):
+                statuses[pid] = Path(f"/proc/{pid}/status").read_text()
     assert server_addr.split("/")[0] == "127.0.0.1"
     assert Path(data_dir) == pg_server.data_dir
     assert Path(data_dir).stat().st_uid == pg_server.server_uid
     if os.geteuid() == 0:
         assert pg_server.server_uid != 0
-    if sys.platform.startswith("linux"):
-        for pid in (pg_server.pid, backend_pid):
-            status = Path(f"/proc/{pid}/status").read_text()
-            uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-            assert {int(u) for u in uid_line.split()[1:]} == {pg_server.server_uid}
+    for status in statuses.values():
+        uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+        assert {int(u) for u in uid_line.split()[1:]} == {pg_server.server_uid}
 
 
 @pytest.mark.postgres
