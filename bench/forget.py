@@ -89,7 +89,7 @@ from dreaming.memory.decisions import Action, PromptCandidate, PromptEntry, rend
 from dreaming.memory.sanitize import sanitize_entry_text  # noqa: E402
 from dreaming.phases.deep import DeepPhase, DeepSummary  # noqa: E402
 from dreaming.progress import Tick  # noqa: E402
-from dreaming.runs import finish_run, start_run  # noqa: E402
+from dreaming.runs import Outcome, finish_run, start_run  # noqa: E402
 from dreaming.store.tables import CANDIDATES, ORIGINS  # noqa: E402
 
 AGENT = "main"
@@ -392,7 +392,7 @@ def build_entries(
             "run_id": run_id,
             "outcome": "ok",
         }
-        finish_run(engine, run_id, "ok", result)
+        finish_run(engine, run_id, Outcome.OK, result)
         info["night_s"].append(round(time.perf_counter() - t_night, 2))
         log(
             f"  night {night + 1}/{nights}: {done_before + len(batch)} entries, "

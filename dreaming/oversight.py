@@ -16,7 +16,7 @@ from dreaming import faults
 from dreaming.errors import StateError
 from dreaming.memory import journal, lineage, memory_file, memory_sync, review
 from dreaming.phases.deep import DeepPhase, DeepSummary
-from dreaming.runs import finish_run, get_run, start_run
+from dreaming.runs import Outcome, finish_run, get_run, start_run
 
 if TYPE_CHECKING:
     from dreaming.app import App
@@ -93,7 +93,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
         try:
             phase.apply_decisions(agent, [p.applied() for p in todo], summary, also=mark_accepted)
         except BaseException as err:
-            finish_run(engine, run_id, "failed", {"agent": agent, "error": str(err)})
+            finish_run(engine, run_id, Outcome.FAILED, {"agent": agent, "error": str(err)})
             raise
         report.accepted = [p.id for p in todo]
         report.entries = [d["entry"] for d in summary.decisions if d["entry"]]
@@ -101,7 +101,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
         finish_run(
             engine,
             run_id,
-            "ok",
+            Outcome.OK,
             {
                 "agent": agent,
                 "job": "review",
@@ -186,7 +186,9 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
         report.undo_run_id = undo_id
         written = memory_sync.write(engine, agent, path, undo_id)
         report.memory_written = written.written
-        finish_run(engine, undo_id, "ok", {"agent": agent, "job": "undo", "undo": report.to_dict()})
+        finish_run(
+            engine, undo_id, Outcome.OK, {"agent": agent, "job": "undo", "undo": report.to_dict()}
+        )
     log.info("agent %s: run(s) %s undone in run %s", agent, report.undone, report.undo_run_id)
     return report
 

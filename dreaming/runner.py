@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +33,16 @@ from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.phases.light import LightPhase, LightSummary
 from dreaming.phases.rem import RemPhase, RemSummary, Theme
 from dreaming.progress import Progress
-from dreaming.runs import close_abandoned, delete_run, finish_run, run_has_calls, start_run
+from dreaming.runs import (
+    Outcome,
+    close_abandoned,
+    delete_run,
+    finish_run,
+    run_has_calls,
+    start_run,
+)
 
 log = logging.getLogger(__name__)
-
-
-class Outcome(StrEnum):
-    """How one agent's run ended (the `outcome` of its run record)."""
-
-    OK = "ok"
-    BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
-    DEGRADED = "degraded"  # a fallback decided what the model should have (reason given)
-    PREVIEW = "preview"  # a dry run: nothing written
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
-    QUEUED = "queued"  # handed to the fleet queue; a worker runs it
 
 
 # Outcomes of a run that did not happen here: their results carry no phase summaries.

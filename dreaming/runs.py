@@ -9,12 +9,28 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 
 from dreaming.llm import UNCHARGED_OUTCOMES
 from dreaming.store.tables import LLM_CALLS, RUNS
+
+
+class Outcome(StrEnum):
+    """How a run ended: the `outcome` of its run record (and of one agent's result)."""
+
+    RUNNING = "running"  # not ended yet (or its process died: see ABANDONED)
+    OK = "ok"
+    BUDGET = "budget"  # deep stopped on its budget; the rest waits for the next run
+    DEGRADED = "degraded"  # a fallback decided what the model should have (reason given)
+    PREVIEW = "preview"  # a dry run: nothing written
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"  # another run held the agent's lock (or, queued: a duplicate)
+    QUEUED = "queued"  # handed to the fleet queue; a worker runs it
+    ABANDONED = "abandoned"  # found still running under the agent's lock: its process died
 
 
 def utcnow() -> datetime:
@@ -43,8 +59,8 @@ def close_abandoned(engine: Engine, agent: str) -> int:
     with engine.begin() as conn:
         result = conn.execute(
             update(RUNS)
-            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome == "running"))
-            .values(outcome="abandoned")
+            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome == Outcome.RUNNING))
+            .values(outcome=Outcome.ABANDONED)
         )
         return int(result.rowcount or 0)
 
@@ -54,7 +70,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def finish_run(engine: Engine, run_id: int, outcome: str, summary: dict[str, Any]) -> None:
+def finish_run(engine: Engine, run_id: int, outcome: Outcome, summary: dict[str, Any]) -> None:
     with engine.begin() as conn:
         conn.execute(
             update(RUNS)
@@ -86,7 +102,7 @@ def record_skipped(
 ) -> int:
     """A run that did not happen because another run held the agent (outcome `skipped`)."""
     run_id = start_run(engine, agent, phases, job)
-    finish_run(engine, run_id, "skipped", summary | {"run_id": run_id})
+    finish_run(engine, run_id, Outcome.SKIPPED, summary | {"run_id": run_id})
     return run_id
 
 

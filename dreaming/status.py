@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
+from dreaming.runs import Outcome
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
 from dreaming.store.state import StateKey
@@ -208,7 +209,7 @@ def _last_runs(conn: Connection, agent: str) -> dict[str, Any]:
     for phases, started, ended, outcome, summary in conn.execute(
         select(RUNS.c.phases, RUNS.c.started_at, RUNS.c.ended_at, RUNS.c.outcome, RUNS.c.summary)
         # a run skipped because the agent was busy did not run its phases
-        .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != "skipped"))
+        .where(and_(RUNS.c.agent == agent, RUNS.c.outcome != Outcome.SKIPPED))
         .order_by(RUNS.c.id)
     ):
         corpus_lines = _light_lines(summary)
@@ -217,7 +218,7 @@ def _last_runs(conn: Connection, agent: str) -> dict[str, Any]:
                 "started_at": _iso(started),
                 "ended_at": _iso(ended),
                 "outcome": outcome,
-                "reason": _reason(summary) if outcome not in ("ok", "running") else None,
+                "reason": None if outcome in (Outcome.OK, Outcome.RUNNING) else _reason(summary),
                 "corpus_lines": corpus_lines,
             }
     return last_runs

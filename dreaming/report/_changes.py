@@ -24,11 +24,11 @@ from dreaming.report._records import (
     Session,
     Tonight,
 )
-from dreaming.runs import RunRecord
+from dreaming.runs import Outcome, RunRecord
 from dreaming.store.tables import CANDIDATES, MEMORY_BACKUPS, ORIGINS
 
 # Runs that changed no memory: another run held the agent, or a preview (dry run).
-NOT_APPLIED = ("skipped", "preview")
+NOT_APPLIED = (Outcome.SKIPPED, Outcome.PREVIEW)
 _IN_CHUNK = 500  # keys per IN (...) list
 
 

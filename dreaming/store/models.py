@@ -160,7 +160,7 @@ class RunRow(SQLModel, table=True):
     phases: str  # comma-separated
     started_at: datetime = Field(sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    # running | ok | degraded | budget | failed | interrupted | skipped | abandoned | preview
+    # a runs.Outcome value (the store cannot import runs: it is below it)
     outcome: str = "running"
     summary: str = "{}"  # JSON
     worker: str | None = None  # host:pid of the process that ran it (fleets spread runs)
