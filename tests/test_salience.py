@@ -66,6 +66,7 @@ def zeroed(text: str) -> bool:
         "ok, now we need to adjust the light theme accordingly.",
         "its API and what it returns.",
         "since I moved from my home country.",
+        "You must have had some great ideas!",  # "you must" here guesses, it sets no rule
     ],
 )
 def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None:
@@ -91,6 +92,17 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("My sister Anna lives in Lisbon.", Feature.DISCLOSURE),
         ("I work as a nurse at the county hospital.", Feature.DISCLOSURE),
         ("My daughter Emma turns 7 on June 3.", Feature.NUMBERS),
+        # The owner's world as a coding agent hears it: where things run, who owns what.
+        ("My manager for the billing migration is Priya.", Feature.FACT),
+        ("My dentist is Dr. Patel.", Feature.FACT),
+        ("Our prod database runs in eu-west-1.", Feature.FACT),
+        ("Our analytics cluster runs in the Frankfurt region.", Feature.FACT),
+        ("I deploy the payments service from the release branch.", Feature.FACT),
+        ("Reminder: My manager for the billing migration is Priya.", Feature.INSTRUCTION),
+        ("FYI, our Kafka cluster runs in the Oregon region.", Feature.FACT),
+        ("Contemporary is my top pick.", Feature.FACT),
+        ("I prefer reviewing pull requests in the #infra channel.", Feature.INSTRUCTION),
+        ("I'd rather get the summary in the morning.", Feature.INSTRUCTION),
     ],
 )
 def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:
@@ -98,6 +110,34 @@ def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> N
     assert feature in found.features, found
     assert not found.zero
     assert found.value > 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Books have such an awesome power!",  # a capitalised common noun: nobody's fact
+        "Kids are amazingly resilient in tough situations.",
+        "Pets are the best for lifting our spirits.",
+    ],
+)
+def test_generalisations_about_a_plural_are_no_named_fact(text: str) -> None:
+    assert Feature.FACT not in assess(text).features
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My manager for the billing migration is Priya.",
+        "Our prod database runs in eu-west-1.",
+        "I deploy the payments service from the release branch.",
+        "I prefer reviewing pull requests in the #infra channel.",
+    ],
+)
+def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None:
+    # deep's default min_score is 1.15; a middling rarity, said once, no REM boost
+    found = assess(text)
+    said_once = signals(1, 0, said=found, rarity=0.5, chars=len(text))
+    assert score(said_once, None, 14.0) > 1.15, found
 
 
 def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:

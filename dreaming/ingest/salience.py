@@ -386,6 +386,19 @@ def _names(text: str, words: Sequence[str]) -> bool:
     return not text.isascii() and _KATAKANA.search(text) is not None
 
 
+# A discourse marker before a statement ("Reminder: My manager is ...", "FYI, our cluster
+# ...") hides the sentence start that a named fact is anchored at.
+_LEAD = re.compile(
+    r"^(?:reminder|fyi|heads up|note|btw|by the way|just so you know|p\.?s\.?)\s*[:,.!-]*\s+",
+    re.IGNORECASE,
+)
+
+
+def _without_lead(body: str) -> str:
+    rest = _LEAD.sub("", body, count=1)
+    return rest if rest is body else rest[:1].upper() + rest[1:]
+
+
 def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) -> bool:
     """Small talk: fewer than two words left once acknowledgements and stopwords are removed
     (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A disclosure or
@@ -443,7 +456,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     # A disclosure is the speaker telling about themselves; a named subject states a fact.
     if Feature.FIRST_PERSON in found and lex.disclosure.hit(prepared):
         found.add(Feature.DISCLOSURE)
-    if lex.fact_named is not None and lex.fact_named.search(body):
+    if lex.fact_named is not None and lex.fact_named.search(_without_lead(body)):
         found.add(Feature.FACT)
     if _names(body, words):
         found.add(Feature.NAMES)
