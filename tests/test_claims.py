@@ -161,3 +161,35 @@ def test_similarity_index_past_the_probe_cap_scores_the_lowest_ids_found() -> No
         for _ in range(300):
             tokens = frozenset(rnd.sample(vocab, rnd.randint(2, 9)))
             assert idx.best(tokens) == reference(idx, tokens)
+
+
+def test_a_negation_or_another_holder_keeps_near_identical_claims_apart() -> None:
+    # Same content words, opposite statements: the negator is a stopword, the mark is not.
+    said, negated = (
+        content_tokens("I eat pork on Sundays."),
+        content_tokens("I don't eat pork on Sundays."),
+    )
+    assert said != negated
+    assert content_tokens("I can't eat pork on Sundays.") == negated
+    apart = [
+        (
+            "I'm severely allergic to peanuts and tree nuts.",
+            "My daughter is severely allergic to peanuts and tree nuts.",
+        ),
+        (
+            "I work as a nurse at the county hospital.",
+            "My wife works as a nurse at the county hospital.",
+        ),
+        (
+            "We deploy the billing service on Fridays after the review.",
+            "We do not deploy the billing service on Fridays after the review.",
+        ),
+    ]
+    for first, second in apart:
+        idx = SimilarityIndex(0.5)
+        idx.add(1, content_tokens(first))
+        assert idx.best(content_tokens(second)) is None, (first, second)
+    # The same holder still folds.
+    idx = SimilarityIndex(0.8)
+    idx.add(1, content_tokens("My wife works as a nurse at the county hospital."))
+    assert idx.best(content_tokens("My wife works as a nurse at the county hospital now.")) == 1

@@ -271,3 +271,41 @@ def test_paraphrased_restatements_merge_and_others_facts_stay_apart(tmp_path: Pa
     for mine, theirs in SOMEONE_ELSE:
         assert any(line.endswith(mine) for line in lines), (mine, lines)
         assert any(line.endswith(theirs) for line in lines), (theirs, lines)
+
+
+# Nearly the same words, not the same fact: another holder with no name to tell them apart
+# by, or the same words negated. Folding either pair would tell memory the wrong thing.
+NOT_THE_SAME = [
+    (
+        "I'm severely allergic to peanuts and tree nuts.",
+        "My daughter is severely allergic to peanuts and tree nuts.",
+    ),
+    (
+        "I eat pork at the family dinners on Sundays.",
+        "I don't eat pork at the family dinners on Sundays.",
+    ),
+    (
+        "My wife works as a nurse at the county hospital.",
+        "I work as a nurse at the county hospital.",
+    ),
+]
+
+
+def test_another_holder_or_a_negation_is_never_folded_into_a_fact(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    for day in (0, 1):
+        for n, pair in enumerate(NOT_THE_SAME):
+            oc.session(
+                "main",
+                f"s{day}-{n}",
+                [("user", pair[day])],
+                key=f"agent:main:s{day}-{n}",
+                start=start + timedelta(days=day, minutes=n),
+                chatType="direct",
+            )
+        night(tmp_path)  # the second statement meets the first night's entry
+    lines = memory_lines(tmp_path)
+    for first, second in NOT_THE_SAME:
+        assert any(line.endswith(first) for line in lines), (first, lines)
+        assert any(line.endswith(second) for line in lines), (second, lines)

@@ -156,9 +156,33 @@ def words(text: str) -> list[str]:
     return out
 
 
+# "I don't eat pork" and "I eat pork" have the same content words; a negation mark among the
+# tokens keeps them two claims (these negators are stopwords, so nothing else would tell them
+# apart). "never" is a content word already, and often only emphasis ("..., never before").
+NEGATED = "¬"
+_NEGATORS = frozenset(["not", "no", "nor", "t", "cannot", "ない", "ません", "不", "没"])
+
+# Whose fact it is: "My daughter is allergic to peanuts" is not "I'm allergic to peanuts",
+# however many other words they share. Two claims fold only if they hold the same of these
+# (and the same negation mark), so a fold never moves a fact to someone else.
+HOLDERS = frozenset(
+    stem(w)
+    for w in """
+    wife husband partner spouse fiance fiancee girlfriend boyfriend son daughter kid kids
+    child children baby mom mum mother dad father parent parents sister brother sibling
+    grandma grandmother grandpa grandfather grandson granddaughter aunt uncle cousin niece
+    nephew friend friends boss manager colleague coworker teammate neighbor neighbour
+    roommate dog cat
+    """.split()  # noqa: SIM905
+)
+GUARDED = HOLDERS | {NEGATED}
+
+
 def _tokens(words: list[str]) -> frozenset[str]:
     found = set(map(_token, words))
     found.discard("")
+    if not _NEGATORS.isdisjoint(w.casefold() for w in words):
+        found.add(NEGATED)
     return frozenset(found)
 
 
@@ -279,20 +303,24 @@ class SimilarityIndex:
         self.threshold = threshold
         self._postings: dict[str, set[int]] = defaultdict(set)
         self._sets: dict[int, frozenset[str]] = {}
+        self._guards: dict[int, frozenset[str]] = {}
 
     def add(self, ident: int, tokens: frozenset[str]) -> None:
         self._sets[ident] = tokens
+        self._guards[ident] = tokens & GUARDED
         for t in tokens:
             self._postings[t].add(ident)
 
     def rename(self, old: int, new: int) -> None:
         tokens = self._sets.pop(old)
         self._sets[new] = tokens
+        self._guards[new] = self._guards.pop(old)
         for t in tokens:
             self._postings[t].discard(old)
             self._postings[t].add(new)
 
     def discard(self, ident: int) -> None:
+        self._guards.pop(ident, None)
         for t in self._sets.pop(ident, frozenset()):
             self._postings[t].discard(ident)
 
@@ -331,14 +359,14 @@ class SimilarityIndex:
         ranked = sorted(i for i, c in shared.items() if c >= hits)
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = threshold * n, n / threshold
-        sets = self._sets
+        sets, guards, guard = self._sets, self._guards, tokens & GUARDED
         best_id: int | None = None
         best_score = threshold
         # In id order, so of equal scores the lowest id wins.
         for ident in ranked:
             other = sets[ident]
             m = len(other)
-            if m < low or m > high:
+            if m < low or m > high or guards[ident] != guard:
                 continue
             common = len(tokens & other)
             score = common / (n + m - common)  # jaccard(tokens, other)

@@ -19,6 +19,7 @@ from sqlalchemy import (
 )
 
 from dreaming.config import Settings
+from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates._common import chunks, joined_evidence, utc_now
@@ -167,7 +168,7 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
         ).where(c.agent == agent)
     ).all()
     # Rarity is relative to the whole corpus, so it is read over every candidate each time.
-    rarity = Rarity(r.tokens.split() for r in rows)
+    rarity = Rarity(_words_of(r.tokens) for r in rows)
     parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
     pending = 0
     changes = []
@@ -186,7 +187,7 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
                 rem_boost=r.rem_boost,
                 salience=r.salience or 0.0,
                 features=features,
-                rarity=rarity.of(r.tokens.split()) if r.salience else 0.0,
+                rarity=rarity.of(_words_of(r.tokens)) if r.salience else 0.0,
                 chars=r.chars or 0,
             ),
             clock,
@@ -213,3 +214,8 @@ def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None
     if current is not None and current >= newest:
         return
     state.put(conn, agent, StateKey.CLOCK, newest.isoformat())
+
+
+def _words_of(tokens: str) -> list[str]:
+    # The negation mark is no word: it would make every negated claim look commoner.
+    return [t for t in tokens.split() if t != claims_mod.NEGATED]

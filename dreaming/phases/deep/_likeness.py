@@ -44,7 +44,10 @@ def owned(text: str) -> frozenset[str]:
 def _lemma(token: str) -> str:
     """A content token (plurals already folded) with its verb endings and final "e" off, so
     deploy/deployed/deploying, move/moved/moves and teach/teaches meet. Only deep's
-    near-duplicate test uses it: claim keys keep the plain tokens."""
+    near-duplicate test uses it: claim keys keep the plain tokens. A holder ("wife") and the
+    negation mark stay as they are, so the similarity index's guard still sees them."""
+    if token in claims_mod.GUARDED:
+        return token
     for suffix in ("ing", "ed"):
         stem = token[: -len(suffix)]
         if token.endswith(suffix) and len(stem) >= 3 and not token.endswith("eed"):
