@@ -67,6 +67,13 @@ def zeroed(text: str) -> bool:
         "its API and what it returns.",
         "since I moved from my home country.",
         "You must have had some great ideas!",  # "you must" here guesses, it sets no rule
+        # reactions to the listener, however many words they hold
+        "Must have been traumatizing for you guys.",
+        "It must have been so hard for you.",
+        "Enjoy the good feels tomorrow, you earned it!",
+        "I knew you'd be on board.",
+        "You've come so far since we last talked, and tomorrow's gonna be a blast!",
+        "Always rooting for you.",
     ],
 )
 def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None:
@@ -103,6 +110,10 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("Contemporary is my top pick.", Feature.FACT),
         ("I prefer reviewing pull requests in the #infra channel.", Feature.INSTRUCTION),
         ("I'd rather get the summary in the morning.", Feature.INSTRUCTION),
+        ("Always bring your badge to the office.", Feature.INSTRUCTION),
+        ("It must be done before Friday's release.", Feature.TIME),  # not a reaction
+        ("Music is a big part of my life.", Feature.FACT),  # a generic subject, but theirs
+        ("Lawrence is a nurse at the clinic.", Feature.FACT),
     ],
 )
 def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:
@@ -118,10 +129,15 @@ def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> N
         "Books have such an awesome power!",  # a capitalised common noun: nobody's fact
         "Kids are amazingly resilient in tough situations.",
         "Pets are the best for lifting our spirits.",
+        "Success is almost here.",
+        "Cooking is a great way to chill and be creative.",
+        "Yoga is indeed amazing for your body and mind.",
     ],
 )
-def test_generalisations_about_a_plural_are_no_named_fact(text: str) -> None:
-    assert Feature.FACT not in assess(text).features
+def test_generalisations_are_no_named_fact(text: str) -> None:
+    found = assess(text)
+    assert Feature.FACT not in found.features, found
+    assert Feature.INSTRUCTION not in found.features, found
 
 
 @pytest.mark.parametrize(

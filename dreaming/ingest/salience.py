@@ -257,7 +257,7 @@ class Lexicon:
             preference=both("preference"),
             work=both("work"),
             time=both("time"),
-            smalltalk_line=Cues((), lists.get("smalltalk_cjk", ())),
+            smalltalk_line=Cues(lists.get("smalltalk_line", ()), lists.get("smalltalk_cjk", ())),
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
@@ -404,7 +404,7 @@ def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) 
     (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A disclosure or
     a fact needs two such words as well; a rule, a constraint, a preference ("I love hiking")
     or an event ("I had a great time at the park") is never small talk."""
-    if not text.ascii and lex.smalltalk_line.hit(text):
+    if lex.smalltalk_line.hit(text):
         return True
     if found & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE, Feature.EVENT}:
         return False
