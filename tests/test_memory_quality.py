@@ -309,3 +309,37 @@ def test_another_holder_or_a_negation_is_never_folded_into_a_fact(tmp_path: Path
     for first, second in NOT_THE_SAME:
         assert any(line.endswith(first) for line in lines), (first, lines)
         assert any(line.endswith(second) for line in lines), (second, lines)
+
+
+def test_an_entry_merged_away_names_the_entry_it_went_into(tmp_path: Path) -> None:
+    """lineage.successors follows a merge to the live entry: what a repeat of a line that a
+    lagging MEMORY.md still shows is a recall of. A live key or a key of no entry has none."""
+    from dreaming.memory import lineage
+
+    oc = FakeOpenClaw(tmp_path)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    said = [
+        "My sister Anna lives in Lisbon.",
+        "My sister Anna lives in Lisbon and works as an architect.",
+    ]
+    keys = []
+    for day, statement in enumerate(said):
+        oc.session(
+            "main",
+            f"s{day}",
+            [("user", statement)],
+            key=f"agent:main:s{day}",
+            start=start + timedelta(days=day),
+            chatType="direct",
+        )
+        night(tmp_path)
+        keys.append(next(b.key for b in read(tmp_path / "workspace" / "MEMORY.md").blocks))
+    old, new = keys
+    assert old != new  # the fuller statement replaced the first
+    app = App.open(tmp_path, None, env={})
+    try:
+        with app.engine("main").connect() as conn:
+            found = lineage.successors(conn, "main", [old, new, "m:0123456789abcdef"])
+    finally:
+        app.close()
+    assert found == {old: new}

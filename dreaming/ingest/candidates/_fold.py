@@ -5,7 +5,7 @@ entries that were said again."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -76,8 +76,16 @@ class Folder:
 
     @classmethod
     def load(
-        cls, conn: Connection, agent: str, settings: Settings, memory: Path, dreams: Path
+        cls,
+        conn: Connection,
+        agent: str,
+        settings: Settings,
+        memory: Path,
+        dreams: Path,
+        successors: Callable[[Collection[str]], Mapping[str, str]] = lambda _keys: {},
     ) -> Folder:
+        """`successors` tells, for MEMORY.md keys the database no longer has, the live entry
+        each was merged or superseded into (lineage knows; the candidates cannot ask it)."""
         sim = settings.candidates.similarity
         index = claims_mod.SimilarityIndex(sim)
         by_key: dict[str, int] = {}
@@ -93,8 +101,10 @@ class Folder:
         entries = claims_mod.SimilarityIndex(sim)
         entry_keys: list[str] = []
         entry_by_claim_key: dict[str, str] = {}
-        # The database is the truth about our entries (MEMORY.md may lag after a crash until
-        # deep repairs it); blocks in the file that the database does not know count too.
+        # The database is the truth about our entries; blocks in the file that it does not
+        # know count too (a MEMORY.md older than the database, until `repair` adopts them).
+        # After a crash the file may still show an entry since merged or superseded: a repeat
+        # of that line recalls the entry it went into, not a key no entry has.
         known: dict[str, str] = dict(
             conn.execute(
                 select(ENTRIES.c.key, ENTRIES.c.text).where(
@@ -102,9 +112,13 @@ class Folder:
                 )
             ).all()
         )
-        for block in memory_file.read(memory).live_blocks():
-            known.setdefault(block.key, block.text)
-        for key, body in sorted(known.items()):
+        lagging = {
+            b.key: b.text for b in memory_file.read(memory).live_blocks() if b.key not in known
+        }
+        moved = successors(lagging.keys()) if lagging else {}
+        ours = [(key, key, body) for key, body in known.items()]
+        ours += [(old, moved.get(old, old), body) for old, body in lagging.items()]
+        for _shown, key, body in sorted(ours):
             tokens = claims_mod.content_tokens(body)
             if not tokens:
                 continue

@@ -31,6 +31,7 @@ from dreaming.memory.lineage._read import (
     keys_from_sessions,
     live_entries,
     live_entries_by_prefix,
+    successors,
     supersedes,
 )
 from dreaming.memory.lineage._restore import (
@@ -65,5 +66,6 @@ __all__ = [
     "prune_orphans",
     "remove_entries",
     "restore_entries",
+    "successors",
     "supersedes",
 ]

@@ -254,6 +254,43 @@ def supersedes(conn: Connection, agent: str, key: str | None = None) -> dict[str
     return dict(out)
 
 
+def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, str]:
+    """Where entries that left memory went: key -> the live entry that a merge or a
+    supersede folded it into (following later decisions along), for each of `keys` that has
+    one. A MEMORY.md written before a crash may still show such a key."""
+    live = set(
+        conn.execute(
+            select(ENTRIES.c.key).where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
+            )
+        ).scalars()
+    )
+    out: dict[str, str] = {}
+    for key in keys:
+        seen, current = {key}, key
+        while current not in live:
+            # The latest decision that took `current` as a target and wrote another entry.
+            after = conn.execute(
+                select(DECISIONS.c.entry_key)
+                .where(
+                    and_(
+                        DECISIONS.c.agent == agent,
+                        DECISIONS.c.targets.contains(json.dumps(current)),
+                        DECISIONS.c.entry_key.is_not(None),
+                    )
+                )
+                .order_by(DECISIONS.c.id.desc())
+                .limit(1)
+            ).scalar()
+            if after is None or after in seen:
+                break
+            seen.add(after)
+            current = after
+        if current in live and current != key:
+            out[key] = current
+    return out
+
+
 def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
     """(key, text) of live entries in creation order: the order MEMORY.md lists them."""
     return [

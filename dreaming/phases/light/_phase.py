@@ -27,6 +27,7 @@ from dreaming.ingest.sessions import (
 from dreaming.ingest.tags import TagRegistry
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.tombstones import in_db as tombstones_in_db
+from dreaming.memory import lineage
 from dreaming.messages import SessionFile
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
@@ -102,6 +103,7 @@ class LightPhase:
             self.settings,
             self.paths.memory_file(agent),
             self.paths.dreams_file(agent),
+            lambda keys: lineage.successors(conn, agent, keys),
         )
 
     def _reload_folder(self) -> Folder:
