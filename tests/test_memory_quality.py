@@ -40,6 +40,26 @@ def night(state: Path, config: str | None = None) -> None:
         app.close()
 
 
+def said_by_day(state: Path, statements: list[str]) -> list[list[str]]:
+    """Each statement the owner's own session on its own day, with a night after each, as a
+    deployment dreams. Returns the MEMORY.md keys after each night."""
+    oc = FakeOpenClaw(state)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    keys: list[list[str]] = []
+    for day, statement in enumerate(statements):
+        oc.session(
+            "main",
+            f"s{day}",
+            [("user", statement)],
+            key=f"agent:main:s{day}",
+            start=start + timedelta(days=day),
+            chatType="direct",
+        )
+        night(state)
+        keys.append([b.key for b in read(state / "workspace" / "MEMORY.md").blocks])
+    return keys
+
+
 def test_a_fact_said_once_in_passing_survives_recurring_small_talk(tmp_path: Path) -> None:
     oc = FakeOpenClaw(tmp_path)
     start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -193,25 +213,16 @@ def test_agent_only_claims_wait_unless_the_setting_allows(tmp_path: Path, agent_
 
 
 def test_restatements_merge_but_another_persons_fact_stays_apart(tmp_path: Path) -> None:
-    oc = FakeOpenClaw(tmp_path)
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    said = [
-        "My sister Anna lives in Lisbon.",
-        "I'm allergic to peanuts, please remember that.",
-        "My sister Anna lives in Lisbon and works as an architect.",
-        "I'm still allergic to peanuts, tell the caterer for Friday.",
-        "My son Leo is allergic to peanuts too.",
-    ]
-    for day, statement in enumerate(said):
-        oc.session(
-            "main",
-            f"s{day}",
-            [("user", statement)],
-            key=f"agent:main:s{day}",
-            start=start + timedelta(days=day),
-            chatType="direct",
-        )
-        night(tmp_path)  # a night after each day, as a deployment dreams
+    said_by_day(
+        tmp_path,
+        [
+            "My sister Anna lives in Lisbon.",
+            "I'm allergic to peanuts, please remember that.",
+            "My sister Anna lives in Lisbon and works as an architect.",
+            "I'm still allergic to peanuts, tell the caterer for Friday.",
+            "My son Leo is allergic to peanuts too.",
+        ],
+    )
     lines = memory_lines(tmp_path)
     anna = [line for line in lines if "Anna" in line]
     assert len(anna) == 1 and "architect" in anna[0], lines  # the fuller statement won
@@ -248,10 +259,28 @@ SOMEONE_ELSE = [
 ]
 
 
+# Nearly the same words, not the same fact: another holder with no name to tell them apart
+# by, or the same words negated. Folding either pair would tell memory the wrong thing.
+NOT_THE_SAME = [
+    (
+        "I'm severely allergic to shellfish and sesame seeds.",
+        "My daughter is severely allergic to shellfish and sesame seeds.",
+    ),
+    (
+        "I eat pork at the family dinners on Sundays.",
+        "I don't eat pork at the family dinners on Sundays.",
+    ),
+    (
+        "My wife works as a nurse at the county hospital.",
+        "I work as a nurse at the county hospital.",
+    ),
+]
+
+
 def test_paraphrased_restatements_merge_and_others_facts_stay_apart(tmp_path: Path) -> None:
     oc = FakeOpenClaw(tmp_path)
     start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    pairs = RESTATED + SOMEONE_ELSE
+    pairs = RESTATED + SOMEONE_ELSE + NOT_THE_SAME
     for day in (0, 1):
         for n, pair in enumerate(pairs):
             oc.session(
@@ -268,47 +297,9 @@ def test_paraphrased_restatements_merge_and_others_facts_stay_apart(tmp_path: Pa
         said = [line for line in lines if line.endswith(first) or line.endswith(again)]
         assert len(said) == 1, (first, lines)
         assert said[0].endswith(first), lines  # the first statement stands
-    for mine, theirs in SOMEONE_ELSE:
+    for mine, theirs in SOMEONE_ELSE + NOT_THE_SAME:
         assert any(line.endswith(mine) for line in lines), (mine, lines)
         assert any(line.endswith(theirs) for line in lines), (theirs, lines)
-
-
-# Nearly the same words, not the same fact: another holder with no name to tell them apart
-# by, or the same words negated. Folding either pair would tell memory the wrong thing.
-NOT_THE_SAME = [
-    (
-        "I'm severely allergic to peanuts and tree nuts.",
-        "My daughter is severely allergic to peanuts and tree nuts.",
-    ),
-    (
-        "I eat pork at the family dinners on Sundays.",
-        "I don't eat pork at the family dinners on Sundays.",
-    ),
-    (
-        "My wife works as a nurse at the county hospital.",
-        "I work as a nurse at the county hospital.",
-    ),
-]
-
-
-def test_another_holder_or_a_negation_is_never_folded_into_a_fact(tmp_path: Path) -> None:
-    oc = FakeOpenClaw(tmp_path)
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    for day in (0, 1):
-        for n, pair in enumerate(NOT_THE_SAME):
-            oc.session(
-                "main",
-                f"s{day}-{n}",
-                [("user", pair[day])],
-                key=f"agent:main:s{day}-{n}",
-                start=start + timedelta(days=day, minutes=n),
-                chatType="direct",
-            )
-        night(tmp_path)  # the second statement meets the first night's entry
-    lines = memory_lines(tmp_path)
-    for first, second in NOT_THE_SAME:
-        assert any(line.endswith(first) for line in lines), (first, lines)
-        assert any(line.endswith(second) for line in lines), (second, lines)
 
 
 def test_an_entry_merged_away_names_the_entry_it_went_into(tmp_path: Path) -> None:
@@ -316,25 +307,13 @@ def test_an_entry_merged_away_names_the_entry_it_went_into(tmp_path: Path) -> No
     lagging MEMORY.md still shows is a recall of. A live key or a key of no entry has none."""
     from dreaming.memory import lineage
 
-    oc = FakeOpenClaw(tmp_path)
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    said = [
-        "My sister Anna lives in Lisbon.",
-        "My sister Anna lives in Lisbon and works as an architect.",
-    ]
-    keys = []
-    for day, statement in enumerate(said):
-        oc.session(
-            "main",
-            f"s{day}",
-            [("user", statement)],
-            key=f"agent:main:s{day}",
-            start=start + timedelta(days=day),
-            chatType="direct",
-        )
-        night(tmp_path)
-        keys.append(next(b.key for b in read(tmp_path / "workspace" / "MEMORY.md").blocks))
-    old, new = keys
+    (old,), (new,) = said_by_day(
+        tmp_path,
+        [
+            "My sister Anna lives in Lisbon.",
+            "My sister Anna lives in Lisbon and works as an architect.",
+        ],
+    )
     assert old != new  # the fuller statement replaced the first
     app = App.open(tmp_path, None, env={})
     try:
