@@ -134,9 +134,12 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=1 << 14)
 def _token(word: str) -> str:
-    """A word's content token, or "" for a stopword or a number. Cached: the vocabulary of a
-    run is small next to its word count (bounded, so memory stays flat in input size)."""
+    """A word's content token, or "" for a stopword or a number, or the negation mark for a
+    negator. Cached: the vocabulary of a run is small next to its word count (bounded, so
+    memory stays flat in input size)."""
     w = word.casefold()
+    if w in _NEGATORS:
+        return NEGATED
     if w in STOPWORDS or w.isdigit():
         return ""
     return stem(w)
@@ -181,8 +184,6 @@ GUARDED = HOLDERS | {NEGATED}
 def _tokens(words: list[str]) -> frozenset[str]:
     found = set(map(_token, words))
     found.discard("")
-    if not _NEGATORS.isdisjoint(w.casefold() for w in words):
-        found.add(NEGATED)
     return frozenset(found)
 
 

@@ -473,8 +473,9 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.REQUEST)
     if _smalltalk(prepared, words, lex, found):
         found.add(Feature.SMALLTALK)
-    tokens = claims_mod.tokens_of(words) - {claims_mod.NEGATED}
-    if words and len(tokens) / len(words) >= 0.5 and len(tokens) >= 4:
+    tokens = claims_mod.tokens_of(words)
+    content = len(tokens) - (claims_mod.NEGATED in tokens)  # the mark is no word
+    if words and content / len(words) >= 0.5 and content >= 4:
         found.add(Feature.DENSE)
     if lex.technical is not None and lex.technical.search(body):
         found.add(Feature.TECHNICAL)
