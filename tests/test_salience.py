@@ -74,6 +74,10 @@ def zeroed(text: str) -> bool:
         "I knew you'd be on board.",
         "You've come so far since we last talked, and tomorrow's gonna be a blast!",
         "Always rooting for you.",
+        "You must love it.",  # a guess about the listener, not a rule for the agent
+        "Happy to help whenever you need it!",
+        "Let me know whenever you need assistance.",
+        "Glad Max is bringing you lots of joy.",
     ],
 )
 def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None:
@@ -111,6 +115,8 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("I prefer reviewing pull requests in the #infra channel.", Feature.INSTRUCTION),
         ("I'd rather get the summary in the morning.", Feature.INSTRUCTION),
         ("Always bring your badge to the office.", Feature.INSTRUCTION),
+        ("You must always ask before deleting files.", Feature.INSTRUCTION),
+        ("You must not push to main.", Feature.INSTRUCTION),
         ("It must be done before Friday's release.", Feature.TIME),  # not a reaction
         ("Music is a big part of my life.", Feature.FACT),  # a generic subject, but theirs
         ("Lawrence is a nurse at the clinic.", Feature.FACT),
