@@ -120,6 +120,7 @@ class SalienceSettings(_Strict):
     time_cjk: tuple[str, ...] = ()
     smalltalk_words: tuple[str, ...] = ()
     smalltalk_cjk: tuple[str, ...] = ()
+    reaction: tuple[str, ...] = ()
     narration: tuple[str, ...] = ()
     narration_cjk: tuple[str, ...] = ()
     banner: tuple[str, ...] = ()

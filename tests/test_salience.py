@@ -78,6 +78,8 @@ def zeroed(text: str) -> bool:
         "Happy to help whenever you need it!",
         "Let me know whenever you need assistance.",
         "Glad Max is bringing you lots of joy.",
+        "I knew you\u2019d be on board.",  # a curly apostrophe reads as a straight one
+        "I'd rather not talk about it.",
     ],
 )
 def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None:
@@ -117,6 +119,14 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("Always bring your badge to the office.", Feature.INSTRUCTION),
         ("You must always ask before deleting files.", Feature.INSTRUCTION),
         ("You must not push to main.", Feature.INSTRUCTION),
+        ("You must have a ticket number in every commit message.", Feature.INSTRUCTION),
+        # a rule said in the same breath as a reaction is still a rule
+        ("Sounds like a plan, from now on always use pnpm.", Feature.INSTRUCTION),
+        (
+            "Good luck with the launch, and from now on always cc me on release notes.",
+            Feature.INSTRUCTION,
+        ),
+        ("I'd prefer to get the summary by email.", Feature.INSTRUCTION),
         ("It must be done before Friday's release.", Feature.TIME),  # not a reaction
         ("Music is a big part of my life.", Feature.FACT),  # a generic subject, but theirs
         ("Lawrence is a nurse at the clinic.", Feature.FACT),
@@ -138,6 +148,9 @@ def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> N
         "Success is almost here.",
         "Cooking is a great way to chill and be creative.",
         "Yoga is indeed amazing for your body and mind.",
+        "I walked to the bank branch downtown.",  # a branch of no repository
+        "They are my favourite people.",
+        "I prefer nothing too spicy.",
     ],
 )
 def test_generalisations_are_no_named_fact(text: str) -> None:

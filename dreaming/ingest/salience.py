@@ -211,7 +211,9 @@ class Text:
         for size in range(3, MAX_GRAM + 1):
             prev = [f"{g} {w}" for g, w in zip(prev, found[size - 1 :], strict=False)]
             grams += prev
-        return cls(raw, raw.casefold(), raw.isascii(), found, frozenset(grams))
+        # Curly apostrophes as straight ones, as the words are: cues are written with "'".
+        lower = raw.casefold().replace("’", "'")
+        return cls(raw, lower, raw.isascii(), found, frozenset(grams))
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,6 +231,7 @@ class Lexicon:
     work: Cues
     time: Cues
     smalltalk_line: Cues
+    reaction: Cues
     narration: Cues
     banner: Cues
     request: Cues
@@ -257,7 +260,8 @@ class Lexicon:
             preference=both("preference"),
             work=both("work"),
             time=both("time"),
-            smalltalk_line=Cues(lists.get("smalltalk_line", ()), lists.get("smalltalk_cjk", ())),
+            smalltalk_line=Cues((), lists.get("smalltalk_cjk", ())),
+            reaction=Cues(lists.get("reaction", ())),
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
@@ -395,8 +399,11 @@ _LEAD = re.compile(
 
 
 def _without_lead(body: str) -> str:
-    rest = _LEAD.sub("", body, count=1)
-    return rest if rest is body else rest[:1].upper() + rest[1:]
+    lead = _LEAD.match(body)
+    if lead is None:
+        return body
+    rest = body[lead.end() :]
+    return rest[:1].upper() + rest[1:]
 
 
 def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) -> bool:
@@ -404,9 +411,13 @@ def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) 
     (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A disclosure or
     a fact needs two such words as well; a rule, a constraint, a preference ("I love hiking")
     or an event ("I had a great time at the park") is never small talk."""
-    if lex.smalltalk_line.hit(text):
+    if not text.ascii and lex.smalltalk_line.hit(text):
         return True
-    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE, Feature.EVENT}:
+    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT}:
+        return False
+    if lex.reaction.hit(text):
+        return True  # a reaction to the listener, however much it seems to tell
+    if found & {Feature.PREFERENCE, Feature.EVENT}:
         return False
     informative = bool(found & {Feature.DISCLOSURE, Feature.FACT})
     left = 0
