@@ -189,6 +189,26 @@ def test_a_negation_or_another_holder_keeps_near_identical_claims_apart() -> Non
         idx = SimilarityIndex(0.5)
         idx.add(1, content_tokens(first))
         assert idx.best(content_tokens(second)) is None, (first, second)
+    # "never" negates too, unless it only insists ("..., never before").
+    idx = SimilarityIndex(0.8)
+    idx.add(1, content_tokens("I eat pork at the family dinners on Sundays."))
+    assert idx.best(content_tokens("I never eat pork at the family dinners on Sundays.")) is None
+    # Not every negator negates: "don't forget X" asks to keep X, "No worries, X" opens it.
+    for plain, said in [
+        (
+            "Remember that my sister Anna's birthday is on June 3.",
+            "Don't forget that my sister Anna's birthday is on June 3.",
+        ),
+        (
+            "The staging database is called bluebird.",
+            "No worries, the staging database is called bluebird.",
+        ),
+    ]:
+        idx = SimilarityIndex(0.8)
+        idx.add(1, content_tokens(plain))
+        assert idx.best(content_tokens(said)) == 1, said
+    # The mark is no word: a negated pleasantry is still too short to be a claim.
+    assert extract("I don't know.", min_words=3, max_words=60) == []
     # The same holder still folds.
     idx = SimilarityIndex(0.8)
     idx.add(1, content_tokens("My wife works as a nurse at the county hospital."))

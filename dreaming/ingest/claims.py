@@ -161,9 +161,13 @@ def words(text: str) -> list[str]:
 
 # "I don't eat pork" and "I eat pork" have the same content words; a negation mark among the
 # tokens keeps them two claims (these negators are stopwords, so nothing else would tell them
-# apart). "never" is a content word already, and often only emphasis ("..., never before").
+# apart). Not every negator negates the claim: "don't forget ..." asks to remember it, "No
+# worries, ..." opens it, "... never before" only insists; "never" itself marks it otherwise.
 NEGATED = "¬"
 _NEGATORS = frozenset(["not", "no", "nor", "t", "cannot", "ない", "ません", "不", "没"])
+_NOT_NEGATING_AFTER = frozenset(["forget"])  # "don't forget", "do not forget"
+_INTERJECTION_AFTER_NO = frozenset(["worries", "worry", "problem", "problems", "doubt", "wonder"])
+_EMPHASIS_AFTER_NEVER = frozenset(["before", "earlier", "later", "sooner", "again", "ever"])
 
 # Whose fact it is: "My daughter is allergic to peanuts" is not "I'm allergic to peanuts",
 # however many other words they share. Two claims fold only if they hold the same of these
@@ -184,7 +188,27 @@ GUARDED = HOLDERS | {NEGATED}
 def _tokens(words: list[str]) -> frozenset[str]:
     found = set(map(_token, words))
     found.discard("")
+    if NEGATED in found or "never" in found:
+        if _negates(words):
+            found.add(NEGATED)
+        else:
+            found.discard(NEGATED)
     return frozenset(found)
+
+
+def _negates(words: list[str]) -> bool:
+    """Whether a negator in `words` negates the claim (see `_NEGATORS`)."""
+    lowered = [w.casefold() for w in words]
+    for i, w in enumerate(lowered):
+        after = lowered[i + 1] if i + 1 < len(lowered) else ""
+        if w == "never":
+            if after and after not in _EMPHASIS_AFTER_NEVER:
+                return True
+        elif w in _NEGATORS:
+            if after in _NOT_NEGATING_AFTER or (i == 0 and after in _INTERJECTION_AFTER_NO):
+                continue
+            return True
+    return False
 
 
 def tokens_of(found: list[str]) -> frozenset[str]:
@@ -254,7 +278,7 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         if not (min_words <= len(found) <= max_words):
             continue
         tokens = _tokens(found)
-        if len(tokens) < 2:
+        if len(tokens) - (NEGATED in tokens) < 2:  # the mark is no word
             continue
         key = _cached_claim_key(tokens)
         if key in seen:

@@ -48,15 +48,18 @@ def _lemma(token: str) -> str:
     negation mark stay as they are, so the similarity index's guard still sees them."""
     if token in claims_mod.GUARDED:
         return token
+    word = token
     for suffix in ("ing", "ed"):
-        stem = token[: -len(suffix)]
-        if token.endswith(suffix) and len(stem) >= 3 and not token.endswith("eed"):
-            token = stem
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) >= 3 and not word.endswith("eed"):
+            word = stem
             # running -> run, stopped -> stop; but call(ed), miss(ed) keep their pair.
-            if len(token) >= 4 and token[-1] == token[-2] and token[-1] not in "lsz":
-                token = token[:-1]
+            if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]
             break
-    return token[:-1] if len(token) >= 4 and token.endswith("e") else token
+    word = word[:-1] if len(word) >= 4 and word.endswith("e") else word
+    # "kidding" and "parenting" name no holder: a lemma never turns into one.
+    return token if word in claims_mod.GUARDED else word
 
 
 def one_speaker(a: Bag, owned_a: Bag, b: Bag, owned_b: Bag) -> tuple[Bag, Bag] | None:
