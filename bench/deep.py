@@ -287,16 +287,23 @@ def open_app(state: Path) -> App:
     return App.open(state, state / "dreaming.toml", env={"OPENAI_API_KEY": DEFAULT_KEY})
 
 
-def eligible(app: App) -> tuple[int, int]:
-    """(candidates the deep phase would select now, candidates pending)."""
+def eligible(app: App) -> tuple[list[str], int]:
+    """(the texts of the candidates the deep phase would select now, candidates pending)."""
     engine = app.engine(AGENT)
     phase = DeepPhase(engine, app.paths, app.registry)
     with engine.connect() as conn:
-        selected = len(phase._select(conn, AGENT))
+        selected = [c.text for c in phase._select(conn, AGENT)]
         pending = conn.exec_driver_sql(
             "SELECT count(*) FROM candidates WHERE agent = ? AND status = 'pending'", (AGENT,)
         ).scalar_one()
     return selected, int(pending)
+
+
+def durable_missing(facts: list[Fact], selected: list[str]) -> list[str]:
+    """What the owner said of each durable fact that no selected candidate carries (its code
+    name is unique to it, whatever words were said around it)."""
+    said = " ".join(selected).casefold()
+    return [f.said for f in facts if f.kind == "durable" and f.subject.casefold() not in said]
 
 
 def build_state(
@@ -318,10 +325,12 @@ def build_state(
         log(f"  night one: {len(seeds)} seed facts -> {seeded['entries']} entries")
         night2 = write_night(state, facts, MAIN_DAYS, rng, "n2")
         light = runner.run_light(app, [AGENT])[0]
-        selected, pending = eligible(app)
+        texts, pending = eligible(app)
     finally:
         app.close()
     kinds = Counter(f.kind for f in facts)
+    selected, missing = len(texts), durable_missing(facts, texts)
+    slack = max(2, n // 50)
     log(
         f"  night two: {n} facts in {night2['sessions']} sessions -> {selected} eligible "
         f"({pending} pending)"
@@ -339,9 +348,11 @@ def build_state(
         "eligible": selected,
         # Every durable fact must pass the gates; an ephemeral remark may already stop at
         # the score gate (salience reads "... today" task talk as passing), which only
-        # saves the model a skip.
-        "eligible_expected": [n - kinds["ephemeral"], n],
-        "eligible_ok": n - kinds["ephemeral"] - max(2, n // 50) <= selected <= n + max(2, n // 50),
+        # saves the model a skip; merges and supersedes are allowed `slack` misses.
+        "eligible_expected": [n - kinds["ephemeral"] - slack, n + slack],
+        "durable_missing": len(missing),
+        "durable_missing_examples": missing[:5],
+        "eligible_ok": not missing and n - kinds["ephemeral"] - slack <= selected <= n + slack,
         "build_s": round(time.perf_counter() - t0, 2),
     }
     return data, facts
@@ -760,7 +771,12 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     if not data["eligible_ok"]:
         low, high = data["eligible_expected"]
-        problems.append(f"{data['eligible']} eligible candidates, expected {low}-{high}")
+        problems.append(
+            f"{data['eligible']} eligible candidates, expected {low}-{high} (every durable "
+            f"fact, and all but the ephemeral ones within {max(2, n // 50)}); "
+            f"{data['durable_missing']} durable facts not eligible, e.g. "
+            f"{data['durable_missing_examples']}"
+        )
     for r in runs.values():
         if not r["counters_agree"]:
             problems.append(f"batch {r['batch_size']}: summary llm counters != fake counters")

@@ -262,6 +262,51 @@ def test_quoted_compact_memory_lines_are_recalls_not_candidates(state: Path) -> 
         assert not any(word in t for t in texts), word
 
 
+def test_lines_a_lagging_memory_md_shows_recall_where_their_entry_went(tmp_path: Path) -> None:
+    """After a crash MEMORY.md may still show entries the database has since merged away or
+    superseded. A repeat of a merged one, or its block quoted back, recalls the entry it went
+    into; a superseded one is no longer ours (saying it again is evidence); a block no
+    decision names (a MEMORY.md older than the database) is ours, as before."""
+    from dreaming.app import App
+    from dreaming.ingest import claims
+    from dreaming.ingest.candidates import Folder
+    from dreaming.memory import memory_file as mf
+
+    merged = "The user keeps the locker code in the blue notebook."
+    replaced = "The user's manager for the billing migration is Priya."
+    seeded = "The user waters the fern on the balcony every Friday evening."
+    blocks = [(mf.entry_key(t), t) for t in (merged, replaced, seeded)]
+    (tmp_path / "workspace").mkdir(parents=True)
+    memory = tmp_path / "workspace" / "MEMORY.md"
+    memory.write_text("# Memory\n" + mf.apply_entries(mf.parse(""), blocks).render())
+    into = "m:00000000000000aa"
+    went: dict[str, str | None] = {blocks[0][0]: into, blocks[1][0]: None}
+    asked: list[set[str]] = []
+
+    def successors(keys: Any) -> dict[str, str | None]:
+        asked.append(set(keys))
+        return {k: went[k] for k in keys if k in went}
+
+    app = App.open(tmp_path, None, env={})
+    try:
+        with app.engine("main").connect() as conn:
+            folder = Folder.load(
+                conn, "main", app.settings, memory, tmp_path / "no-dreams.md", successors
+            )
+    finally:
+        app.close()
+    assert asked == [{k for k, _ in blocks}]  # the database knows none of them
+
+    def recalls(said: str) -> str | None:
+        (claim,) = claims.extract(said, min_words=3, max_words=60)
+        return folder.recalled_entry(claim)
+
+    assert recalls(merged) == into
+    assert recalls(replaced) is None
+    assert recalls(seeded) == blocks[2][0]
+    assert folder.shown == {blocks[0][0]: into, blocks[2][0]: blocks[2][0]}
+
+
 def test_tombstoned_session_is_never_read(state: Path) -> None:
     engine = open_engine(state / "dreaming" / "agents" / "main.sqlite")
     with engine.begin() as conn:

@@ -322,3 +322,50 @@ def test_an_entry_merged_away_names_the_entry_it_went_into(tmp_path: Path) -> No
     finally:
         app.close()
     assert found == {old: new}
+
+
+def test_a_supersede_on_the_way_leaves_no_successor(tmp_path: Path) -> None:
+    """What a superseded entry said is no longer so: a key replaced on the way to a live
+    entry has none (None), even when merges follow; a merge chain leads to its live end."""
+    from sqlalchemy import insert
+
+    from dreaming.memory import lineage
+    from dreaming.store.statuses import EntryStatus
+    from dreaming.store.tables import DECISIONS, ENTRIES
+
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    a, b, c, d, live = (f"m:{n:016x}" for n in range(1, 6))
+    app = App.open(tmp_path, None, env={})
+    try:
+        with app.engine("main").begin() as conn:
+            conn.execute(
+                insert(ENTRIES).values(
+                    agent="main",
+                    key=live,
+                    text="x",
+                    status=EntryStatus.LIVE,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            for action, target, into in [
+                ("merge", a, b),
+                ("merge", b, live),
+                ("supersede", c, d),
+                ("merge", d, live),
+            ]:
+                conn.execute(
+                    insert(DECISIONS).values(
+                        agent="main",
+                        candidate_key="c:0",
+                        action=action,
+                        targets=json.dumps([target]),
+                        entry_key=into,
+                        path="llm",
+                        created_at=now,
+                    )
+                )
+            found = lineage.successors(conn, "main", [a, b, c, d, live, "m:00000000000000ff"])
+    finally:
+        app.close()
+    assert found == {a: live, b: live, c: None, d: live}

@@ -69,10 +69,7 @@ class Folder:
     entry_keys: list[str]
     entry_by_claim_key: dict[str, str]
     echoes: claims_mod.EchoIndex
-
-    @property
-    def known_keys(self) -> frozenset[str]:
-        return frozenset(self.entry_keys)
+    shown: dict[str, str]  # a key MEMORY.md or the database shows -> the entry it recalls
 
     @classmethod
     def load(
@@ -82,10 +79,11 @@ class Folder:
         settings: Settings,
         memory: Path,
         dreams: Path,
-        successors: Callable[[Collection[str]], Mapping[str, str]] = lambda _keys: {},
+        successors: Callable[[Collection[str]], Mapping[str, str | None]] = lambda _keys: {},
     ) -> Folder:
         """`successors` tells, for MEMORY.md keys the database no longer has, the live entry
-        each was merged or superseded into (lineage knows; the candidates cannot ask it)."""
+        each was merged into, or None for one that left memory otherwise (superseded); see
+        `lineage.successors` (the candidates cannot ask lineage: lineage writes them)."""
         sim = settings.candidates.similarity
         index = claims_mod.SimilarityIndex(sim)
         by_key: dict[str, int] = {}
@@ -103,8 +101,9 @@ class Folder:
         entry_by_claim_key: dict[str, str] = {}
         # The database is the truth about our entries; blocks in the file that it does not
         # know count too (a MEMORY.md older than the database, until `repair` adopts them).
-        # After a crash the file may still show an entry since merged or superseded: a repeat
-        # of that line recalls the entry it went into, not a key no entry has.
+        # After a crash the file may still show an entry since merged away: a repeat of that
+        # line recalls the entry it went into, not a key no entry has. One since superseded
+        # is no longer ours: what it said is no longer so, and saying it again is evidence.
         known: dict[str, str] = dict(
             conn.execute(
                 select(ENTRIES.c.key, ENTRIES.c.text).where(
@@ -116,9 +115,13 @@ class Folder:
             b.key: b.text for b in memory_file.read(memory).live_blocks() if b.key not in known
         }
         moved = successors(lagging.keys()) if lagging else {}
-        ours = [(key, key, body) for key, body in known.items()]
-        ours += [(old, moved.get(old, old), body) for old, body in lagging.items()]
-        for _shown, key, body in sorted(ours):
+        shown = {key: key for key in known}
+        for old in lagging:
+            went = moved.get(old, old)
+            if went is not None:
+                shown[old] = went
+        ours = [(old, shown[old], body) for old, body in (known | lagging).items() if old in shown]
+        for _old, key, body in sorted(ours):
             tokens = claims_mod.content_tokens(body)
             if not tokens:
                 continue
@@ -130,7 +133,9 @@ class Folder:
         for entry in diary.entries(diary.read(dreams)):
             for line in entry.body.splitlines():
                 echoes.add(line)
-        return cls(agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes)
+        return cls(
+            agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes, shown
+        )
 
     def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
         if claim.key in self.entry_by_claim_key:
@@ -185,8 +190,9 @@ class Folder:
         of that entry, and none of its words are a claim (invariant 6). A forged block (a key
         we never wrote) is dropped from claims too, but recalls nothing."""
         for m in QUOTED_BLOCK.finditer(body):
-            if m["key"] in self.known_keys:
-                batch.recalls.append(self._recall(m["key"], line_id, row))
+            entry = self.shown.get(m["key"])
+            if entry is not None:
+                batch.recalls.append(self._recall(entry, line_id, row))
         return QUOTED_BLOCK.sub(" ", body)
 
     def _recall(self, entry: str, line_id: int, row: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.corpus import reference
+from dreaming.memory.decisions import Action
 from dreaming.memory.memory_file import KEY_PREFIX
 from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import (
@@ -254,10 +255,11 @@ def supersedes(conn: Connection, agent: str, key: str | None = None) -> dict[str
     return dict(out)
 
 
-def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, str]:
-    """Where entries that left memory went: key -> the live entry that a merge or a
-    supersede folded it into (following later decisions along), for each of `keys` that has
-    one. A MEMORY.md written before a crash may still show such a key."""
+def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, str | None]:
+    """Where entries that left memory went, for each of `keys` that a decision took as a
+    target: the live entry merges folded it into (following later merges along), or None
+    when a supersede replaced it on the way (what it said is no longer so) or nothing live
+    is left of it. A MEMORY.md written before a crash may still show such a key."""
     live = set(
         conn.execute(
             select(ENTRIES.c.key).where(
@@ -265,13 +267,13 @@ def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str,
             )
         ).scalars()
     )
-    out: dict[str, str] = {}
+    out: dict[str, str | None] = {}
     for key in keys:
-        seen, current = {key}, key
+        seen, current, replaced = {key}, key, False
         while current not in live:
             # The latest decision that took `current` as a target and wrote another entry.
-            after = conn.execute(
-                select(DECISIONS.c.entry_key)
+            row = conn.execute(
+                select(DECISIONS.c.action, DECISIONS.c.entry_key)
                 .where(
                     and_(
                         DECISIONS.c.agent == agent,
@@ -281,13 +283,14 @@ def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str,
                 )
                 .order_by(DECISIONS.c.id.desc())
                 .limit(1)
-            ).scalar()
-            if after is None or after in seen:
+            ).first()
+            if row is None or row.entry_key in seen:
                 break
-            seen.add(after)
-            current = after
-        if current in live and current != key:
-            out[key] = current
+            replaced = replaced or row.action == Action.SUPERSEDE
+            seen.add(row.entry_key)
+            current = row.entry_key
+        if current != key:
+            out[key] = None if replaced or current not in live else current
     return out
 
 
