@@ -252,6 +252,10 @@ def test_groups_for_memory_headings() -> None:
     assert group_of("The user loves hiking and prefers mornings.") == "preferences"
     assert group_of("The user works on the billing project.") == "work"
     assert group_of("The user's sister Anna lives in Lisbon.") == "people"
+    # a relative's job is about the relative; a boss's request is work's
+    assert group_of("My sister Anna lives in Lisbon and works as an architect.") == "people"
+    assert group_of("The user's wife works as a nurse at the county hospital.") == "people"
+    assert group_of("My boss wants the release notes by Friday.") == "work"
 
 
 def test_cue_lists_extend_from_settings() -> None:

@@ -517,9 +517,26 @@ def group_of(text: str, lexicon: Lexicon | None = None) -> str:
         return "instructions"
     if lex.preference.hit(prepared):
         return "preferences"
-    if lex.work.hit(prepared):
+    if lex.work.hit(prepared) and not _about_family(prepared):
         return "work"
     return "people"
+
+
+# Whose entry it is decides its heading before what it mentions: "My sister Anna lives in
+# Lisbon and works as an architect" is about a person, though it names work. A boss or a
+# teammate is work's.
+_FAMILY = (
+    claims_mod.HOLDERS
+    - {claims_mod.stem(w) for w in ("boss", "manager", "colleague", "coworker", "teammate")}
+) | {"family"}
+_OWNERS = frozenset(["my", "our", "his", "her", "their", "s"])  # "s": the user's, Anna's
+
+
+def _about_family(text: Text) -> bool:
+    words = text.words
+    return any(
+        w in _OWNERS and claims_mod.stem(nxt) in _FAMILY for w, nxt in itertools.pairwise(words)
+    )
 
 
 _BUILT: dict[tuple[tuple[str, tuple[str, ...]], ...], Lexicon] = {}
