@@ -11,24 +11,12 @@ from dreaming.messages import Format
 
 from ._event_log import is_quiet_event
 from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
+from ._openclaw import QUIET_TYPES as OPENCLAW_QUIET_TYPES
 
 SNIFF_LINES = 20
 _BINARY_SNIFF_BYTES = 8192
 
-# Line types that name their format by themselves.
-_OPENCLAW_TYPES = frozenset(
-    {
-        "session",
-        "model_change",
-        "thinking_level_change",
-        "compaction",
-        "custom",
-        "custom_message",
-        "branch_summary",
-        "label",
-        "session_info",
-    }
-)
+# Line types that name their format by themselves (OpenClaw's: its quiet types).
 _CLAUDE_CODE_TYPES = frozenset(
     {"summary", "system", "progress", "file-history-snapshot", "queue-operation"}
 )
@@ -47,7 +35,7 @@ def classify_line(obj: dict[str, Any]) -> Format | None:
     if line_type in ("user", "assistant"):
         # Claude Code's conversation lines; OpenClaw wraps the same roles in `message` lines.
         return Format.CLAUDE_CODE if type(obj.get("message")) is dict else None
-    if line_type in _OPENCLAW_TYPES:
+    if line_type in OPENCLAW_QUIET_TYPES:
         return Format.OPENCLAW
     if line_type in _CLAUDE_CODE_TYPES:
         return Format.CLAUDE_CODE

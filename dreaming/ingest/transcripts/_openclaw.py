@@ -14,8 +14,9 @@ from dreaming.messages import Kind, Message, Role, SkipReason
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
 
-# Line types of the format that carry no conversation text.
-_QUIET_TYPES = frozenset(
+# Line types of the format that carry no conversation text (and name it: format detection
+# reads them too).
+QUIET_TYPES = frozenset(
     {
         "session",
         "model_change",
@@ -41,7 +42,7 @@ def parse_openclaw(
     for line, obj in objects:
         line_type = obj.get("type")
         if line_type != "message":
-            if not isinstance(line_type, str) or line_type not in _QUIET_TYPES:
+            if not isinstance(line_type, str) or line_type not in QUIET_TYPES:
                 skips[_UNKNOWN] += 1
             continue
         msg = obj.get("message")
