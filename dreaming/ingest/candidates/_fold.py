@@ -120,8 +120,10 @@ class Folder:
             went = moved.get(old, old)
             if went is not None:
                 shown[old] = went
-        ours = [(old, shown[old], body) for old, body in (known | lagging).items() if old in shown]
-        for _old, key, body in sorted(ours):
+        for old, body in sorted((known | lagging).items()):
+            key = shown.get(old)
+            if key is None:
+                continue  # superseded: no longer ours
             tokens = claims_mod.content_tokens(body)
             if not tokens:
                 continue
