@@ -146,6 +146,29 @@ class SalienceSettings(_Strict):
         return {name: values for name, values in self if values}
 
 
+class SlotSettings(_Strict):
+    """Extra relations for supersession, appended to `dreaming/ingest/slots.toml`:
+    `relations.<name>` lists add phrasings (a new name adds a relation; `<name>_cjk` for
+    languages without spaces), `lists` extends `corrections_old`, `corrections_similar`,
+    `not_values` and `not_self`. Each pattern a regular expression."""
+
+    relations: dict[str, tuple[str, ...]] = {}
+    lists: dict[str, tuple[str, ...]] = {}
+
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> SlotSettings:
+        for table in (self.relations, self.lists):
+            for name, values in table.items():
+                for value in values:
+                    try:
+                        re.compile(value)
+                    except re.error as err:
+                        raise ValueError(
+                            f"{name}: {value!r} is not a valid pattern ({err})"
+                        ) from err
+        return self
+
+
 class DeepSettings(_Strict):
     """Gates and limits of the deep phase."""
 
@@ -234,6 +257,7 @@ class Settings(_Strict):
     candidates: CandidateSettings = Field(default_factory=CandidateSettings)
     deep: DeepSettings = Field(default_factory=DeepSettings)
     salience: SalienceSettings = Field(default_factory=SalienceSettings)
+    slots: SlotSettings = Field(default_factory=SlotSettings)
     rem: RemSettings = Field(default_factory=RemSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     agents: dict[str, AgentSettings] = {}

@@ -140,6 +140,9 @@ class PromptCandidate:
     date: str | None = None  # YYYY-MM-DD it was first said
     last_date: str | None = None  # YYYY-MM-DD it was last said
     features: tuple[str, ...] = ()  # the salience features that fired
+    # Ids of shown entries that state another value of the same fact (the same holder and
+    # relation) or that the candidate corrects outright.
+    same_slot: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,8 @@ def render_prompt(
             "signals": list(c.features),
             "evidence": [prompt_safe(e) for e in c.evidence[:MAX_EVIDENCE]],
         }
+        # Only where there is one: every token of a prompt is paid for.
+        | ({"same_fact_as": list(c.same_slot)} if c.same_slot else {})
         for c in candidates
     ]
     entries_data = [{"id": e.id, "text": prompt_safe(e.text)} for e in entries]

@@ -31,6 +31,7 @@ from dreaming.memory.lineage._read import (
     keys_from_sessions,
     live_entries,
     live_entries_by_prefix,
+    stated_at,
     successors,
     supersedes,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "prune_orphans",
     "remove_entries",
     "restore_entries",
+    "stated_at",
     "successors",
     "supersedes",
 ]

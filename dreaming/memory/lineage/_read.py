@@ -358,3 +358,25 @@ def count_origins(
     o = ORIGINS.c
     which = o.session_id.in_(sessions) if sessions is not None else o.entry_key.in_(keys or [])
     return int(conn.execute(select(func.count()).where(and_(o.agent == agent, which))).scalar_one())
+
+
+def stated_at(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, datetime]:
+    """When each entry of `keys` was last stated by the owner, on the transcripts' clock
+    (the newest owner origin; any origin where the owner has none): a later statement of
+    the same slot replaces it, an earlier one does not."""
+    o = ORIGINS.c
+    out: dict[str, datetime] = {}
+    owner: dict[str, datetime] = {}
+    wanted = list(keys)
+    for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+        for key, cls, when in conn.execute(
+            select(o.entry_key, o.origin_class, func.max(o.observed_at))
+            .where(and_(o.agent == agent, o.entry_key.in_(chunk), o.observed_at.is_not(None)))
+            .group_by(o.entry_key, o.origin_class)
+        ):
+            if cls == OriginClass.OWNER:
+                owner[key] = when
+            elif key not in out or when > out[key]:
+                out[key] = when
+    out.update(owner)
+    return out

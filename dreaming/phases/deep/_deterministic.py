@@ -1,7 +1,11 @@
 """The deterministic consolidator: deep's decider when no model decides a batch.
 
-It adds durable candidates and merges near-duplicates into existing entries; it never
-supersedes (telling a changed fact from a new one needs understanding).
+It adds durable candidates, merges near-duplicates into existing entries, and supersedes an
+entry whose slot the owner has since filled with another value or that the owner corrected
+outright (`dreaming.ingest.slots`): "We moved to Bristol" replaces "I live in Leeds" when it
+was said later, on the transcripts' clock. A statement older than the entry it conflicts
+with was already replaced: its lineage joins the newer entry, whose text stands. So the
+same sessions give the same memory read in one night or night by night.
 
 A near-duplicate is a near-identical bag of words, or one bag holding nearly all of the
 other's (at least three words, inflections folded), said of one person: "My son is allergic
@@ -11,9 +15,11 @@ Fridays" is the speaker's own "We deploy on Fridays" (`_likeness.one_speaker`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import slots as slots_mod
 from dreaming.ingest.tags import TagRegistry
 from dreaming.memory import lineage, memory_file
 from dreaming.memory.decisions import Action
@@ -26,6 +32,7 @@ from dreaming.phases.deep._likeness import (
     contains,
     one_speaker,
     owned,
+    statement,
 )
 from dreaming.phases.deep._selection import Candidate, utterances
 from dreaming.phases.deep._wording import attributed
@@ -36,17 +43,46 @@ class _Memory:
     test: an entry a merge rewrites, or one an add creates, is compared against by the
     candidates after it."""
 
-    def __init__(self, live: list[tuple[str, str]], similarity: float) -> None:
+    def __init__(
+        self,
+        live: list[tuple[str, str]],
+        similarity: float,
+        slots: slots_mod.Slots,
+        stated: Mapping[str, datetime],
+    ) -> None:
         self.live = live
+        self.slots = slots
         self.index = claims_mod.SimilarityIndex(similarity)
         self.loose = claims_mod.SimilarityIndex(LOOSE_SIMILARITY)
         self.bags: list[Bag] = []
         self.owned: list[Bag] = []
-        for i, (_, text) in enumerate(live):
+        self.readings: list[slots_mod.Reading] = []
+        self.stated: list[datetime | None] = []
+        self.gone: set[int] = set()  # superseded in this batch
+        for i, (key, text) in enumerate(live):
             self.bags.append(bag(text))
             self.owned.append(owned(text))
+            self.readings.append(slots.read(statement(text)))
+            self.stated.append(stated.get(key))
             self.index.add(i, claims_mod.content_tokens(text))
             self.loose.add(i, self.bags[i])
+
+    def conflicts(self, reading: slots_mod.Reading) -> list[tuple[int, slots_mod.Replacement]]:
+        """The live entries a statement would replace if said later: every entry of a slot
+        it fills anew, and the likest one it corrects outright."""
+        found = [
+            (i, r)
+            for i, old in enumerate(self.readings)
+            if i not in self.gone and (r := slots_mod.replaces(reading, old)) is not None
+        ]
+        by_slot = [(i, r) for i, r in found if r.by_slot]
+        if by_slot or not found:
+            return by_slot
+        # The likest correction target; of equally alike ones, the last stated.
+        return [max(found, key=lambda p: (p[1].likeness, self._when(p[0]), p[0]))]
+
+    def _when(self, i: int) -> datetime:
+        return self.stated[i] or datetime.min.replace(tzinfo=UTC)
 
     def near_duplicate(self, tokens: frozenset[str], said: Bag, mine: Bag) -> int | None:
         """The index of the entry that states what a candidate says, if one does."""
@@ -81,13 +117,22 @@ class _Memory:
         self.loose.discard(hit)
         self.index.add(hit, claims_mod.content_tokens(text))
         self.loose.add(hit, said)
+        self.readings[hit] = self.slots.read(statement(text))
 
-    def add(self, text: str, said: Bag, mine: Bag) -> None:
+    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None) -> None:
         self.index.add(len(self.live), claims_mod.content_tokens(text))
         self.loose.add(len(self.live), said)
         self.bags.append(said)
         self.owned.append(mine)
+        self.readings.append(self.slots.read(statement(text)))
+        self.stated.append(when)
         self.live.append((memory_file.entry_key(text), text))
+
+    def retire(self, hits: Sequence[int]) -> None:
+        for i in hits:
+            self.gone.add(i)
+            self.index.discard(i)
+            self.loose.discard(i)
 
 
 def decide(
@@ -97,11 +142,18 @@ def decide(
     similarity: float,
     max_chars: int,
     registry: TagRegistry,
+    slots: slots_mod.Slots | None = None,
+    stated: Mapping[str, datetime] | None = None,
+    said_at: Mapping[int, datetime] | None = None,
 ) -> list[lineage.Applied]:
-    """One decision per utterance of `batch` against the `live` entries (key, text)."""
-    memory = _Memory(live, similarity)
+    """One decision per utterance of `batch` against the `live` entries (key, text).
+    `stated` gives when the owner last stated each live entry and `said_at` when the owner
+    last said each candidate (by id), on the transcripts' clock: they decide which of two
+    values of a slot stands."""
+    memory = _Memory(live, similarity, slots or slots_mod.default_slots(), stated or {})
+    when = said_at or {}
     return [
-        _decide_one(memory, c, also, max_chars=max_chars, registry=registry)
+        _decide_one(memory, c, also, when.get(c.id), max_chars=max_chars, registry=registry)
         for c, also in utterances(batch)
     ]
 
@@ -110,6 +162,7 @@ def _decide_one(
     memory: _Memory,
     c: Candidate,
     also: Sequence[Candidate],
+    when: datetime | None,
     *,
     max_chars: int,
     registry: TagRegistry,
@@ -137,6 +190,45 @@ def _decide_one(
             "near-duplicate of an existing entry",
             folded,
         )
+    # Only the owner's word changes a fact: an agent-only line never replaces one.
+    conflicts = memory.conflicts(memory.slots.read(statement(text))) if c.owner_lines else []
+    if conflicts:
+        return _supersede(memory, c, text, said, mine, when, conflicts, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
-    memory.add(text, said, mine)
+    memory.add(text, said, mine, when)
     return lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
+
+
+def _supersede(
+    memory: _Memory,
+    c: Candidate,
+    text: str,
+    said: Bag,
+    mine: Bag,
+    when: datetime | None,
+    conflicts: list[tuple[int, slots_mod.Replacement]],
+    folded: tuple[tuple[int, str], ...],
+) -> lineage.Applied:
+    """`c` against the entries it conflicts with: the later statement stands. When an entry
+    was stated after `c`, `c` is an old value: its lineage joins the newest such entry
+    (whose text stays), as if it had been read first and superseded."""
+    newer = [
+        (i, r)
+        for i, r in conflicts
+        if when is not None and (t := memory.stated[i]) is not None and t > when
+    ]
+    if newer:
+        i, r = max(newer, key=lambda p: (memory.stated[p[0]] or when, p[0]))
+        key, kept = memory.live[i]
+        why = f"an earlier value, replaced by a later statement ({r.reason})"
+        return lineage.Applied(
+            c.id, c.key, Action.MERGE, (key,), kept, "deterministic", why, folded
+        )
+    hits = [i for i, _ in conflicts]
+    memory.retire(hits)
+    memory.add(text, said, mine, when)
+    why = "; ".join(dict.fromkeys(r.reason for _, r in conflicts))
+    targets = tuple(memory.live[i][0] for i in hits)
+    return lineage.Applied(
+        c.id, c.key, Action.SUPERSEDE, targets, text, "deterministic", why, folded
+    )

@@ -15,7 +15,7 @@ SELF = "\x00self"  # stands for the speaker's "I" in a bag of words
 Bag = frozenset[str]
 
 
-def _body(text: str) -> str:
+def statement(text: str) -> str:
     """What an entry says: the date and attribution prefix of a deterministic entry is not
     part of it."""
     return text.split(": ", 1)[1] if _PREFIX.match(text) else text
@@ -24,7 +24,7 @@ def _body(text: str) -> str:
 def bag(text: str) -> frozenset[str]:
     """An entry's content words with their inflections folded (`_lemma`), and whether its
     speaker talks about themselves."""
-    body = _body(text)
+    body = statement(text)
     tokens = frozenset(_lemma(t) for t in claims_mod.content_tokens(body))
     if _SPEAKER_SUBJECT.search(body):
         tokens |= {SELF}
@@ -36,7 +36,7 @@ def owned(text: str) -> frozenset[str]:
     two words after each "my" or "our", folded as in `bag`."""
     return frozenset(
         _lemma(t)
-        for m in _SPEAKER_POSSESSIVE.finditer(_body(text))
+        for m in _SPEAKER_POSSESSIVE.finditer(statement(text))
         for t in claims_mod.content_tokens(m[1])
     )
 

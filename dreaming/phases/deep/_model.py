@@ -21,6 +21,7 @@ from dreaming.errors import (
     LLMError,
     TransientError,
 )
+from dreaming.ingest.slots import Slots, default_slots
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, Completion, calls_of
 from dreaming.llm.calls import LLMAccess
@@ -37,7 +38,13 @@ from dreaming.memory.decisions import (
     validate,
 )
 from dreaming.memory.sanitize import sanitize_entry_text
-from dreaming.phases.deep._selection import Candidate, day, related_entries, snippets
+from dreaming.phases.deep._selection import (
+    Candidate,
+    day,
+    related_entries,
+    same_slot,
+    snippets,
+)
 from dreaming.phases.deep._summary import DeepSummary
 
 if TYPE_CHECKING:
@@ -59,9 +66,22 @@ class Exchange:
 
     @classmethod
     def of(
-        cls, conn: Connection, agent: str, batch: Sequence[Candidate], per_candidate: int
+        cls,
+        conn: Connection,
+        agent: str,
+        batch: Sequence[Candidate],
+        per_candidate: int,
+        slots: Slots | None = None,
     ) -> Exchange:
         related = related_entries(conn, agent, batch, per_candidate)
+        # The live entries each candidate would replace were it the later statement (the
+        # same slot with another value, or an explicit correction): shown beside it, found
+        # by slot, since "We moved to Bristol" shares no word with "I live in Leeds".
+        mates = same_slot(conn, agent, batch, slots or default_slots())
+        for key, text in (kt for found in mates.values() for kt in found):
+            if all(key != k for k, _ in related):
+                related.append((key, text))
+        ids = {key: f"e{i}" for i, (key, _) in enumerate(related, 1)}
         shown = [
             PromptCandidate(
                 f"c{i}",
@@ -73,6 +93,7 @@ class Exchange:
                 date=day(c.first_seen),
                 last_date=day(c.last_seen),
                 features=tuple(c.features.split()),
+                same_slot=tuple(ids[k] for k, _ in mates.get(c.id, ())),
             )
             for i, c in enumerate(batch, 1)
         ]

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine
 from dreaming import faults
 from dreaming.config import DeepSettings, Paths
 from dreaming.ingest.candidates import refresh_stale, rescore
+from dreaming.ingest.slots import slots_for
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord
 from dreaming.llm.calls import LLMAccess, record_calls
@@ -23,7 +24,12 @@ from dreaming.memory.decisions import Action
 from dreaming.phases._calls_log import log_calls
 from dreaming.phases.deep import _apply, _deterministic
 from dreaming.phases.deep._model import Exchange, ModelDecider
-from dreaming.phases.deep._selection import Candidate, select_candidates, snippets
+from dreaming.phases.deep._selection import (
+    Candidate,
+    owner_said_at,
+    select_candidates,
+    snippets,
+)
 from dreaming.phases.deep._summary import DeepSummary, preview_diff
 from dreaming.progress import Progress, Tick
 
@@ -56,6 +62,8 @@ class DeepPhase:
         self.paths = paths
         self.settings = settings or paths.settings.deep  # a run may narrow it (promote --limit)
         self.sim = paths.settings.candidates.similarity
+        slot_settings = paths.settings.slots
+        self.slots = slots_for(slot_settings.relations, slot_settings.lists)
         self.registry = registry
         self.llm = llm  # None: the deterministic consolidator decides
         self.dry_run = dry_run
@@ -258,7 +266,9 @@ class DeepPhase:
         assert self._model is not None
         self._model.client()  # opened at the first batch the model decides
         with self._reader() as conn:
-            exchange = Exchange.of(conn, agent, batch, self.settings.entries_per_candidate)
+            exchange = Exchange.of(
+                conn, agent, batch, self.settings.entries_per_candidate, self.slots
+            )
         return self._model.decide(agent, exchange, summary, retire_room)
 
     def _decide_deterministic(
@@ -266,12 +276,17 @@ class DeepPhase:
     ) -> list[lineage.Applied]:
         with self._reader() as conn:
             live = lineage.live_entries(conn, agent)
+            stated = lineage.stated_at(conn, agent, [k for k, _ in live])
+            said_at = owner_said_at(conn, [c.id for c in batch])
         return _deterministic.decide(
             live,
             batch,
             similarity=self.sim,
             max_chars=self.settings.max_entry_chars,
             registry=self.registry,
+            slots=self.slots,
+            stated=stated,
+            said_at=said_at,
         )
 
     # -- applying -----------------------------------------------------------------------------

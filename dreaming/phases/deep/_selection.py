@@ -13,9 +13,12 @@ from sqlalchemy import Connection, and_, func, or_, select
 
 from dreaming.config import DeepSettings
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import slots as slots_mod
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates import read_clock
-from dreaming.memory import entry_index, gates
+from dreaming.ingest.slots import Slots
+from dreaming.memory import entry_index, gates, lineage
+from dreaming.phases.deep._likeness import statement
 from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
 
@@ -172,3 +175,57 @@ def snippets(conn: Connection, candidate_id: int) -> list[str]:
 
 def day(ts: datetime | None) -> str | None:
     return ts.date().isoformat() if ts is not None else None
+
+
+def owner_said_at(conn: Connection, candidate_ids: Sequence[int]) -> dict[int, datetime]:
+    """When the owner last said each candidate, on the transcripts' clock: what decides
+    which of two values of a slot is the current one (an agent's later restatement of an
+    old value does not make it new)."""
+    out: dict[int, datetime] = {}
+    ev, lines = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
+    ids = list(candidate_ids)
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        out.update(
+            conn.execute(
+                select(ev.candidate_id, func.max(lines.ts))
+                .select_from(CANDIDATE_EVIDENCE.join(CORPUS_LINES, lines.id == ev.corpus_line_id))
+                .where(
+                    and_(
+                        ev.candidate_id.in_(chunk),
+                        ev.origin_class == OriginClass.OWNER,
+                        lines.ts.is_not(None),
+                    )
+                )
+                .group_by(ev.candidate_id)
+            ).all()
+        )
+    return out
+
+
+MAX_SAME_SLOT = 3  # entries shown per candidate as stating its slot
+
+
+def same_slot(
+    conn: Connection, agent: str, batch: Sequence[Candidate], slots: Slots
+) -> dict[int, list[tuple[str, str]]]:
+    """Candidate id -> the live entries (key, text) it would replace if said later than
+    them: another value of the same slot, or what it corrects outright. Only the owner's
+    candidates: an agent-only line never replaces a fact."""
+    live = lineage.live_entries(conn, agent)
+    if not live:
+        return {}
+    readings = [(key, text, slots.read(statement(text))) for key, text in live]
+    out: dict[int, list[tuple[str, str]]] = {}
+    for c in batch:
+        if not c.owner_lines:
+            continue
+        mine = slots.read(c.text)
+        found = [
+            (r.likeness, key, text)
+            for key, text, old in readings
+            if (r := slots_mod.replaces(mine, old)) is not None
+        ]
+        if found:
+            found.sort(key=lambda f: -f[0])
+            out[c.id] = [(key, text) for _, key, text in found[:MAX_SAME_SLOT]]
+    return out

@@ -1,0 +1,423 @@
+"""Slots: what a fact is about, so that a later value replaces an earlier one (invariant 13).
+
+A fact's slot is its holder (who or what it is about: the speaker, "my sister Anna", "the
+staging bucket") and its relation (lives in, works at, role, phone, name, ...). "I live in
+Leeds" and, a month later, "We moved to Bristol" fill the speaker's `lives_in` slot with two
+values: the later one stands, the earlier one is no longer so. Explicit corrections count
+without a slot: "use yarn instead of pnpm" replaces what was said of pnpm, and "changed my
+mind, ..." replaces the statement most like it.
+
+Everything here reads text alone and decides nothing about time or trust: the callers (deep)
+compare statements by their transcript time and only let the owner's words replace. The
+relations and their phrasings are data (`slots.toml` beside this module), extendable in
+settings (`[slots]`). English is read clause by clause, subject before the relation and
+value after it; Japanese and Chinese with the value before the relation.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from dreaming.ingest import claims as claims_mod
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """One relation a statement states: of `holder` (empty: the speaker), this `value`."""
+
+    holder: frozenset[str]
+    relation: str
+    value: frozenset[str]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What replacing needs to know of one statement."""
+
+    fills: tuple[Fill, ...]
+    old: frozenset[str]  # the old value an explicit correction names ("instead of pnpm")
+    old_named: bool  # and that value is a name ("It's Marie, not Maria")
+    corrects: bool  # an explicit correction that names no old value ("changed my mind")
+    holders: frozenset[str]  # whose statement: kin words after "my", a leading name
+    tokens: frozenset[str]  # its content tokens
+
+
+# The holder of "she", "it" or "his" in a correction ("Actually her name is Marie"): someone
+# other than the speaker, whom the conversation named before.
+UNRESOLVED = frozenset(["?"])
+_PRONOUNS = frozenset(["he", "she", "him", "his", "her", "they", "them", "their", "it", "its"])
+_ACTUALLY = re.compile(r"\b(?:actually|correction|sorry|i mean|i meant)\b", re.IGNORECASE)
+
+NOBODY = Reading((), frozenset(), False, False, frozenset(), frozenset())
+
+# A clause ends at a comma, a semicolon, a colon, a dash, or a conjunction that starts
+# another statement ("I live in Leeds, near the park", "..., so forward the letters").
+_CLAUSE = re.compile(
+    r"\s*[,;:]\s+|\s+[-–—]\s+|\s+(?:and|but|so|because|while|although|though|since)\s+",
+    re.IGNORECASE,
+)
+_ALTERNATIVE = re.compile(r"\s+(?:over|to|rather than|instead of|than)\s+", re.IGNORECASE)
+_CJK_CLAUSE = re.compile(r"[、。，；！？!?]")
+_CJK_PARTICLE = re.compile(r"[はがもを]")
+_SELF = frozenset(["i", "we", "me", "us", "myself", "ourselves", "user"])
+_SELF_CJK = frozenset(["僕", "私", "俺", "わたし", "ぼく", "おれ", "我", "うち"])
+_OWNERS = frozenset(["my", "our"])
+_UNRESOLVED = frozenset(
+    ["he", "she", "they", "it", "this", "that", "there", "these", "those", "you", "your",
+     "his", "her", "their", "its", "someone", "everyone", "nobody", "what", "which", "who"]
+)  # fmt: skip
+# Words that open a clause without being its subject ("Yeah, ...", "Also, we ...").
+_OPENERS = frozenset(
+    ["yeah", "yes", "yep", "oh", "ok", "okay", "so", "well", "also", "and", "but", "btw",
+     "fyi", "update", "actually", "anyway", "now", "just", "still", "then", "plus",
+     "please", "pls", "hey", "hi", "sorry", "correction", "oops"]
+)  # fmt: skip
+# Words in a subject or a value that name neither (adverbs, time words).
+_FILLERS = frozenset(
+    """now currently recently finally just already still officially actually also again
+    today yesterday tomorrow tonight week weeks month months year years day days ago last
+    next this these those past recent soon lately since new old anymore longer""".split()  # noqa: SIM905
+)
+_DETERMINERS = frozenset(["the", "a", "an", "my", "our", "s"])
+_NONE: frozenset[str] = frozenset()
+MAX_HOLDER_WORDS = 4
+MAX_VALUE_WORDS = 6
+
+
+@dataclass(frozen=True, eq=False)
+class Slots:
+    """The compiled relations and corrections. Hashable by identity, so callers cache on it."""
+
+    relations: tuple[tuple[str, re.Pattern[str]], ...]
+    relations_cjk: tuple[tuple[str, re.Pattern[str]], ...]
+    not_self: frozenset[str]
+    corrections_old: re.Pattern[str] | None
+    corrections_similar: re.Pattern[str] | None
+    not_values: frozenset[str]
+
+    @classmethod
+    def build(
+        cls,
+        relations: Mapping[str, Sequence[str]] | None = None,
+        lists: Mapping[str, Sequence[str]] | None = None,
+    ) -> Slots:
+        rel = _merged(_defaults()[0], relations)
+        lst = _merged(_defaults()[1], lists)
+        english = tuple(
+            (name, pattern)
+            for name, ps in rel.items()
+            if not name.endswith("_cjk") and (pattern := _words_regex(ps)) is not None
+        )
+        cjk = tuple(
+            (name.removesuffix("_cjk"), re.compile("|".join(f"(?:{p})" for p in ps)))
+            for name, ps in rel.items()
+            if name.endswith("_cjk") and ps
+        )
+        return cls(
+            relations=english,
+            relations_cjk=cjk,
+            not_self=frozenset(lst.get("not_self", ())),
+            corrections_old=_words_regex(lst.get("corrections_old", ())),
+            corrections_similar=_words_regex(lst.get("corrections_similar", ())),
+            not_values=frozenset(w.casefold() for w in lst.get("not_values", ())),
+        )
+
+    def read(self, statement: str) -> Reading:
+        """The slots `statement` fills and the corrections it makes (one sentence or a few).
+        Cached: deep reads every live entry for each batch, and entries change rarely."""
+        return _read_cached(self, statement)
+
+    def _read(self, statement: str) -> Reading:
+        text = statement.strip().replace("’", "'")
+        if not text:
+            return NOBODY
+        fills = [f for clause in _CLAUSE.split(text) if clause for f in self._fills(clause)]
+        if not text.isascii():
+            fills += [f for c in _CJK_CLAUSE.split(text) if c for f in self._fills_cjk(c)]
+        old: frozenset[str] = frozenset()
+        named = False
+        if self.corrections_old is not None:
+            for m in self.corrections_old.finditer(text):
+                said = _until_clause_end(text[m.end() :], also=(" to ",))
+                old |= _value_tokens(said, _NONE)
+                named = named or said.strip()[:1].isupper()
+        corrects = bool(self.corrections_similar and self.corrections_similar.search(text))
+        if not (old or corrects or _ACTUALLY.search(text)):
+            # A pronoun's referent is known only to the conversation: only a correction
+            # may name it ("Actually her name is Marie"), and then only once.
+            fills = [f for f in fills if f.holder != UNRESOLVED]
+        return Reading(tuple(fills), old, named, corrects, holders(text), value_tokens(text))
+
+    def _fills(self, clause: str) -> Iterable[Fill]:
+        # The relation said first in the clause is the clause's (one fill per clause).
+        best: tuple[int, str, re.Match[str]] | None = None
+        for name, pattern in self.relations:
+            m = pattern.search(clause)
+            if m is not None and (best is None or m.start() < best[0]):
+                best = (m.start(), name, m)
+        if best is None:
+            return
+        _, name, m = best
+        holder = holder_of(clause[: m.start()])
+        if holder is None or (not holder and name in self.not_self):
+            return
+        rest = clause[m.end() :]
+        relation = name
+        if name == "prefers":
+            # "prefer tea over coffee": the slot is the pair, the value the one chosen.
+            chosen, *other = _ALTERNATIVE.split(rest, maxsplit=1)
+            pair = _value_tokens(chosen, _NONE) | _value_tokens("".join(other), _NONE)
+            relation, rest = f"prefers:{' '.join(sorted(pair))}", chosen
+        value = _value_tokens(rest, self.not_values)
+        if value:
+            negated = _negated(clause[: m.end()])
+            yield Fill(holder, relation, value, negated)
+
+    def _fills_cjk(self, clause: str) -> Iterable[Fill]:
+        for name, pattern in self.relations_cjk:
+            m = pattern.search(clause)
+            if m is None:
+                continue
+            before = clause[: m.start()]
+            parts = _CJK_PARTICLE.split(before)
+            subject, value = ("", parts[0]) if len(parts) == 1 else (parts[-2], parts[-1])
+            subject = subject.strip()
+            holder = frozenset() if not subject or subject in _SELF_CJK else frozenset([subject])
+            tokens = frozenset(w.casefold() for w in claims_mod.words(value))
+            if tokens and not (holder == frozenset() and name in self.not_self):
+                yield Fill(holder, name, tokens, False)
+            return
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _read_cached(slots: Slots, statement: str) -> Reading:
+    return slots._read(statement)
+
+
+def _merged(
+    base: Mapping[str, tuple[str, ...]], extra: Mapping[str, Sequence[str]] | None
+) -> dict[str, tuple[str, ...]]:
+    out = dict(base)
+    for key, values in (extra or {}).items():
+        out[key] = (*out.get(key, ()), *values)
+    return out
+
+
+def _words_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    joined = "|".join(f"(?:{p})" for p in patterns)
+    # Whole words: no word character before (a cue may itself start with "'" or ", ") and
+    # none after, unless the cue ends in punctuation or space.
+    return re.compile(
+        rf"(?:(?<![\w'])|(?=[',]))(?:{joined})(?:(?<=[^\w'])|(?![\w']))", re.IGNORECASE
+    )
+
+
+@functools.cache
+def _defaults() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    raw = tomllib.loads(
+        resources.files("dreaming.ingest").joinpath("slots.toml").read_text("utf-8")
+    )
+
+    def table(name: str) -> dict[str, tuple[str, ...]]:
+        return {k: tuple(str(v) for v in vs) for k, vs in raw.get(name, {}).items()}
+
+    return table("relations"), table("lists")
+
+
+@functools.cache
+def default_slots() -> Slots:
+    return Slots.build()
+
+
+_BUILT: dict[object, Slots] = {}
+
+
+def slots_for(relations: Mapping[str, Sequence[str]], lists: Mapping[str, Sequence[str]]) -> Slots:
+    """The slots for a settings file's `[slots]` extensions, built once per distinct set."""
+    if not relations and not lists:
+        return default_slots()
+    key = (
+        tuple(sorted((k, tuple(v)) for k, v in relations.items())),
+        tuple(sorted((k, tuple(v)) for k, v in lists.items())),
+    )
+    found = _BUILT.get(key)
+    if found is None:
+        found = _BUILT[key] = Slots.build(relations, lists)
+    return found
+
+
+# -- reading a clause ----------------------------------------------------------------------
+
+
+def _lower_words(text: str) -> list[str]:
+    return [w.casefold() for w in claims_mod.words(text)]
+
+
+def holder_of(subject: str) -> frozenset[str] | None:
+    """Who a clause's subject names: empty for the speaker ("I", "we", "the user", none at
+    all), the words of a possessed or named noun phrase ("my sister Anna" -> {sister, anna},
+    "the staging bucket" -> {staging, bucket}), or None when it names no one we can tell
+    (a pronoun: "she", "it"; the listener: "you", "your")."""
+    words = _lower_words(subject)
+    while words and words[0] in _OPENERS:
+        words = words[1:]
+    if not words:
+        return frozenset()
+    first = words[0]
+    if first in _SELF or (first == "the" and words[1:2] == ["user"]):
+        rest = words[2:] if first == "the" else words[1:]
+        # "The user's sister" is the sister; "I", "We also", "the user" are the speaker.
+        if rest[:1] == ["s"]:
+            return _noun_phrase(rest[1:])
+        return frozenset()
+    if first in _PRONOUNS:
+        return UNRESOLVED
+    if first in _UNRESOLVED:
+        return None
+    if first in _OWNERS and len(words) == 1:
+        return frozenset()  # "My number is ...", "My name is ..."
+    if first in _OWNERS or first in _DETERMINERS:
+        return _noun_phrase(words[1:])
+    return _noun_phrase(words)
+
+
+def _noun_phrase(words: list[str]) -> frozenset[str] | None:
+    found: list[str] = []
+    for w in words:
+        if w in claims_mod.STOPWORDS or w in _FILLERS:
+            if found:
+                break
+            continue
+        found.append(claims_mod.stem(w))
+        if len(found) >= MAX_HOLDER_WORDS:
+            break
+    return frozenset(found) if found else None
+
+
+def _until_clause_end(text: str, also: Sequence[str] = ()) -> str:
+    cut = _CLAUSE.split(text, maxsplit=1)[0]
+    for stop in also:
+        at = cut.find(stop)
+        if at >= 0:
+            cut = cut[:at]
+    return cut
+
+
+def _value_tokens(text: str, not_values: frozenset[str]) -> frozenset[str]:
+    """The value's words, stemmed (digits kept: a phone number is its digits), at most
+    MAX_VALUE_WORDS; empty when its first word names no value ("at home")."""
+    out: list[str] = []
+    for w in _lower_words(text):
+        if w in claims_mod.STOPWORDS or w in _FILLERS:
+            continue
+        if not out and w in not_values:
+            return frozenset()
+        out.append(claims_mod.stem(w))
+        if len(out) >= MAX_VALUE_WORDS:
+            break
+    return frozenset(out)
+
+
+def value_tokens(text: str) -> frozenset[str]:
+    """A statement's content words as values are read (stemmed, digits kept)."""
+    return frozenset(
+        claims_mod.stem(w)
+        for w in _lower_words(text)
+        if w not in claims_mod.STOPWORDS and w not in _FILLERS
+    )
+
+
+_NEGATION = re.compile(
+    r"\b(?:not|no longer|never|don't|doesn't|didn't|isn't|aren't|wasn't|dont|doesnt|"
+    r"didnt|isnt|arent|wasnt|n't)\b|n't\b|\bany ?more\b",
+    re.IGNORECASE,
+)
+
+
+def _negated(text: str) -> bool:
+    return _NEGATION.search(text) is not None
+
+
+_LEADING_NAME = re.compile(r"^(?:[A-Z][a-z]+,?\s+)?([A-Z][a-z]{1,20})\b(?!')")
+_COMMON = frozenset(
+    """I The A An My Our We It This That There These Those They He She You Your His Her
+    Their Its Yes No Oh So Well Also Just Now Then Actually Always Never From Use Please
+    Send Ask Forward Share Sign Keep Put Hotel Changed Scratch Correction Going When If
+    Don't Do Not Instead Today Tomorrow Yesterday Since After Before Call Reply Write""".split()  # noqa: SIM905
+)
+
+
+def holders(text: str) -> frozenset[str]:
+    """Whose statement it is, as far as words tell: kin words after "my"/"our"/"the user's"
+    ("my sister", "our dog") and a person's name leading it ("Anna moved to ..."). Empty for
+    the speaker's own and impersonal statements."""
+    words = _lower_words(text)
+    out = {
+        claims_mod.stem(nxt)
+        for w, nxt in itertools.pairwise(words)
+        if w in ("my", "our", "s") and claims_mod.stem(nxt) in claims_mod.HOLDERS
+    }
+    lead = _LEADING_NAME.match(text.strip())
+    if lead is not None and lead.group(1) not in _COMMON:
+        out.add(lead.group(1).casefold())
+    return frozenset(out)
+
+
+# -- replacing -----------------------------------------------------------------------------
+
+
+def _compatible(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Two holders that may be one: equal, or one naming more of the same ("my sister" and
+    "my sister Anna"). The speaker (empty) is only the speaker."""
+    if not a or not b:
+        return a == b
+    if a == UNRESOLVED or b == UNRESOLVED:
+        return True
+    return a <= b or b <= a
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    reason: str
+    likeness: float  # how alike the two statements are: of several, the likest is replaced
+    by_slot: bool  # a slot filled anew (every such entry goes), else a correction (one)
+
+
+def replaces(new: Reading, old: Reading) -> Replacement | None:
+    """Whether statement `new`, said later, makes statement `old` no longer so."""
+    for nf in new.fills:
+        for of in old.fills:
+            if nf.relation != of.relation or not _compatible(nf.holder, of.holder):
+                continue
+            label = nf.relation.split(":")[0].replace("_", " ")
+            # A pronoun's slot is one of several others': only the likest one is replaced.
+            by_slot = nf.holder != UNRESOLVED
+            if nf.negated != of.negated:
+                if nf.value & of.value:
+                    return Replacement(f"no longer so: {label}", 1.0, by_slot)
+            elif not nf.negated and not (nf.value <= of.value or of.value <= nf.value):
+                return Replacement(f"a new value for {label}", 1.0, by_slot)
+    pronoun = not new.holders and any(f.holder == UNRESOLVED for f in new.fills)
+    if new.holders != old.holders and not (pronoun and old.holders):
+        return None
+    likeness = claims_mod.jaccard(new.tokens - new.old, old.tokens)
+    if new.old and new.old <= old.tokens and not (new.tokens - new.old) <= old.tokens:
+        others = (old.tokens - new.old) & (new.tokens - new.old)
+        if others or new.old_named or _same_relation(new, old):
+            return Replacement("corrected: " + " ".join(sorted(new.old)), likeness, False)
+    if new.corrects and likeness >= 0.3 and len(new.tokens & old.tokens) >= 2:
+        return Replacement("corrected by a later statement", likeness, False)
+    return None
+
+
+def _same_relation(new: Reading, old: Reading) -> bool:
+    return bool({f.relation for f in new.fills} & {f.relation for f in old.fills})
