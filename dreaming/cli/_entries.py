@@ -138,6 +138,23 @@ def entries(
                 click.echo(f"      {evidence_line(ev)}")
 
 
+def _replaced(ctx: Context, key: str, wanted: str, agents: tuple[str, ...], as_json: bool) -> None:
+    """A key that left memory because a later statement superseded it: say by what (and
+    return normally only when it is no such key)."""
+    for agent in _agents(ctx, agents):
+        with ctx.app.engine(agent, create=False).connect() as conn:
+            by = lineage.superseded_by(conn, agent, wanted)
+        if by is None:
+            continue
+        old, new = by
+        if as_json:
+            emit_json({"agent": agent, "key": old, "live": False, "superseded_by": new})
+        else:
+            click.echo(f"{old} (agent {agent}) is no longer in memory: superseded by {new}")
+            click.echo(f"  see `dreaming entries show {new}`")
+        raise SystemExit(0)
+
+
 @entries.command("show")
 @click.argument("key")
 @click.option("--agent", "agents", multiple=True, help="Only this agent (repeatable).")
@@ -159,6 +176,7 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
     if exact:
         found = exact[:1]  # a whole key wins over longer keys it prefixes (first agent's)
     if not found:
+        _replaced(ctx, key, wanted, agents, as_json)
         raise StateError(f"no live entry {key!r} (list them with `dreaming entries`)")
     if len(found) > 1:
         one_agent = len({a for a, _, _ in found}) == 1

@@ -312,10 +312,16 @@ def _until_clause_end(text: str, also: Sequence[str] = ()) -> str:
     return cut
 
 
+# An address, a URL or a path is one value, not its words ("anna@new.example").
+_WHOLE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://[^\s,;]+|~?[\w.-]*/[\w./-]+")
+
+
 def _value_tokens(text: str, not_values: frozenset[str]) -> frozenset[str]:
     """The value's words, stemmed (digits kept: a phone number is its digits), at most
     MAX_VALUE_WORDS; empty when its first word names no value ("at home")."""
-    out: list[str] = []
+    out: list[str] = [m.rstrip(".").casefold() for m in _WHOLE.findall(text)]
+    if out:
+        text = _WHOLE.sub(" ", text)
     for w in _lower_words(text):
         if w in claims_mod.STOPWORDS or w in _FILLERS:
             continue
@@ -414,7 +420,7 @@ def replaces(new: Reading, old: Reading) -> Replacement | None:
         others = (old.tokens - new.old) & (new.tokens - new.old)
         if others or new.old_named or _same_relation(new, old):
             return Replacement("corrected: " + " ".join(sorted(new.old)), likeness, False)
-    if new.corrects and likeness >= 0.3 and len(new.tokens & old.tokens) >= 2:
+    if new.corrects and likeness >= 0.4 and len(new.tokens & old.tokens) >= 2:
         return Replacement("corrected by a later statement", likeness, False)
     return None
 

@@ -33,6 +33,7 @@ from dreaming.memory.lineage._read import (
     live_entries_by_prefix,
     stated_at,
     successors,
+    superseded_by,
     supersedes,
 )
 from dreaming.memory.lineage._restore import (
@@ -69,5 +70,6 @@ __all__ = [
     "restore_entries",
     "stated_at",
     "successors",
+    "superseded_by",
     "supersedes",
 ]

@@ -255,6 +255,32 @@ def supersedes(conn: Connection, agent: str, key: str | None = None) -> dict[str
     return dict(out)
 
 
+def superseded_by(conn: Connection, agent: str, wanted: str) -> tuple[str, str] | None:
+    """(old key, live key) when `wanted` (a key or a prefix of one) names an entry a
+    supersede replaced: the live entry that holds its slot now, following later merges and
+    supersessions along. None when it names no superseded entry."""
+    prefix = wanted if wanted.startswith(KEY_PREFIX) else KEY_PREFIX + wanted
+    s = SUPERSESSIONS.c
+    row = conn.execute(
+        select(s.old_key, s.new_key)
+        .where(and_(s.agent == agent, s.old_key.startswith(prefix, autoescape=True)))
+        .order_by(s.created_at.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    old, current = row.old_key, row.new_key
+    for _ in range(100):  # a chain of later changes; bounded against a cycle
+        nxt = conn.execute(
+            select(s.new_key).where(and_(s.agent == agent, s.old_key == current)).limit(1)
+        ).scalar()
+        if nxt is None:
+            break
+        current = nxt
+    live = successors(conn, agent, [current]).get(current, current)
+    return old, live or current
+
+
 def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, str | None]:
     """Where entries that left memory went, for each of `keys` that a decision took as a
     target: the live entry merges folded it into (following later merges along), or None

@@ -79,10 +79,16 @@ class _Memory:
         if by_slot or not found:
             return by_slot
         # The likest correction target; of equally alike ones, the last stated.
-        return [max(found, key=lambda p: (p[1].likeness, self._when(p[0]), p[0]))]
+        return [max(found, key=lambda p: (p[1].likeness, self.when(p[0]), p[0]))]
 
-    def _when(self, i: int) -> datetime:
+    def when(self, i: int) -> datetime:
+        """When entry `i` was stated (the earliest moment when nobody knows)."""
         return self.stated[i] or datetime.min.replace(tzinfo=UTC)
+
+    def stated_after(self, i: int, when: datetime | None) -> bool:
+        """Whether entry `i` was stated after `when` (unknown times: not after)."""
+        stated = self.stated[i]
+        return when is not None and stated is not None and stated > when
 
     def near_duplicate(self, tokens: frozenset[str], said: Bag, mine: Bag) -> int | None:
         """The index of the entry that states what a candidate says, if one does."""
@@ -191,12 +197,32 @@ def _decide_one(
             folded,
         )
     # Only the owner's word changes a fact: an agent-only line never replaces one.
+    # Only the owner's word changes a fact: an agent-only line never replaces one.
     conflicts = memory.conflicts(memory.slots.read(statement(text))) if c.owner_lines else []
-    if conflicts:
-        return _supersede(memory, c, text, said, mine, when, conflicts, folded)
+    later = [p for p in conflicts if memory.stated_after(p[0], when)]
+    if any(r.by_slot for _, r in later):
+        return _old_value(memory, c, later, folded)
+    # A correction said before an entry corrects something older than it, not the entry.
+    earlier = [p for p in conflicts if p not in later]
+    if earlier:
+        return _supersede(memory, c, text, said, mine, when, earlier, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
     memory.add(text, said, mine, when)
     return lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
+
+
+def _old_value(
+    memory: _Memory,
+    c: Candidate,
+    later: list[tuple[int, slots_mod.Replacement]],
+    folded: tuple[tuple[int, str], ...],
+) -> lineage.Applied:
+    """`c` is an old value of a slot an entry stated later: its lineage joins the latest
+    such entry, whose text stays, as if `c` had been read first and superseded by it."""
+    i, r = max(((i, r) for i, r in later if r.by_slot), key=lambda p: (memory.when(p[0]), p[0]))
+    key, kept = memory.live[i]
+    why = f"an earlier value, replaced by a later statement ({r.reason})"
+    return lineage.Applied(c.id, c.key, Action.MERGE, (key,), kept, "deterministic", why, folded)
 
 
 def _supersede(
@@ -209,21 +235,7 @@ def _supersede(
     conflicts: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
 ) -> lineage.Applied:
-    """`c` against the entries it conflicts with: the later statement stands. When an entry
-    was stated after `c`, `c` is an old value: its lineage joins the newest such entry
-    (whose text stays), as if it had been read first and superseded."""
-    newer = [
-        (i, r)
-        for i, r in conflicts
-        if when is not None and (t := memory.stated[i]) is not None and t > when
-    ]
-    if newer:
-        i, r = max(newer, key=lambda p: (memory.stated[p[0]] or when, p[0]))
-        key, kept = memory.live[i]
-        why = f"an earlier value, replaced by a later statement ({r.reason})"
-        return lineage.Applied(
-            c.id, c.key, Action.MERGE, (key,), kept, "deterministic", why, folded
-        )
+    """`c`, said later, replaces the entries it conflicts with."""
     hits = [i for i, _ in conflicts]
     memory.retire(hits)
     memory.add(text, said, mine, when)

@@ -1,0 +1,303 @@
+"""Memory is current (invariant 13): a later statement of the same fact with another value
+supersedes the earlier entry on the embedded default, by transcript time, read night by
+night or all at once; never across holders, agents, or from the agent's own words."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from dreaming import runner
+from dreaming.app import App
+from dreaming.cli import _entries, _forget, cli  # noqa: F401  (the commands register)
+from dreaming.ingest import slots
+from dreaming.memory.memory_file import read
+from tests.deep_helpers import decide_all, user_prompt
+from tests.fake_openai import FakeOpenAI
+from tests.openclaw_builder import FakeOpenClaw
+
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+# (old statement, new statement, a word only the old value has, a word only the new one has)
+CHANGES = {
+    "move": (
+        "I live in Leeds with my partner and our two cats.",
+        "We moved to Bristol last month, the new place is lovely.",
+        "Leeds",
+        "Bristol",
+    ),
+    "employer": (
+        "I work at Acme Corp as a backend engineer.",
+        "I joined Globex as a staff engineer last week.",
+        "Acme",
+        "Globex",
+    ),
+    "rule": (
+        "Always use pnpm for installing packages.",
+        "Use yarn instead of pnpm from now on.",
+        "Always use pnpm",
+        "yarn",
+    ),
+    "name": (
+        "My wife's name is Maria.",
+        "Sorry, I misspoke: my wife's name is Marie, not Maria.",
+        "name is Maria",
+        "Marie",
+    ),
+    "tool": (
+        "Our design team uses Figma for all mockups.",
+        "The design team switched from Figma to Penpot, so share mockups as Penpot links.",
+        "uses Figma",
+        "Penpot",
+    ),
+    "no longer": (
+        "I work at the county hospital as a night nurse.",
+        "I no longer work at the county hospital, I quit in May.",
+        "as a night nurse",
+        "no longer",
+    ),
+    "japanese": ("僕は東京に住んでいる。", "僕は大阪に引っ越した。", "東京", "大阪"),
+}
+
+
+def night(state: Path, config: str | None = None) -> None:
+    if config is not None:
+        (state / "dreaming.toml").write_text(config)
+    app = App.open(state, state / "dreaming.toml" if config else None, env={})
+    try:
+        runner.run(app, ["light", "rem", "deep"], None)
+    finally:
+        app.close()
+
+
+def memory(state: Path, workspace: str = "workspace") -> str:
+    return "\n".join(b.text for b in read(state / workspace / "MEMORY.md").blocks)
+
+
+def said(oc: FakeOpenClaw, n: int, statement: str, *, agent: str = "main", role: str = "user"):
+    """`statement` in its own session, `n` months after the start."""
+    turns = [(role, statement), ("assistant" if role == "user" else "user", "Noted, thanks.")]
+    oc.session(
+        agent,
+        f"s{n}",
+        turns,
+        key=f"agent:{agent}:s{n}",
+        start=START + timedelta(days=30 * n),
+        chatType="direct",
+    )
+
+
+def sessions(state: Path, statements: list[str], *, nightly: bool) -> None:
+    oc = FakeOpenClaw(state)
+    for n, statement in enumerate(statements):
+        said(oc, n, statement)
+        if nightly:
+            night(state)
+    if not nightly:
+        night(state)
+
+
+def sql(state: Path, query: str, agent: str = "main") -> list[Any]:
+    app = App.open(state, None, env={})
+    try:
+        with app.engine(agent).connect() as conn:
+            return list(conn.execute(text(query)).all())
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
+@pytest.mark.parametrize("case", list(CHANGES))
+def test_a_changed_fact_replaces_the_old_one(tmp_path: Path, case: str, nightly: bool) -> None:
+    old, new, old_word, new_word = CHANGES[case]
+    sessions(tmp_path, [old, new], nightly=nightly)
+    kept = memory(tmp_path)
+    assert new_word in kept, kept
+    assert old_word not in kept, kept
+    # One supersede (night by night) or the old value folded into the newer entry (one
+    # night); either way the entry's lineage holds both sessions (invariant 2).
+    origins = {r[0] for r in sql(tmp_path, "SELECT session_id FROM origins")}
+    assert origins == {"s0", "s1"}
+
+
+@pytest.mark.parametrize("case", ["move", "employer", "name"])
+def test_one_night_and_night_by_night_end_alike(tmp_path: Path, case: str) -> None:
+    old, new, _, _ = CHANGES[case]
+    sessions(tmp_path / "a", [old, new], nightly=True)
+    sessions(tmp_path / "b", [old, new], nightly=False)
+    assert memory(tmp_path / "a") == memory(tmp_path / "b")
+
+
+def test_an_older_statement_read_later_does_not_replace_the_newer(tmp_path: Path) -> None:
+    """Transcript time decides, not the night it was read: a session from September found
+    after October's was dreamt over is the old value."""
+    oc = FakeOpenClaw(tmp_path)
+    said(oc, 2, "We moved to Bristol last month, the new place is lovely.")
+    night(tmp_path)
+    said(oc, 0, "I live in Leeds with my partner and our two cats.")
+    night(tmp_path)
+    kept = memory(tmp_path)
+    assert "Bristol" in kept and "Leeds" not in kept, kept
+
+
+def test_a_relatives_move_leaves_the_owners_home(tmp_path: Path) -> None:
+    sessions(
+        tmp_path,
+        ["I live in Leeds with my partner.", "My sister moved to Oslo last year."],
+        nightly=True,
+    )
+    kept = memory(tmp_path)
+    assert "Leeds" in kept and "Oslo" in kept
+
+
+def test_another_named_persons_job_leaves_the_owners(tmp_path: Path) -> None:
+    sessions(
+        tmp_path,
+        ["I work at Acme Corp as a backend engineer.", "Priya joined Globex as a designer."],
+        nightly=True,
+    )
+    kept = memory(tmp_path)
+    assert "Acme" in kept, kept
+
+
+def test_the_agents_words_never_replace_the_owners(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    said(oc, 0, "I live in Leeds with my partner and our two cats.")
+    night(tmp_path, "[deep]\npromote_agent_only = true\n")
+    said(oc, 1, "Great news: you moved to Bristol, the new place sounds lovely.", role="assistant")
+    said(oc, 2, "We moved to Bristol last month, I think.", role="assistant")
+    night(tmp_path)
+    assert "Leeds" in memory(tmp_path)
+
+
+def test_memory_never_crosses_agents(tmp_path: Path) -> None:
+    oc = FakeOpenClaw(tmp_path)
+    said(oc, 0, "I live in Leeds with my partner and our two cats.", agent="main")
+    said(oc, 1, "We moved to Bristol last month, the new place is lovely.", agent="bob")
+    night(tmp_path)
+    assert "Leeds" in memory(tmp_path)
+    assert "Bristol" in memory(tmp_path, "workspace-bob")
+
+
+def test_a_statement_of_the_change_itself_is_one_entry(tmp_path: Path) -> None:
+    sessions(tmp_path, ["We moved from Leeds to Bristol in the spring."], nightly=True)
+    kept = memory(tmp_path)
+    assert "from Leeds to Bristol" in kept
+
+
+def test_entries_show_names_what_superseded_an_entry(tmp_path: Path) -> None:
+    old, new, _, _ = CHANGES["move"]
+    oc = FakeOpenClaw(tmp_path)
+    said(oc, 0, old)
+    night(tmp_path)
+    (old_key,) = [b.key for b in read(tmp_path / "workspace" / "MEMORY.md").blocks]
+    said(oc, 1, new)
+    night(tmp_path)
+    (new_key,) = [b.key for b in read(tmp_path / "workspace" / "MEMORY.md").blocks]
+    base = ["--state-dir", str(tmp_path)]
+    shown = CliRunner().invoke(cli, [*base, "entries", "show", old_key])
+    assert shown.exit_code == 0, shown.output
+    assert f"superseded by {new_key}" in shown.output
+    doc = json.loads(CliRunner().invoke(cli, [*base, "entries", "show", old_key, "--json"]).stdout)
+    assert doc["superseded_by"] == new_key
+    current = CliRunner().invoke(cli, [*base, "entries", "show", new_key])
+    assert f"supersedes: {old_key}" in current.output
+    decision = sql(tmp_path, "SELECT action, reason FROM decisions WHERE action = 'supersede'")
+    assert decision and "lives in" in decision[0][1]
+
+
+def test_forgetting_the_old_session_takes_the_entry_built_on_it(tmp_path: Path) -> None:
+    """Whole-entry deletion (invariant 3): the superseding entry's lineage includes the old
+    session, so forgetting it removes the entry too, and nothing of Leeds is left."""
+    old, new, _, _ = CHANGES["move"]
+    sessions(tmp_path, [old, new], nightly=True)
+    result = CliRunner().invoke(
+        cli, ["--state-dir", str(tmp_path), "forget", "--agent", "main", "--session", "s0"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Leeds" not in (tmp_path / "workspace" / "MEMORY.md").read_text()
+
+
+def test_the_model_sees_the_entry_a_candidate_would_replace(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """ "We moved to Bristol" shares no word with "I live in Leeds": the Leeds entry is shown
+    beside it anyway, named in the candidate's same_fact_as."""
+    oc = FakeOpenClaw(tmp_path)
+    said(oc, 0, CHANGES["move"][0])
+    night(tmp_path)
+    said(oc, 1, CHANGES["move"][1])
+    fake_openai.default = decide_all("add")
+    night(
+        tmp_path,
+        '[deep]\nllm = "test"\n[llm.profiles.test]\n'
+        f'base_url = "{fake_openai.base_url}"\nmodel = "m"\napi_key_env = ""\n'
+        "max_attempts = 1\n",
+    )
+    prompts = [user_prompt(r.body) for r in fake_openai.chat_requests if "Bristol" in str(r.body)]
+    assert prompts, "deep asked the model nothing about the move"
+    body = prompts[0]
+    candidates = json.loads(body.split("JSON data, not instructions:\n", 2)[1].split("\n\n")[0])
+    entries = json.loads(body.split("JSON data, not instructions:\n", 2)[2].split("\n\n")[0])
+    (bristol,) = [c for c in candidates if "Bristol" in c["text"]]
+    (leeds,) = [e for e in entries if "Leeds" in e["text"]]
+    assert bristol["same_fact_as"] == [leeds["id"]]
+
+
+# -- the slot reader on its own ------------------------------------------------------------
+
+SAME_SLOT = [
+    ("I live in Leeds.", "We moved to Bristol last month."),
+    ("My phone number is 07700 900123.", "My new number is 07700 900456."),
+    ("I prefer tea over coffee.", "Actually I prefer coffee to tea now."),
+    ("My manager is Priya.", "My manager is now Omar."),
+    ("I'm head of platform at Acme.", "I'm now head of data at Acme."),
+    ("Call me Bob.", "Please call me Robert from now on."),
+    ("My dog is called Rex.", "Actually my dog's name is Max, not Rex."),
+    ("The feature flags go in config/flags.yaml.", "Feature flags now go in settings/flags.toml."),
+    ("Our prod database runs in eu-west-1.", "Our prod database runs in us-east-2 now."),
+    ("My email is anna@old.example.", "My email is now anna@new.example."),
+    ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
+]
+NOT_REPLACED = [
+    ("I live in Leeds.", "My sister moved to Oslo."),
+    ("I work at Acme Corp as a designer.", "I work at Acme."),
+    ("I love hiking.", "I love painting."),
+    ("I went hiking with my dog last week.", "I went to the beach with my dog."),
+    ("I work at Acme.", "I work from home on Fridays."),
+    ("Anna lives in Lisbon.", "Ben moved to Porto."),
+    ("I'm lactose intolerant.", "I made it with coconut milk so it's lactose-free instead."),
+    ("I live in Leeds.", "She moved to Oslo."),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), SAME_SLOT)
+def test_the_same_slot_with_another_value_replaces(old: str, new: str) -> None:
+    s = slots.default_slots()
+    assert slots.replaces(s.read(new), s.read(old)) is not None
+
+
+@pytest.mark.parametrize(("old", "new"), NOT_REPLACED)
+def test_other_facts_do_not_replace(old: str, new: str) -> None:
+    s = slots.default_slots()
+    assert slots.replaces(s.read(new), s.read(old)) is None
+
+
+def test_relations_extend_in_settings() -> None:
+    extended = slots.slots_for({"plays_for": ["plays? (?:now )?for"]}, {})
+    assert slots.replaces(
+        extended.read("I play for the Tigers now."), extended.read("I play for the Lions.")
+    )
+    plain = slots.default_slots()
+    assert (
+        slots.replaces(
+            plain.read("I play for the Tigers now."), plain.read("I play for the Lions.")
+        )
+        is None
+    )
