@@ -48,6 +48,7 @@ class App:
     _shared: Engine | None = None
     pool_size: int = 5  # the fleet engine's; a worker with --concurrency N asks for more
     _limits: Engine | None = None
+    _breaker: CircuitBreaker | None = None
 
     @classmethod
     def open(
@@ -209,7 +210,18 @@ class App:
 
         profile = self.settings.llm.profiles[profile_name]
         limiter = self.rate_limiter(profile_name)
-        return lambda: LLMClient(profile, env=self.env, rate_limiter=limiter, breaker=breaker)
+        shared = breaker if breaker is not None else self.breaker
+        return lambda: LLMClient(profile, env=self.env, rate_limiter=limiter, breaker=shared)
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The process's circuit breaker: every agent's run here shares it, so a dead
+        endpoint costs one agent its retries, not each (see `dreaming.llm._breaker`)."""
+        if self._breaker is None:
+            from dreaming.llm._breaker import WINDOW_S
+
+            self._breaker = CircuitBreaker(window_s=WINDOW_S)
+        return self._breaker
 
     def limits_engine(self) -> Engine:
         """Where limits shared by every agent live: the fleet database, or on one machine

@@ -25,7 +25,7 @@ from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.ingest import sources
-from dreaming.llm import BudgetSettings, CircuitBreaker
+from dreaming.llm import BudgetSettings
 from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
@@ -399,8 +399,9 @@ class _Night:
         if not options.dry_run or self.preview:
             self.run_id = start_run(engine, agent, [str(p) for p in self.phases], options.job)
         # One budget for the whole run: REM's diary and deep's decisions draw on it
-        # together, through clients that share one circuit breaker.
-        factory = self.app.client_factory(options.profile, CircuitBreaker())
+        # together, through clients that share the process's circuit breaker (so do the
+        # other agents' runs in this process).
+        factory = self.app.client_factory(options.profile)
         if factory is not None:
             budget = options.budget or self.app.settings.budget
             ledger = self.app.ledger()

@@ -504,6 +504,36 @@ def test_the_breaker_opens_after_retries_fail_and_later_calls_are_not_sent(
     assert ask(other).parsed.action == "add"
 
 
+def test_an_open_breaker_holds_for_its_window_then_the_endpoint_is_tried_again(
+    server: FakeOpenAI, fake_time: FakeTime
+) -> None:
+    """A long-lived process (the scheduler, a fleet worker) shares one breaker across its
+    agents' runs: within the window every later client falls back at once, after it the
+    endpoint is asked again."""
+    now = [1000.0]
+    breaker = CircuitBreaker(window_s=600, clock=lambda: now[0])
+    url = server.base_url
+    server.enqueue(ErrorReply(503, "down"), ErrorReply(503, "down"))
+    first = make_client(url, fake_time, max_attempts=2)
+    first.breaker = breaker
+    with pytest.raises(TransientError):
+        ask(first)
+    asked = len(server.chat_requests)
+    now[0] += 599
+    for _ in range(3):  # three more agents' runs within the window: nothing sent
+        later = make_client(url, fake_time, max_attempts=4)
+        later.breaker = breaker
+        with pytest.raises(EndpointDownError, match="llm check"):
+            ask(later)
+    assert len(server.chat_requests) == asked
+    now[0] += 2
+    server.enqueue(GOOD)
+    again = make_client(url, fake_time)
+    again.breaker = breaker
+    assert ask(again).parsed.action == "add"
+    assert breaker.opened == {}
+
+
 def test_errors_that_retries_do_not_address_leave_the_breaker_closed(
     server: FakeOpenAI, fake_time: FakeTime
 ) -> None:
