@@ -20,7 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dreaming.errors import ConfigError
+from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.llm import BudgetSettings, LLMProfile
 
 CONFIG_ENV = "DREAMING_CONFIG"
@@ -239,6 +239,14 @@ class AgentSettings(_Strict):
     workspace: Path | None = None
 
 
+class MemorySettings(_Strict):
+    """MEMORY.md and DREAMS.md. A link to a file outside the agent's workspace is refused
+    (a night must not write where the operator did not mean it to) unless its target is in
+    one of `link_targets`."""
+
+    link_targets: tuple[Path, ...] = ()
+
+
 class LLMSettings(_Strict):
     profiles: dict[str, LLMProfile] = {}
 
@@ -258,6 +266,7 @@ class Settings(_Strict):
     deep: DeepSettings = Field(default_factory=DeepSettings)
     salience: SalienceSettings = Field(default_factory=SalienceSettings)
     slots: SlotSettings = Field(default_factory=SlotSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     rem: RemSettings = Field(default_factory=RemSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     agents: dict[str, AgentSettings] = {}
@@ -411,6 +420,9 @@ def _resolve_paths(s: Settings, base: Path) -> Settings:
                 for name, a in s.agents.items()
             },
             "jobs_dir": _resolve(s.jobs_dir, base) if s.jobs_dir else None,
+            "memory": s.memory.model_copy(
+                update={"link_targets": tuple(_resolve(p, base) for p in s.memory.link_targets)}
+            ),
             "fleet": s.fleet.model_copy(
                 update={
                     "workspace_root": (
@@ -497,10 +509,25 @@ class Paths:
         )
 
     def memory_file(self, agent: str) -> Path:
-        return self.workspace(agent) / "MEMORY.md"
+        return self._kept_inside(agent, self.workspace(agent) / "MEMORY.md")
 
     def dreams_file(self, agent: str) -> Path:
-        return self.workspace(agent) / "DREAMS.md"
+        return self._kept_inside(agent, self.workspace(agent) / "DREAMS.md")
+
+    def _kept_inside(self, agent: str, path: Path) -> Path:
+        """`path`, unless it is a link whose target leaves the agent's workspace (and every
+        folder `[memory] link_targets` allows): then nothing reads it as memory or writes
+        through it, for any command."""
+        if not path.is_symlink():
+            return path
+        target = path.resolve()
+        allowed = [path.parent.resolve(), *(p.resolve() for p in self.settings.memory.link_targets)]
+        if any(target.is_relative_to(root) for root in allowed):
+            return path
+        raise WorkspaceFileError(
+            f"{path} links to {target}, outside the workspace of agent {agent}: not read or"
+            " written (allow its folder with [memory] link_targets in dreaming.toml)"
+        )
 
     def corpus_dir(self, agent: str) -> Path:
         return self.workspace(agent) / "memory" / ".dreams" / "session-corpus"

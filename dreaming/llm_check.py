@@ -93,6 +93,7 @@ class EndpointCheck:
             "profile": self.profile.name,
             "base_url": self.profile.base_url,
             "model": self.profile.model,
+            "api_key_env": self.profile.api_key_env or None,
             "served_model": self.served_model,
             "ok": self.ok,
             "error": self.error,

@@ -151,3 +151,25 @@ def test_job_files_share_the_suggestions_and_plain_messages(tmp_path: Path) -> N
     assert str(err.value) == (
         f"{job}: key 'trigger': cron '0 3 * *' must have 5 fields: minute hour day month weekday"
     )
+
+
+@pytest.mark.parametrize("variable", ["HOME", "PATH", "USER"])
+def test_a_key_variable_must_look_like_one(tmp_path: Path, variable: str) -> None:
+    """`api_key_env = "HOME"` would send the home folder as a bearer token."""
+    p = write(
+        tmp_path,
+        f'[llm.profiles.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'api_key_env = "{variable}"\n',
+    )
+    with pytest.raises(ConfigError, match="does not look like a variable that holds an API key"):
+        load_settings(p)
+
+
+@pytest.mark.parametrize("variable", ["OPENAI_API_KEY", "GROQ_KEY", "HF_TOKEN", "MY_SECRET", ""])
+def test_key_variables_that_say_so_are_accepted(tmp_path: Path, variable: str) -> None:
+    p = write(
+        tmp_path,
+        f'[llm.profiles.x]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'api_key_env = "{variable}"\n',
+    )
+    assert load_settings(p).llm.profiles["x"].api_key_env == variable

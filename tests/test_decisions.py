@@ -427,8 +427,10 @@ def test_round_trip_through_the_client_and_a_strict_server(fake_openai: Any) -> 
         ]
     }
     fake_openai.enqueue(Reply(answer))
-    profile = LLMProfile(base_url=fake_openai.base_url, model=DEFAULT_MODEL, api_key_env="K")
-    with LLMClient(profile, env={"K": DEFAULT_KEY}) as client:
+    profile = LLMProfile(
+        base_url=fake_openai.base_url, model=DEFAULT_MODEL, api_key_env="TEST_API_KEY"
+    )
+    with LLMClient(profile, env={"TEST_API_KEY": DEFAULT_KEY}) as client:
         done = client.complete_json(system, user, reply_schema(), "deep_decisions", DecisionReply)
     assert validate(done.parsed, ["c1"], ["e1"]) == [
         ValidDecision("c1", Action.SUPERSEDE, ("e1",), "The user lives in Berlin.", (), "moved")

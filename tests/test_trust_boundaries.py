@@ -598,13 +598,33 @@ def test_a_directory_named_memory_md_fails_that_agent_clearly(fake: FakeOpenClaw
     assert run["outcome"] == "failed" and "is a directory" in run["error"]
 
 
-def test_a_symlinked_memory_file_stays_a_link_and_its_target_is_updated(
+def test_a_symlinked_memory_file_outside_the_workspace_is_refused_untouched(
+    fake: FakeOpenClaw, tmp_path: Path
+) -> None:
+    """A MEMORY.md linked to a file outside the workspace: nothing is appended to the target
+    and no entry is retired because its lines are missing there; the run says why."""
+    _owner_night(fake)
+    outside = tmp_path / "elsewhere" / "notes.md"
+    outside.parent.mkdir()
+    outside.write_text("# Someone else's file\n")
+    ws = fake.root / "workspace"
+    ws.mkdir()
+    (ws / "MEMORY.md").symlink_to(outside)
+    result = cmd(fake.root, "run", ok=False)
+    assert result.exit_code != 0
+    assert "outside the workspace" in result.output and "link_targets" in result.output
+    assert outside.read_text() == "# Someone else's file\n"
+    assert (ws / "MEMORY.md").is_symlink()
+
+
+def test_a_symlinked_memory_file_in_an_allowed_folder_stays_a_link_and_is_updated(
     fake: FakeOpenClaw, tmp_path: Path
 ) -> None:
     _owner_night(fake)
     shared = tmp_path / "shared" / "MEMORY.md"
     shared.parent.mkdir()
     shared.write_text("# Shared\n")
+    (fake.root / "dreaming.toml").write_text(f'[memory]\nlink_targets = ["{shared.parent}"]\n')
     ws = fake.root / "workspace"
     ws.mkdir()
     (ws / "MEMORY.md").symlink_to(shared)

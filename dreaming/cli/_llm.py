@@ -60,6 +60,7 @@ def format_check(check: EndpointCheck) -> str:
         f"profile:    {profile.name}",
         f"base_url:   {profile.base_url}",
         f"model:      {profile.model}{served}",
+        f"key from:   {profile.api_key_env or '(none: the server needs no key)'}",
         f"latency:    {check.latency_s:.2f}s ({count} request{'' if count == 1 else 's'})",
         f"tokens:     {check.input_tokens} input, {check.output_tokens} output; cost {cost}",
         f"structured: {_structured(check)}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -11,6 +12,9 @@ StructuredOutput = Literal["auto", "json_schema", "json_object"]
 
 StructuredMode = Literal["json_schema", "json_object"]
 """The mode one request actually used."""
+
+
+_KEYLIKE = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CRED", re.IGNORECASE)
 
 
 class LLMProfile(BaseModel):
@@ -45,6 +49,14 @@ class LLMProfile(BaseModel):
     def _check(self) -> LLMProfile:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        if self.api_key_env and not _KEYLIKE.search(self.api_key_env):
+            # `api_key_env = "HOME"` would send the home folder as a bearer token: a
+            # variable that holds a key says so in its name.
+            raise ValueError(
+                f"api_key_env {self.api_key_env!r} does not look like a variable that holds an"
+                " API key (its name should say KEY, TOKEN or SECRET, as OPENAI_API_KEY does);"
+                ' set api_key_env = "" for a server that needs no key'
+            )
         if (self.price_input_per_mtok is None) != (self.price_output_per_mtok is None):
             raise ValueError("set both price_input_per_mtok and price_output_per_mtok, or neither")
         return self
