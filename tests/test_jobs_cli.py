@@ -4,6 +4,7 @@ jobs folder over the bundled examples, runs."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from datetime import UTC, datetime
@@ -89,6 +90,23 @@ def test_bad_cron_and_bad_timezone_are_errors_naming_the_file(tmp_path: Path) ->
     assert "Traceback" not in listing.output
 
 
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ("[trigger]\ninterval_minutes = 0.0001\n", "trigger.interval_minutes"),
+        ("[budget]\nmax_usd = 1e308\n", "budget.max_usd"),
+        ("[budget]\ndaily_max_usd = 1e999\n", "budget.daily_max_usd"),
+        ("[budget]\nmax_tokens = 1000000000000000000\n", "budget.max_tokens"),
+    ],
+)
+def test_values_out_of_any_sane_range_are_errors(tmp_path: Path, body: str, key: str) -> None:
+    """A job firing 217 times in 25 s, or a cap of 1e308 dollars, is a typo: refused at load,
+    with the file and the key named."""
+    path = write_job(tmp_path, "odd", body)
+    with pytest.raises(ConfigError, match=rf"odd\.toml: key '{re.escape(key)}'"):
+        load_job(path)
+
+
 def test_a_job_without_trigger_runs_on_demand_only(tmp_path: Path) -> None:
     job = load_job(write_job(tmp_path, "later", 'phases = ["deep"]\n'))
     assert job.trigger is None
@@ -105,6 +123,8 @@ def test_the_bundled_examples_load() -> None:
     assert fire is not None and (fire.hour, fire.minute) == (3, 0)  # 03:00 local time
     assert promote.trigger is None and promote.phases == ("deep",)
     assert capped.phases == ("light", "deep")
+    # An example to switch on: a fresh install does not start hourly runs beside nightly.
+    assert capped.enabled is False
     assert capped.trigger is not None and capped.trigger.interval_minutes == 60
     assert capped.budget.daily_max_usd is not None and 0 < capped.budget.daily_max_usd <= 0.10
 
@@ -269,6 +289,9 @@ def test_one_file_in_the_jobs_folder_keeps_the_bundled_jobs(tmp_path: Path) -> N
     jobs = listed(root)
     assert set(jobs) == {"capped", "mine", "nightly", "promote"}
     assert jobs["mine"]["source"] == "folder" and jobs["mine"]["overrides"] is None
+    # The folder is the schedule now: the bundled nightly runs by name, but fires no more.
+    assert jobs["nightly"]["scheduled"] is False and jobs["nightly"]["next_fire_time"] is None
+    assert "not scheduled (the jobs folder has its own" in invoke(root, "jobs", "list").stdout
     assert jobs["nightly"]["source"] == "bundled"
     assert jobs["nightly"]["file"] == str(bundled_jobs_dir() / "nightly.toml")
     # What used to answer "unknown job 'nightly'":

@@ -59,6 +59,11 @@ def _stored(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
 def _format_job(job: dict[str, Any], stores: Sequence[StoredSchedule]) -> str:
     if not job["enabled"]:
         head = f"{job['name']}: switched off (enabled = false)"
+    elif job["trigger"] != "on demand" and not job["scheduled"]:
+        head = (
+            f"{job['name']}: {job['trigger']}; not scheduled (the jobs folder has its own"
+            " jobs; run it by name, or copy it there)"
+        )
     elif job["next_fire_time"] is None:
         head = f"{job['name']}: {job['trigger']}"
     else:
@@ -119,7 +124,12 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
     catalog = job_catalog(app.paths)
     stores = read_schedules(app.paths)
     now = datetime.now(UTC)
-    found = [describe_job(jf, now, stores) for jf in catalog.load(list(app.settings.llm.profiles))]
+    profiles = list(app.settings.llm.profiles)
+    fired = {jf.job.name for jf in catalog.scheduled(profiles)}
+    found = [
+        describe_job(jf, now, stores, scheduled=jf.job.name in fired)
+        for jf in catalog.load(profiles)
+    ]
     if as_json:
         emit_json(
             {

@@ -28,16 +28,24 @@ if TYPE_CHECKING:
 _USD_EPSILON = 1e-12
 
 
+# The largest caps a setting may give: far above any real night, far below a typo.
+MAX_USD = 100_000.0
+MAX_TOKENS = 10**12
+MAX_CALLS = 10**9
+
+
 class BudgetSettings(BaseModel):
     """Per run and per day; the daily figures persist in each agent's database."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Finite and bounded: `max_usd = 1e308` or `1e999` (infinity) is no cap but a typo,
+    # and would read as one in every report.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    max_usd: float | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
-    max_calls: int | None = Field(default=None, ge=0)
-    daily_max_usd: float | None = Field(default=None, ge=0)
-    daily_max_tokens: int | None = Field(default=None, ge=0)
+    max_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    max_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    max_calls: int | None = Field(default=None, ge=0, le=MAX_CALLS)
+    daily_max_usd: float | None = Field(default=None, ge=0, le=MAX_USD)
+    daily_max_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
 
 
 def _remaining_cap(run_max: float | None, day_max: float | None, day_spent: float) -> float | None:

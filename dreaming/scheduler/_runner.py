@@ -66,13 +66,19 @@ def find_job(catalog: JobCatalog, name: str, profiles: Sequence[str] = ()) -> Jo
 
 
 def describe_job(
-    job_file: JobFile, now: datetime | None = None, stores: Sequence[StoredSchedule] = ()
+    job_file: JobFile,
+    now: datetime | None = None,
+    stores: Sequence[StoredSchedule] = (),
+    *,
+    scheduled: bool = True,
 ) -> dict[str, Any]:
     """What `dreaming jobs list` shows for one job. `next_fire_time` is computed from the
-    trigger (None: on demand, or switched off); `scheduler_next_fire_time` is what each of
-    `stores` holds for it, by store name (None: paused there; absent: not scheduled)."""
+    trigger (None: on demand, switched off, or not `scheduled`: a bundled example once the
+    jobs folder has jobs of its own); `scheduler_next_fire_time` is what each of `stores`
+    holds for it, by store name (None: paused there; absent: not scheduled)."""
     job = job_file.job
-    fire = next_fire_time(job.trigger, now, job_file.path) if job.enabled else None
+    fires = job.enabled and scheduled
+    fire = next_fire_time(job.trigger, now, job_file.path) if fires else None
     trig = job.trigger
     stored = {s.name: s.next_fire[job.name] for s in stores if job.name in s.next_fire}
     return {
@@ -82,6 +88,7 @@ def describe_job(
         "source": job_file.source.value,
         "overrides": str(job_file.overrides) if job_file.overrides else None,
         "enabled": job.enabled,
+        "scheduled": fires and job.trigger is not None,
         "phases": list(job.phases),
         "agents": job.agents if job.agents == "*" else list(job.agents),
         "trigger": describe_trigger(trig),

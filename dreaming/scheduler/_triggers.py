@@ -30,9 +30,10 @@ class Trigger(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cron: str | None = None
-    interval_minutes: float | None = Field(default=None, gt=0)
+    # At least a minute: a job that fires many times a second is a typo, not a schedule.
+    interval_minutes: float | None = Field(default=None, ge=1, le=366 * 24 * 60)
     timezone: str | None = None
-    misfire_grace_minutes: float = Field(default=60.0, ge=0)
+    misfire_grace_minutes: float = Field(default=60.0, ge=0, le=366 * 24 * 60)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Trigger:
