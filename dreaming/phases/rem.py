@@ -1,10 +1,15 @@
 """The REM phase: recurring themes of the recent past, a boost for the candidates that carry
 them, and a dated entry in the dream diary (DREAMS.md).
 
-Themes are found deterministically: a concept (a content word, never a role word like
-"user") is a theme when candidates mentioning it were seen in several sessions on several
-days of the lookback window, on the agent's own clock. The diary entry is a short narrative
-by the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
+Themes are found deterministically (`dreaming.phases._rem_themes`): a concept (a content
+word of what the owner or the agent said, never a stopword, a small-talk word or a role word
+like "user") is a theme when candidates seen in the lookback window carry it in several
+sessions on several days, on the agent's own clock. Themes are ranked by that recurrence
+(the owner's sessions over the agent's, how often it was said) times how specific the word
+is among the agent's sessions; ties go to the measure's parts, then to what was said first.
+Each theme quotes one whole sentence a person said, without its markdown, never a question
+or small talk (`diary.quotable`), the owner's first. The diary entry is a short narrative by
+the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
 metadata (scores, line references), and the diary is never read back as input.
 """
 
