@@ -33,7 +33,7 @@ def test_themes_boost_and_diary(tmp_path: Path) -> None:
     (root / "workspace" / "DREAMS.md").write_text("# My dreams\n\nOperator notes stay.\n")
     out = run(root, ["light", "rem"])["main"]["rem"]
     concepts = [t["concept"] for t in out["themes"]]
-    assert "allergic" in concepts
+    assert any("allergic" in c for c in concepts), concepts
     assert not {"user", "assistant"} & set(concepts)
     assert out["boosted"] >= 1
     text_ = (root / "workspace" / "DREAMS.md").read_text()

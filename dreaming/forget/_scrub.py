@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from dreaming.config import Paths, Settings
 from dreaming.errors import WorkspaceFileError
 from dreaming.ingest import claims as claims_mod
-from dreaming.memory import memory_file, memory_sync
+from dreaming.memory import diary, memory_file, memory_sync
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16
@@ -21,8 +21,9 @@ REDACTED = "[forgotten]"
 
 
 def snippets_of(texts: Iterable[str], settings: Settings) -> set[str]:
-    """The purged text to hunt for elsewhere: whole corpus lines and the claims they make
-    (a diary or a candidate quotes a claim, not the whole line)."""
+    """The purged text to hunt for elsewhere: whole corpus lines, the claims they make (a
+    candidate quotes a claim, not the whole line) and their sentences as the diary quotes
+    them (without markdown)."""
     out: set[str] = set()
     cs = settings.candidates
     for t in texts:
@@ -31,6 +32,7 @@ def snippets_of(texts: Iterable[str], settings: Settings) -> set[str]:
         for c in claims_mod.extract(t, min_words=cs.min_claim_words, max_words=cs.max_claim_words):
             if len(c.text) >= MIN_SNIPPET_CHARS:
                 out.add(c.text)
+        out.update(s for s in diary.clean_sentences(t) if len(s) >= MIN_SNIPPET_CHARS)
     return out
 
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import salience as salience_mod
 from dreaming.memory.memory_file import atomic_write, load_text
 
 ENTRY_RE = re.compile(
@@ -61,3 +63,149 @@ def write_entry(path: Path, day: str, body: str) -> bool:
         return False
     atomic_write(path, new)
     return True
+
+
+# -- quoting: the whole sentences a person said, without the markdown around them ------------
+# Corpus lines hold an utterance on one line (its line breaks are spaces), so the marks that
+# began a line (a heading, a quote, a bullet, a table row) are found inside it.
+
+_IMAGE = re.compile(r"!\[[^\]]{0,200}\]\([^)\s]{0,500}\)")
+_LINK = re.compile(r"\[([^\[\]]{1,200})\]\((?:[^()\s]|\([^()\s]*\)){1,500}\)")
+_AUTOLINK = re.compile(r"<(https?://[^>\s]{1,500})>")
+# A table: a run of at least two cells, each short ("| a | b |", "|---|---|").
+_TABLE = re.compile(r"\|(?:[^|]{0,80}\|){2,}")
+# What began a line: a heading, a quote, a bullet or a task box, a rule.
+_LINE_MARK = re.compile(
+    r"(?:^|\s)(?P<mark>#{1,6}|>+|[-*•](?:\s+\[[ xX]\])?|-{3,}|\*{3,}|_{3,}|={3,})(?=\s|$)"
+)
+_NUMBER_MARK = re.compile(r"(?:^|\s)(?P<mark>\d{1,2}[.)])(?=\s)")
+_NUMBERED = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s")
+# A bold label opening a line ("**Description:** ...", "**Note**: ...").
+_LABEL = re.compile(r"^(?:\*\*|__)[^*_]{1,40}?(?::(?:\*\*|__)|(?:\*\*|__):?)\s*")
+_EMPHASIS = (
+    re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"),
+    re.compile(r"__(?=\S)(.+?)(?<=\S)__"),
+    re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"),
+    re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])"),
+    re.compile(r"(?<![\w_])_(?=[^\s_])([^_]+?)(?<=[^\s_])_(?![\w_])"),
+)
+# Markdown or markup left in a sentence once the above is removed: it is no quote.
+_LEFTOVER = re.compile(
+    r"\*\*|__|~~|\||(?:^|\s)#{1,6}(?:\s|$)|(?:^|\s)>|\]\(|<[A-Za-z/!]|`{3}|~{3}"
+    r"|https?://|www\.|[{}]|\\[nrt]"
+)
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_AUX = r"(?:should|could|would|can|do|does|did|is|are|am|was|were|will|shall|may|might|have|has)"
+_ASKS = re.compile(
+    rf"^(?:{_AUX}(?:n'?t)?\s+(?:i|you|we|they|he|she|it|the|this|that|these|those|there|my|your"
+    r"|our|their|his|her|anyone|someone|anybody|somebody)\b"
+    rf"|(?:what|why|how|when|where|who|which)(?:'s\b|\s+{_AUX}\b))",
+    re.IGNORECASE,
+)
+_QUESTION = re.compile(r"[?？]")
+_LETTERS = re.compile(r"[^\W\d_]", re.UNICODE)
+_WS = re.compile(r"\s+")
+
+MIN_QUOTE_CHARS, MAX_QUOTE_CHARS = 20, 200
+MIN_QUOTE_WORDS, MAX_QUOTE_WORDS = 4, 40
+
+
+def _unmark(text: str) -> str:
+    text = _IMAGE.sub(" ", text)
+    text = _LINK.sub(r"\1", text)
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _LABEL.sub("", text.strip())
+    for pattern in _EMPHASIS:
+        text = pattern.sub(r"\1", text)
+    return _WS.sub(" ", text).strip()
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """The line-sized pieces of a one-line utterance: (the mark that began it, its text)."""
+    text = claims_mod.clean(text)  # our markers, harness envelopes, fenced code
+    text = _TABLE.sub("\n", text)
+    marks = [_LINE_MARK]
+    if _NUMBERED.search(text):
+        marks.append(_NUMBER_MARK)
+    cuts: list[tuple[int, int, str]] = [(0, 0, "")]
+    for pattern in marks:
+        cuts += [(m.start(), m.end(), m["mark"]) for m in pattern.finditer(text)]
+    cuts.sort()
+    out: list[tuple[str, str]] = []
+    for i, (_start, end, mark) in enumerate(cuts):
+        stop = cuts[i + 1][0] if i + 1 < len(cuts) else len(text)
+        for piece in text[end:stop].split("\n"):  # a table stood here
+            if piece.strip():
+                out.append((mark, piece))
+            mark = ""
+    return out
+
+
+def clean_sentences(text: str) -> list[str]:
+    """Every sentence of a corpus line with its markdown removed (no judgement of whether it is
+    worth quoting: `quotable` does that). Forget hunts for these too, so a diary line quoting
+    a sentence of a purged line is found and removed."""
+    return [s for s, _whole in _sentences(text)]
+
+
+def quotable(text: str, lexicon: salience_mod.Lexicon | None = None) -> list[str]:
+    """The sentences of a corpus line a diary may quote: whole, free of markdown, of sensible
+    length, neither a question nor small talk, a banner or a fragment."""
+    return [s for s, whole in _sentences(text) if whole and _quotable(s, lexicon)]
+
+
+def _sentences(text: str) -> list[tuple[str, bool]]:
+    """(sentence, whether it stands whole). A piece after a dash that may have been a bullet
+    or a dash inside a sentence ("decorators - you can ...") is the rest of a sentence when
+    what came before it did not end one and it starts in lower case."""
+    out: list[tuple[str, bool]] = []
+    before = ""
+    for mark, body in _blocks(text):
+        # Emphasis goes first: "**Why?** It broke." is two sentences once it is plain.
+        parts = claims_mod.sentences(_unmark(body))
+        if mark.startswith("#"):
+            parts = parts[1:]  # the heading ran into what followed it: its sentence is no one's
+        for i, part in enumerate(parts):
+            sentence = part.strip()
+            if not sentence:
+                continue
+            cut = (i > 0 or mark in ("", "-", "*", "•")) and not _ENDED.search(before)
+            if cut and sentence[:1].islower():
+                if out and out[-1][0] == before:
+                    out[-1] = (before, False)  # and what it continues is no whole sentence
+                out.append((sentence, False))
+            else:
+                out.append((sentence, True))
+            before = sentence
+        if mark.startswith("#") or not parts:
+            before = ""
+    return out
+
+
+_ENDED = re.compile(r"(?:^|[.!?。！？:：…][\"'”’)\]]*)$")
+
+
+def _quotable(sentence: str, lexicon: salience_mod.Lexicon | None) -> bool:
+    if not MIN_QUOTE_CHARS <= len(sentence) <= MAX_QUOTE_CHARS:
+        return False
+    if _QUESTION.search(sentence) or sentence.endswith((":", "：", ",", ";", "-")):
+        return False
+    if _ASKS.match(sentence):
+        return False  # a question without its question mark
+    if sentence.startswith("`"):
+        return False
+    if _LEFTOVER.search(sentence):
+        return False
+    code = sum(len(m) for m in _CODE_SPAN.findall(sentence))
+    if code * 5 > len(sentence) * 2 or sentence.count("`") % 2:
+        return False  # mostly code, or a code span cut open
+    if len(_LETTERS.findall(sentence)) * 2 < len(sentence):
+        return False  # symbols and numbers, not speech
+    if not MIN_QUOTE_WORDS <= len(claims_mod.words(sentence)) <= MAX_QUOTE_WORDS:
+        return False
+    return not salience_mod.assess(sentence, lexicon).features & _NOT_QUOTED
+
+
+_NOT_QUOTED = frozenset(
+    {salience_mod.Feature.SMALLTALK, salience_mod.Feature.BANNER, salience_mod.Feature.FRAGMENT}
+)

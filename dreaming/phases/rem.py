@@ -1,10 +1,15 @@
 """The REM phase: recurring themes of the recent past, a boost for the candidates that carry
 them, and a dated entry in the dream diary (DREAMS.md).
 
-Themes are found deterministically: a concept (a content word, never a role word like
-"user") is a theme when candidates mentioning it were seen in several sessions on several
-days of the lookback window, on the agent's own clock. The diary entry is a short narrative
-by the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
+Themes are found deterministically (`dreaming.phases._rem_themes`): a concept (a content
+word of what the owner or the agent said, never a stopword, a small-talk word or a role word
+like "user") is a theme when candidates seen in the lookback window carry it in several
+sessions on several days, on the agent's own clock. Themes are ranked by that recurrence
+(the owner's sessions over the agent's, how often it was said) times how specific the word
+is among the agent's sessions; ties go to the measure's parts, then to what was said first.
+Each theme quotes one whole sentence a person said, without its markdown, never a question
+or small talk (`diary.quotable`), the owner's first. The diary entry is a short narrative by
+the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
 metadata (scores, line references), and the diary is never read back as input.
 """
 
@@ -12,25 +17,35 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, case, func, select
 
 from dreaming.config import Paths
 from dreaming.errors import BudgetExceededError, LLMError
+from dreaming.forget import needles_of, snippets_of
 from dreaming.ingest import candidates
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import salience as salience_mod
+from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess
 from dreaming.memory import diary
-from dreaming.memory.sanitize import sanitize_entry_text
+from dreaming.memory.sanitize import entry_text_problems, sanitize_entry_text
 from dreaming.phases._calls_log import log_calls
+from dreaming.phases._rem_themes import (
+    SPEAKER_WEIGHT,
+    Evidence,
+    Specificity,
+    Tally,
+    quality,
+)
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
@@ -39,18 +54,20 @@ from dreaming.templates import template_env
 log = logging.getLogger(__name__)
 
 
-# Concepts that recur in any conversation and say nothing about it.
-_DULL = frozenset({"want", "need", "make", "know", "think", "good", "time", "today", "tomorrow"})
+MAX_QUOTE_LINES = 40  # corpus lines read per theme for its quote, at most
 
 
 @dataclass(frozen=True, slots=True)
 class Theme:
     concept: str  # the stemmed word candidates carry ("alway"): what boosts match on
-    label: str  # the word as people wrote it most often ("always"): what the diary shows
+    label: str  # the word (or two-word phrase) as people wrote it most often: what is shown
     related: tuple[str, ...]  # labels too
     sessions: int
     days: int
-    example: str  # the statement that best carries it, sanitized
+    example: str  # a whole sentence a person said that carries it, or ""
+    weight: float = 0.0  # the measure themes are ranked by (see `Recurrence.weight`)
+    owner_sessions: int = 0  # of `sessions`, those where the owner said it
+    example_by: str = ""  # whose sentence `example` is: "owner" or "agent"
 
 
 class DiaryReply(BaseModel):
@@ -84,6 +101,8 @@ class RemSummary:
                     "related": list(t.related),
                     "sessions": t.sessions,
                     "days": t.days,
+                    "owner_sessions": t.owner_sessions,
+                    "weight": t.weight,
                 }
                 for t in self.themes
             ],
@@ -125,29 +144,8 @@ class RemPhase:
                 return summary  # nothing ingested yet: nothing to dream about
             summary.day = clock.date().isoformat()
             since = clock - timedelta(days=self.settings.lookback_days)
-            rows = list(
-                conn.execute(
-                    select(
-                        CANDIDATES.c.id,
-                        CANDIDATES.c.text,
-                        CANDIDATES.c.tokens,
-                        CANDIDATES.c.score,
-                        CANDIDATES.c.last_seen,
-                        CANDIDATES.c.rem_boost,
-                    ).where(and_(CANDIDATES.c.agent == agent, CANDIDATES.c.last_seen >= since))
-                ).all()
-            )
-            ids = [r[0] for r in rows]
-            spread: dict[int, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
-            for cid, session_id, day in conn.execute(
-                select(
-                    CANDIDATE_EVIDENCE.c.candidate_id,
-                    CANDIDATE_EVIDENCE.c.session_id,
-                    CANDIDATE_EVIDENCE.c.day,
-                ).where(CANDIDATE_EVIDENCE.c.candidate_id.in_(ids))
-            ):
-                spread[cid][0].add(session_id)
-                spread[cid][1].add(day)
+            rows = _window(conn, agent, since)
+            found = self._themes(conn, agent, rows, _evidence(conn, [r.id for r in rows]))
             previous_boosts = {
                 cid: boost
                 for cid, boost in conn.execute(
@@ -157,7 +155,7 @@ class RemPhase:
                 )
             }
         summary.candidates_in_window = len(rows)
-        summary.themes = self._themes(rows, spread)
+        summary.themes = found
         boosts = self._boosts(rows, summary.themes)
         summary.boosted = sum(1 for b in boosts.values() if b > 0)
         newest_line = _newest_line(self.engine, agent)
@@ -184,58 +182,92 @@ class RemPhase:
         _set_mark(self.engine, agent, newest_line)
         return summary
 
-    def _themes(self, rows: list[Any], spread: dict[int, tuple[set[str], set[str]]]) -> list[Theme]:
-        sessions: dict[str, set[str]] = defaultdict(set)
-        days: dict[str, set[str]] = defaultdict(set)
-        cooccur: dict[str, Counter[str]] = defaultdict(Counter)
-        best: dict[str, tuple[float, str]] = {}
-        surface: dict[str, Counter[str]] = defaultdict(Counter)
-        for cid, text, tokens, score, _last, _boost in rows:
-            for word in claims_mod.query_words(text):
-                surface[claims_mod.stem(word)][word] += 1
-            words = [
-                t for t in tokens.split() if len(t) >= 3 and not t.isdigit() and t not in _DULL
-            ]
-            s, d = spread.get(cid, (set(), set()))
-            for w in words:
-                sessions[w] |= s
-                days[w] |= d
-                cooccur[w].update(x for x in words if x != w)
-                if w not in best or (score, text) > best[w]:
-                    best[w] = (score, text)
-        eligible = [
-            w
-            for w in sessions
-            if len(sessions[w]) >= self.settings.min_theme_sessions
-            and len(days[w]) >= self.settings.min_theme_days
-        ]
-        eligible.sort(key=lambda w: (-len(sessions[w]), -len(days[w]), w))
+    def _themes(
+        self,
+        conn: Connection,
+        agent: str,
+        rows: Sequence[Any],
+        evidence: Mapping[int, Sequence[Evidence]],
+    ) -> list[Theme]:
+        """The concepts that kept coming back, strongest first: recurrence across sessions and
+        days (the owner's word counting more than the agent's) times how specific the word
+        is in the agent's corpus. Ties go to the measure's parts, then to the concept said
+        first; never to the alphabet."""
+        lexicon = salience_mod.lexicon_for(self.paths.settings.salience.extra())
+        tally = Tally(lexicon)
+        for row in rows:
+            tally.add(row, evidence.get(row.id, ()))
+        s = self.settings
+        specificity = Specificity.of(conn, agent, set(tally.words))
+        weights = {w: r.weight(specificity.of_word(w)) for w, r in tally.words.items()}
+        eligible = sorted(
+            (
+                w
+                for w, r in tally.words.items()
+                if len(r.sessions) >= s.min_theme_sessions and len(r.days) >= s.min_theme_days
+            ),
+            key=lambda w: (-round(weights[w], 9), *tally.words[w].order(), w),
+        )
         themes: list[Theme] = []
         covered: set[str] = set()
+        quoted: set[str] = set()
         for w in eligible:
             if w in covered:
-                continue  # already named as a related concept of a stronger theme
-            related = tuple(x for x, _ in cooccur[w].most_common(3) if x in sessions)
-            covered |= {w, *related}
-            example = sanitize_entry_text(best[w][1], max_chars=200, registry=self.registry)
-
-            def label(stem: str) -> str:
-                common = surface[stem].most_common(1)
-                return common[0][0] if common else stem
-
+                continue  # already named with a stronger theme
+            rec = tally.words[w]
+            label, partner = tally.phrase(w, s.min_theme_sessions)
+            related = tally.related(w, partner, specificity)
+            covered |= {w, partner, *related}
+            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon)
+            quoted.add(example)
             themes.append(
                 Theme(
                     w,
-                    label(w),
-                    tuple(label(x) for x in related),
-                    len(sessions[w]),
-                    len(days[w]),
+                    label,
+                    tuple(tally.label(x) for x in related),
+                    len(rec.sessions),
+                    len(rec.days),
                     example,
+                    round(weights[w], 6),
+                    rec.owner_sessions(),
+                    by,
                 )
             )
-            if len(themes) >= self.settings.max_themes:
+            if len(themes) >= s.max_themes:
                 break
         return themes
+
+    def _quote(
+        self,
+        conn: Connection,
+        concept: str,
+        contenders: Sequence[int],
+        used: set[str],
+        lexicon: salience_mod.Lexicon,
+    ) -> tuple[str, str]:
+        """The sentence that best carries a theme, and whose it is: a whole sentence a
+        person said (the owner's before the agent's), free of markdown, not a question, not
+        small talk, which forget finds again if its line is purged. ("", "") if none is."""
+        best: tuple[tuple[float, int, int], str, str] | None = None
+        for line_id, text, origin in _lines_of(conn, contenders):
+            for i, sentence in enumerate(diary.quotable(text, lexicon)):
+                if sentence in used or concept not in claims_mod.content_tokens(sentence):
+                    continue
+                if entry_text_problems(
+                    sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
+                ) or not self._scrubbable(sentence, text):
+                    continue
+                value = quality(sentence, origin, lexicon)
+                if value is None:
+                    continue
+                key = (-value, -line_id, i)
+                if best is None or key < best[0]:
+                    best = (key, sentence, origin)
+        return ("", "") if best is None else (best[1], best[2])
+
+    def _scrubbable(self, quote: str, line: str) -> bool:
+        """Whether forget, purging `line`, would recognise a diary line quoting `quote`."""
+        return any(n in quote for n in needles_of(snippets_of([line], self.paths.settings)))
 
     def _boosts(self, rows: list[Any], themes: list[Theme]) -> dict[int, float]:
         concepts = {t.concept for t in themes}
@@ -251,10 +283,12 @@ class RemPhase:
         lines = [f"## {summary.day}", "", "What kept coming back:"]
         for t in summary.themes:
             about = f" (with {', '.join(t.related)})" if t.related else ""
-            lines.append(
-                f"- {t.label}{about}, across {t.sessions} conversations on {t.days} days;"
-                f" for instance: {t.example}"
-            )
+            line = f"- {t.label}{about}, across {_count(t.sessions, 'conversation')}"
+            line += f" on {_count(t.days, 'day')}"
+            if t.example:
+                said = "in my words" if t.example_by == OriginClass.AGENT.value else "for instance"
+                line += f"; {said}: “{t.example}”"
+            lines.append(line)
         return "\n".join(lines)
 
     def _narrate(self, agent: str, summary: RemSummary) -> str | None:
@@ -312,6 +346,10 @@ class RemPhase:
         summary.llm_calls += log_calls(self.engine, agent, self.run_id, calls).calls
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _newest_line(engine: Engine, agent: str) -> str:
     with engine.connect() as conn:
         value = conn.execute(
@@ -328,3 +366,58 @@ def _get_mark(engine: Engine, agent: str) -> str | None:
 def _set_mark(engine: Engine, agent: str, value: str) -> None:
     with engine.begin() as conn:
         state.put(conn, agent, StateKey.REM_INPUT, value)
+
+
+# -- what REM reads ---------------------------------------------------------------------------
+
+
+def _window(conn: Connection, agent: str, since: datetime) -> list[Any]:
+    """The candidates seen in the lookback window."""
+    c = CANDIDATES.c
+    return list(
+        conn.execute(
+            select(c.id, c.text, c.tokens, c.score, c.features).where(
+                and_(c.agent == agent, c.last_seen >= since)
+            )
+        ).all()
+    )
+
+
+def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]:
+    """Each candidate's evidence from the owner or the agent (what third parties or system
+    lines said is no theme of the owner's)."""
+    e = CANDIDATE_EVIDENCE.c
+    out: dict[int, list[Evidence]] = defaultdict(list)
+    for cid, session_id, day, origin, line_id in conn.execute(
+        select(e.candidate_id, e.session_id, e.day, e.origin_class, e.corpus_line_id).where(
+            and_(
+                e.candidate_id.in_(ids),
+                e.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+            )
+        )
+    ):
+        out[cid].append(Evidence(session_id, day, origin, line_id))
+    return out
+
+
+def _lines_of(conn: Connection, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(id, text, origin class) of the owner and agent lines behind `ids`: the owner's
+    first, the newest first, at most MAX_QUOTE_LINES."""
+    if not ids:
+        return []
+    e, line = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
+    owner_first = case((line.origin_class == OriginClass.OWNER.value, 0), else_=1)
+    query = (
+        select(line.id, line.text, line.origin_class, owner_first)
+        .join(CANDIDATE_EVIDENCE, e.corpus_line_id == line.id)
+        .where(
+            and_(
+                e.candidate_id.in_(ids),
+                line.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+            )
+        )
+        .distinct()
+        .order_by(owner_first, line.id.desc())
+        .limit(MAX_QUOTE_LINES)
+    )
+    return [(r[0], r[1], r[2]) for r in conn.execute(query)]
