@@ -159,7 +159,9 @@ class Cues:
         self.literal = frozenset(literal)
         self.anchored = frozenset(anchored)
         self.longest_anchor = max((len(a) for a in anchored), default=0)
-        self.regex = _compile(patterns)
+        # Patterns anchored at the start are tried there only (`match`), the rest everywhere.
+        self.head = _compile([p for p in patterns if p.startswith("^")])
+        self.regex = _compile([p for p in patterns if not p.startswith("^")])
         self.cjk = re.compile("|".join(f"(?:{c})" for c in cjk)) if cjk else None
 
     def hit(self, text: Text) -> bool:
@@ -170,6 +172,8 @@ class Cues:
             for k in range(1, min(self.longest_anchor, len(head)) + 1):
                 if head[:k] in anchored:
                     return True
+        if self.head is not None and self.head.match(text.lower):
+            return True
         if self.regex is not None and self.regex.search(text.lower):
             return True
         return self.cjk is not None and not text.ascii and self.cjk.search(text.raw) is not None
