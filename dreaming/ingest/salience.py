@@ -239,6 +239,9 @@ class Lexicon:
     narration: Cues
     banner: Cues
     request: Cues
+    directive_clause: re.Pattern[str] | None
+    directive_target: Cues
+    directive_object: Cues
     technical: re.Pattern[str] | None
     fact_named: re.Pattern[str] | None
     fragment_starts: frozenset[str]
@@ -269,6 +272,9 @@ class Lexicon:
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
+            directive_clause=_raw_regex(lists.get("directive_clause", ()), re.IGNORECASE),
+            directive_target=Cues(lists.get("directive_target", ())),
+            directive_object=Cues(lists.get("directive_object", ())),
             fact_named=_raw_regex(lists.get("fact_named", ())),
             # Case matters here (camelCase), so these run on the claim as written.
             technical=_raw_regex(lists.get("technical", ())),
@@ -279,9 +285,9 @@ class Lexicon:
         )
 
 
-def _raw_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
-    """Patterns matched on the claim as written, case and all."""
-    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+def _raw_regex(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str] | None:
+    """Patterns matched on the claim as written (case and all, unless `flags` say otherwise)."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns), flags) if patterns else None
 
 
 @functools.cache
@@ -296,6 +302,9 @@ def _default_lists() -> Mapping[str, tuple[str, ...]]:
 def default_lexicon() -> Lexicon:
     return Lexicon.build()
 
+
+# What keeps a claim that is all identifiers worth something.
+_STANDING = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.FACT})
 
 # What a request to remember must name to be one: the speaker, a name, a number or a fact.
 _SPECIFIC = frozenset({Feature.FIRST_PERSON, Feature.NAMES, Feature.NUMBERS, Feature.FACT})
@@ -445,6 +454,23 @@ def _fragment(text: Text, lex: Lexicon) -> bool:
     return first.islower() and bool(text.words) and text.words[0] in lex.fragment_starts
 
 
+def _directive(body: str, text: Text, lex: Lexicon) -> bool:
+    """A rule said in a later clause: "..., so share mockups as Penpot links", "...; page her
+    instead". The clause must follow a statement of its own (three words or more: "ok, send
+    it now" is a one-off ask), and the sentence must say the rule lasts or whom it is about."""
+    if lex.directive_clause is None or ("," not in body and ";" not in body):
+        return False
+    m = lex.directive_clause.search(body.replace("’", "'"))
+    if m is None or len(body[: m.start()].split()) < 3:
+        return False
+    if lex.directive_target.hit(text):
+        return True
+    clause = body[m.end() :]
+    if lex.directive_object.hit(Text.of(clause)):
+        return True
+    return _names(clause, ["", *claims_mod.words(clause)])
+
+
 def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     """The features of one claim's text and the salience they earn."""
     lex = lexicon or default_lexicon()
@@ -484,6 +510,8 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.TIME)
     if lex.narration.hit(prepared):
         found.add(Feature.NARRATION)
+    if Feature.INSTRUCTION not in found and _directive(body, prepared, lex):
+        found.add(Feature.INSTRUCTION)
     if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
         found.add(Feature.REQUEST)
     if _smalltalk(prepared, words, lex, found):
@@ -498,10 +526,12 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     if features & ZEROING:
         return Salience(features, 0.0)
     counted = features
-    if Feature.TECHNICAL in features:
+    if Feature.TECHNICAL in features and not features & _STANDING:
         # Talk about the task at hand ("i removed them, tui-renderer.ts is fine now"): what
-        # happened to a file is no lasting fact about anyone. Rules and constraints still are.
-        counted = features & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE}
+        # happened to a file is no lasting fact about anyone; a preference is still one. A
+        # rule, a constraint or a named fact, identifiers and all ("The staging bucket is
+        # called acme_stage_assets"), counts as it would without them.
+        counted = features & {Feature.PREFERENCE}
     value = sum(WEIGHTS.get(f, 0.0) for f in counted)
     return Salience(features, round(min(value, 1.5), 6))
 
@@ -517,7 +547,7 @@ def group_of(text: str, lexicon: Lexicon | None = None) -> str:
     """The MEMORY.md heading an entry goes under: instructions, preferences, work or people."""
     lex = lexicon or default_lexicon()
     prepared = Text.of(text)
-    if lex.instruction.hit(prepared):
+    if lex.instruction.hit(prepared) or _directive(text, prepared, lex):
         return "instructions"
     if lex.preference.hit(prepared):
         return "preferences"
