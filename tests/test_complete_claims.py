@@ -253,3 +253,55 @@ def test_near_misses_are_no_instruction(text: str) -> None:
     found = assess(text)
     assert Feature.INSTRUCTION not in found.features, found
     assert clears_the_gate(text)[1] < GATE, found
+
+
+# -- C. every line stands on its own -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It's a symbol of all the obstacles I had to overcome.",
+        "Is nowhere near the city.",
+        "Much that I got tattoos of them on my arm.",
+        "So much that I got tattoos of them on my arm.",
+        "It is called Dorado.",
+        "Because I wanted to see the ocean again.",
+        "Because on Sunday I am going on a picnic date with my girlfriend.",
+        "But it was totally worth it in the end.",
+        "And here's a pic I got from my walk last week.",
+        "Here is a photo of my garden",
+        "Here's a picture I took on vacation last summer.",
+        "I removed them all good.",
+        "I reviwed what we have, it's good.",
+        "done, looks good",
+        "Fixed, looks good to me now.",
+    ],
+)
+def test_a_line_that_cannot_stand_on_its_own_is_no_memory(text: str) -> None:
+    found = assess(text)
+    assert found.features & {Feature.FRAGMENT, Feature.SMALLTALK}, found
+    assert found.value == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It's my birthday on March 3.",
+        "It's been 3 years since I moved to Lisbon.",
+        "It was just a setback, but I found comfort in my work and my friends.",
+        "It's a 1968 Kustom vintage guitar and I got it as a gift from a close friend.",
+        "I'm allergic to peanuts.",
+        "Always run the linter.",
+        "It is a rule here: never push to main.",
+        "The boat Dorado is moored at pier nine.",
+        "But I also started a pottery class last week.",
+        "Because of my allergy I never eat peanuts, please remember that.",
+        "I removed the old backups from the NAS last week.",
+        "Here is my address: 12 Rose Lane, Leeds.",
+    ],
+)
+def test_facts_rules_and_the_speakers_own_lines_still_stand(text: str) -> None:
+    found = assess(text)
+    assert not found.zero, found
+    assert found.value > 0

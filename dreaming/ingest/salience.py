@@ -239,6 +239,7 @@ class Lexicon:
     narration: Cues
     banner: Cues
     request: Cues
+    fragment_lines: Cues
     directive_clause: re.Pattern[str] | None
     directive_target: Cues
     directive_object: Cues
@@ -272,6 +273,7 @@ class Lexicon:
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
+            fragment_lines=Cues(lists.get("fragment_lines", ())),
             directive_clause=_raw_regex(lists.get("directive_clause", ()), re.IGNORECASE),
             directive_target=Cues(lists.get("directive_target", ())),
             directive_object=Cues(lists.get("directive_object", ())),
@@ -303,8 +305,9 @@ def default_lexicon() -> Lexicon:
     return Lexicon.build()
 
 
-# What keeps a claim that is all identifiers worth something.
-_STANDING = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.FACT})
+# What keeps a line that cannot stand on its own (or that is all identifiers) worth something.
+_RULES = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT})
+_STANDING = _RULES | {Feature.FACT}
 
 # What a request to remember must name to be one: the speaker, a name, a number or a fact.
 _SPECIFIC = frozenset({Feature.FIRST_PERSON, Feature.NAMES, Feature.NUMBERS, Feature.FACT})
@@ -514,7 +517,11 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.INSTRUCTION)
     if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
         found.add(Feature.REQUEST)
-    if _smalltalk(prepared, words, lex, found):
+    # A line that cannot stand on its own ("It is called Dorado", "Is nowhere near the city")
+    # is no memory, unless a rule or a constraint is said in it.
+    if not found & _RULES and lex.fragment_lines.hit(prepared):
+        found.add(Feature.FRAGMENT)
+    elif _smalltalk(prepared, words, lex, found):
         found.add(Feature.SMALLTALK)
     tokens = claims_mod.tokens_of(words)
     content = len(tokens) - (claims_mod.NEGATED in tokens)  # the mark is no word
