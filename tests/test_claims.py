@@ -66,7 +66,11 @@ def test_cleaning_without_and_with_markup() -> None:
         "[[reply_to_current]] [Mon 2026-03-09 10:00 GMT+1] Our deploy window is Friday "
         "morning. ```x = {1}``` The build server is called hopper"
     ) == ["Our deploy window is Friday morning.", "The build server is called hopper"]
-    assert claims("See https://example.com/a/b for the staging database details here") == []
+    # A URL is a word of its sentence; a pasted snippet is no sentence.
+    assert claims("See https://example.com/a/b for the staging database details here") == [
+        "See https://example.com/a/b for the staging database details here"
+    ]
+    assert claims('then we need this: {"type":"message","role":"assistant","id":"toolu_01"}') == []
 
 
 def test_similarity_ties_go_to_the_lowest_id() -> None:

@@ -41,6 +41,9 @@ def kinds(problems: list[str]) -> set[str]:
         "The user's daughter Zoë was born on 3 May 2019.",
         "The user prefers `inline code` and ~tildes~ in notes.",
         "The user is confident: they passed the exam.",
+        "Never push directly to `main`; feature flags go in `config/flags.yaml`.",
+        "Docs are at https://docs.internal.example.org and secrets in ~/.config/acme/x.toml.",
+        "The user writes ``a`b`` for a backtick in code.",
     ],
 )
 def test_clean_text_has_no_problems_and_is_kept(text: str) -> None:
@@ -115,6 +118,16 @@ def test_every_problem_kind_is_reported_at_once() -> None:
         "tag",
         "metadata",
     }
+
+
+def test_a_backtick_that_opens_an_unclosed_code_span_is_removed() -> None:
+    # Left in, it would run on into the entry's key comment and the lines after it.
+    assert (
+        sanitize_entry_text("Never push to `main, open a PR.") == "Never push to main, open a PR."
+    )
+    assert sanitize_entry_text("Use `a` and ``b`` not `c") == "Use `a` and ``b`` not c"
+    assert sanitize_entry_text("It`s done now") == "It's done now"  # an apostrophe, mistyped
+    assert sanitize_entry_text("Run `make lint` first", max_chars=13) == "Run make"
 
 
 def test_empty_and_whitespace_are_empty() -> None:
@@ -266,6 +279,9 @@ HOSTILE = [
     "\x00",
     "The user likes tea.",
     "word",
+    "`",
+    "``",
+    "`main`",
 ]
 
 texts = st.one_of(
@@ -299,6 +315,19 @@ def test_sanitized_text_has_no_problems(text: str, registry: object, limit: int)
     assert len(clean) <= limit
     assert clean == clean.strip()
     assert "\n" not in clean
+    assert not unclosed_code_span(clean)
+
+
+def unclosed_code_span(text: str) -> bool:
+    """Whether a backtick run opens a code span that no run of the same length closes."""
+    runs = [len(m.group()) for m in re.finditer(r"`+", text)]
+    i = 0
+    while i < len(runs):
+        close = next((k for k in range(i + 1, len(runs)) if runs[k] == runs[i]), None)
+        if close is None:
+            return True
+        i = close + 1
+    return False
 
 
 @settings(max_examples=300, deadline=None)

@@ -26,12 +26,18 @@ _OUR_MARKERS = re.compile(
     r"<!--\s*(?:/?\s*dreaming:(?:entry|diary|group)\b[^>]*?|m:[0-9a-f]{16}\s*)-->", re.IGNORECASE
 )
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_TICK_APOSTROPHE = re.compile(r"(?<=[^\W\d_])`(?=[^\W\d_])")
 # A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space,
 # and at the full stops of languages written without spaces (。！？) wherever they stand.
 # Every space-separated match starts with a space or a semicolon; the lookahead says so
 # first, which lets the regex engine pass over other positions cheaply.
+# A semicolon before a directive ("Dmitri owns the AWS account now; ask him before a deploy")
+# joins two halves of one rule, so it ends no sentence there.
 _SENTENCE_END = re.compile(
-    r"(?=[\s;；])(?:(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+|\s*[;；]\s*)"
+    r"(?=[\s;；])(?:(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+"
+    r"|\s*[;；](?!\s*(?:please\s+)?(?:ask|page|ping|send|forward|share|sign|route|keep|use|cc"
+    r"|bcc|email|contact|book|link|point|escalate|loop|reach|check|talk|direct|refer|file"
+    r"|submit|raise)\b)\s*)"
     r"|(?<=[。！？])(?![\s。！？」』）])"
 )
 # A numbered list run into one line ("1. Check its API 2. Write tests"): items split at their
@@ -59,10 +65,32 @@ _WORD_INTL = re.compile(
     rf"|[^\W{_CJK}]+"
 )
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆]{3,}")
-_URLISH = re.compile(r"https?://\S+|\S+/\S+/\S+|[A-Za-z]:\\\S+|~/\S+")
+# Code in a sentence is part of it ("Never push to `main`", "the flags go in config/flags.yaml",
+# "docs are at https://docs.example.org"): only a sentence that is mostly code is no claim. A
+# pasted snippet, trace or terminal line is told by its marks (JSON, "at f (file:12:3)", a
+# shell prompt, escaped newlines, a command with flags), the rest by counting chunks: a chunk
+# (whitespace-separated) is prose when it is a word with at most its punctuation around it.
+_PASTE = re.compile(
+    r"\{\s*\"|\"\w+\"\s*:|\\n|:\d+:\d+\b|\bat \S+ \(|➜|\bgit:\(|^\$ |\$\{|=>|&&|\|\||[─━│┃]{3}"
+)
+# A command line: a command, then a flag or a path ("npm install --save-dev vitest").
+_COMMANDS = frozenset(
+    """
+    sudo npm npx pnpm yarn pip pip3 uv cargo docker kubectl curl wget cd ls rm mv cp
+    grep sed awk git python python3 node bash sh chmod mkdir ssh brew apt apt-get
+    """.split()  # noqa: SIM905
+)
+_COMMAND_ARGS = re.compile(r"\s--?\w|/")
+_PROSE_CHUNK = re.compile(
+    r"[(\[\"'“‘*_]*(?:[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|am|pm|%)?)"
+    r"[)\]\"'”’*_.,!?:;…]*"
+)
+_DASHES = frozenset("-–—…•·|")
+_CODE_MARKS = re.compile(r"[`{/\\➜─]")  # a sentence without these holds no code to weigh
 
 # Role words are stopwords (entries say "the user is ..." where speech says "I am ..."), and
-# so are fillers that wrap a fact without changing it ("please remember", "reminder:", "still").
+# so are fillers that wrap a fact without changing it ("please remember", "reminder:", "still")
+# and the parts every URL has ("https", "www", "com"): a URL's words are its host and path.
 STOPWORDS = frozenset(
     """
     a about above after again against all am an and any are aren't as at be because been
@@ -75,6 +103,7 @@ STOPWORDS = frozenset(
     would you your yours yourself yourselves m s t d ll re ve im i'm it's that's don doesn
     didn isn wasn okay ok yes yeah also really just like get got go going one thing things
     user assistant said says please remember reminder still note noted btw anyway actually
+    http https www com org
     から まで です ます でした ました する して した ない いる ある なる よう ので けど だけ など
     これ それ あれ この その あの もの こと とき ください ちゃん さん くん ね よ な か
     の を は が に で と も へ や わ ぞ ぜ さ
@@ -247,14 +276,18 @@ def clean(text: str) -> str:
         text = _ENVELOPE.sub("", text)
         if "[[" in text:
             text = _DIRECTIVE.sub("", text)
-    if "```" in text:
-        text = _FENCE.sub(" ", text)
+    if "`" in text:
+        if "```" in text:
+            text = _FENCE.sub(" ", text)
+        # A backtick between letters is an apostrophe typed on the wrong key ("it`s").
+        text = _TICK_APOSTROPHE.sub("'", text)
     return text
 
 
 def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
-    """Claims in a corpus line. Questions, code-ish fragments and fragments too short or
-    too long to be one fact are not claims."""
+    """Claims in a corpus line. Questions, sentences that are mostly code (a pasted snippet,
+    a trace, a command line) and fragments too short or too long to be one fact are not
+    claims; inline code, paths and URLs in a sentence are words of it."""
     return list(_extract(text, min_words, max_words))
 
 
@@ -265,14 +298,17 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
-    for raw in sentences(clean(text)):
-        sentence = raw.strip().strip("*_#>`\"' ")
+    text = clean(text)
+    marked = _CODE_MARKS.search(text) is not None  # most lines hold no code at all
+    for raw in sentences(text):
+        sentence = raw.strip().strip("*_#>\"' ")
+        if sentence.count("`") % 2:  # a stray backtick at an end opens no code span
+            sentence = sentence.strip("*_#>`\"' ")
         # A question asks, and a line ending in a colon only introduces what follows.
         if not sentence or sentence.endswith(("?", "？", ":", "：")):
             continue
-        if "`" in sentence or "{" in sentence:
-            continue
-        if ("/" in sentence or "\\" in sentence) and _URLISH.search(sentence):
+        marks = marked and _CODE_MARKS.search(sentence) is not None
+        if (marks or _command_line(sentence)) and mostly_code(sentence):
             continue
         found = words(sentence)
         if not (min_words <= len(found) <= max_words):
@@ -288,14 +324,39 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     return tuple(claims)
 
 
+def _command_line(sentence: str) -> bool:
+    return sentence.partition(" ")[0] in _COMMANDS and bool(_COMMAND_ARGS.search(sentence))
+
+
+def mostly_code(sentence: str) -> bool:
+    """Whether code makes up most of a sentence: a pasted snippet, a stack trace, a shell
+    command line or JSON. Inline code, a path, a URL or an identifier in prose is no more
+    than a word of it."""
+    if _PASTE.search(sentence) or _command_line(sentence):
+        return True
+    code = prose = 0
+    inside = False  # within a `code span`
+    for chunk in sentence.split():
+        ticks = chunk.count("`")
+        if ticks or inside:
+            code += 1
+        elif _PROSE_CHUNK.fullmatch(chunk):
+            prose += 1
+        elif not (len(chunk) == 1 and chunk in _DASHES):
+            code += 1
+        if ticks % 2:
+            inside = not inside
+    return code > prose
+
+
 def sentences(text: str) -> list[str]:
     """A text's sentences, whole: a claim is a sentence that stands on its own, never a clause
     cut at a comma. Numbered items run into one line split at their numerals, and a split
     after an abbreviation ("e.g.", "Dr.") is undone."""
     if _NUMBERED_LIST.search(text):
-        parts = [p for item in _LIST_ITEM.split(text) for p in _SENTENCE_END.split(item)]
+        parts = [p for item in _LIST_ITEM.split(text) for p in _split(item)]
     else:
-        parts = _SENTENCE_END.split(text)
+        parts = _split(text)
     if "." not in text or len(parts) < 2:
         return parts
     merged: list[str] = []
@@ -305,6 +366,27 @@ def sentences(text: str) -> list[str]:
         else:
             merged.append(part)
     return merged
+
+
+_CODE_SPAN = re.compile(r"`[^`]+`")
+
+
+def _split(text: str) -> list[str]:
+    """`_SENTENCE_END.split`, except inside a `code span` ("Run `make test; make lint` first")."""
+    if "`" not in text:
+        return _SENTENCE_END.split(text)
+    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
+    if not spans:
+        return _SENTENCE_END.split(text)
+    parts: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if any(a < m.start() < b for a, b in spans):
+            continue
+        parts.append(text[start : m.start()])
+        start = m.end()
+    parts.append(text[start:])
+    return parts
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -159,7 +159,9 @@ class Cues:
         self.literal = frozenset(literal)
         self.anchored = frozenset(anchored)
         self.longest_anchor = max((len(a) for a in anchored), default=0)
-        self.regex = _compile(patterns)
+        # Patterns anchored at the start are tried there only (`match`), the rest everywhere.
+        self.head = _compile([p for p in patterns if p.startswith("^")])
+        self.regex = _compile([p for p in patterns if not p.startswith("^")])
         self.cjk = re.compile("|".join(f"(?:{c})" for c in cjk)) if cjk else None
 
     def hit(self, text: Text) -> bool:
@@ -170,6 +172,8 @@ class Cues:
             for k in range(1, min(self.longest_anchor, len(head)) + 1):
                 if head[:k] in anchored:
                     return True
+        if self.head is not None and self.head.match(text.lower):
+            return True
         if self.regex is not None and self.regex.search(text.lower):
             return True
         return self.cjk is not None and not text.ascii and self.cjk.search(text.raw) is not None
@@ -235,6 +239,10 @@ class Lexicon:
     narration: Cues
     banner: Cues
     request: Cues
+    fragment_lines: Cues
+    directive_clause: re.Pattern[str] | None
+    directive_target: Cues
+    directive_object: Cues
     technical: re.Pattern[str] | None
     fact_named: re.Pattern[str] | None
     fragment_starts: frozenset[str]
@@ -265,6 +273,10 @@ class Lexicon:
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
+            fragment_lines=Cues(lists.get("fragment_lines", ())),
+            directive_clause=_raw_regex(lists.get("directive_clause", ()), re.IGNORECASE),
+            directive_target=Cues(lists.get("directive_target", ())),
+            directive_object=Cues(lists.get("directive_object", ())),
             fact_named=_raw_regex(lists.get("fact_named", ())),
             # Case matters here (camelCase), so these run on the claim as written.
             technical=_raw_regex(lists.get("technical", ())),
@@ -275,9 +287,9 @@ class Lexicon:
         )
 
 
-def _raw_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
-    """Patterns matched on the claim as written, case and all."""
-    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+def _raw_regex(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str] | None:
+    """Patterns matched on the claim as written (case and all, unless `flags` say otherwise)."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns), flags) if patterns else None
 
 
 @functools.cache
@@ -292,6 +304,10 @@ def _default_lists() -> Mapping[str, tuple[str, ...]]:
 def default_lexicon() -> Lexicon:
     return Lexicon.build()
 
+
+# What keeps a line that cannot stand on its own (or that is all identifiers) worth something.
+_RULES = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT})
+_STANDING = _RULES | {Feature.FACT}
 
 # What a request to remember must name to be one: the speaker, a name, a number or a fact.
 _SPECIFIC = frozenset({Feature.FIRST_PERSON, Feature.NAMES, Feature.NUMBERS, Feature.FACT})
@@ -441,6 +457,23 @@ def _fragment(text: Text, lex: Lexicon) -> bool:
     return first.islower() and bool(text.words) and text.words[0] in lex.fragment_starts
 
 
+def _directive(body: str, text: Text, lex: Lexicon) -> bool:
+    """A rule said in a later clause: "..., so share mockups as Penpot links", "...; page her
+    instead". The clause must follow a statement of its own (three words or more: "ok, send
+    it now" is a one-off ask), and the sentence must say the rule lasts or whom it is about."""
+    if lex.directive_clause is None or ("," not in body and ";" not in body):
+        return False
+    m = lex.directive_clause.search(body.replace("’", "'"))
+    if m is None or len(body[: m.start()].split()) < 3:
+        return False
+    if lex.directive_target.hit(text):
+        return True
+    clause = body[m.end() :]
+    if lex.directive_object.hit(Text.of(clause)):
+        return True
+    return _names(clause, ["", *claims_mod.words(clause)])
+
+
 def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     """The features of one claim's text and the salience they earn."""
     lex = lexicon or default_lexicon()
@@ -480,9 +513,15 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.TIME)
     if lex.narration.hit(prepared):
         found.add(Feature.NARRATION)
+    if Feature.INSTRUCTION not in found and _directive(body, prepared, lex):
+        found.add(Feature.INSTRUCTION)
     if Feature.INSTRUCTION not in found and lex.request.hit(prepared):
         found.add(Feature.REQUEST)
-    if _smalltalk(prepared, words, lex, found):
+    # A line that cannot stand on its own ("It is called Dorado", "Is nowhere near the city")
+    # is no memory, unless a rule or a constraint is said in it.
+    if not found & _RULES and lex.fragment_lines.hit(prepared):
+        found.add(Feature.FRAGMENT)
+    elif _smalltalk(prepared, words, lex, found):
         found.add(Feature.SMALLTALK)
     tokens = claims_mod.tokens_of(words)
     content = len(tokens) - (claims_mod.NEGATED in tokens)  # the mark is no word
@@ -494,10 +533,12 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     if features & ZEROING:
         return Salience(features, 0.0)
     counted = features
-    if Feature.TECHNICAL in features:
+    if Feature.TECHNICAL in features and not features & _STANDING:
         # Talk about the task at hand ("i removed them, tui-renderer.ts is fine now"): what
-        # happened to a file is no lasting fact about anyone. Rules and constraints still are.
-        counted = features & {Feature.INSTRUCTION, Feature.CONSTRAINT, Feature.PREFERENCE}
+        # happened to a file is no lasting fact about anyone; a preference is still one. A
+        # rule, a constraint or a named fact, identifiers and all ("The staging bucket is
+        # called acme_stage_assets"), counts as it would without them.
+        counted = features & {Feature.PREFERENCE}
     value = sum(WEIGHTS.get(f, 0.0) for f in counted)
     return Salience(features, round(min(value, 1.5), 6))
 
@@ -513,7 +554,7 @@ def group_of(text: str, lexicon: Lexicon | None = None) -> str:
     """The MEMORY.md heading an entry goes under: instructions, preferences, work or people."""
     lex = lexicon or default_lexicon()
     prepared = Text.of(text)
-    if lex.instruction.hit(prepared):
+    if lex.instruction.hit(prepared) or _directive(text, prepared, lex):
         return "instructions"
     if lex.preference.hit(prepared):
         return "preferences"

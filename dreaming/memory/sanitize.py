@@ -4,7 +4,9 @@ Whatever is written to MEMORY.md is later pasted into some agent's context, and 
 the model in the next deep run. So entry text must not be able to break out of where it is
 put or pass itself off as something else:
 
-- no code fences (``` or ~~~) that could open or close a block around it;
+- no code fences (``` or ~~~) that could open or close a block around it, and no
+  backtick that opens an inline code span nothing closes (it would run on into whatever
+  follows the entry: its key comment, the next line);
 - no fake role or chat-template markers (``system:`` at a line start, ``<|im_start|>``,
   ``[INST]``, ``<<SYS>>``, ``</s>`` ...);
 - no dreaming markers (``<!-- dreaming:entry ... -->``, ``<!-- dreaming:group -->``, an
@@ -69,6 +71,7 @@ _DELIMITER = re.compile(r"<<<[^<>\n]{0,200}>>>")
 _TAG = re.compile(r"</?[A-Za-z_][\w.:-]*(?:\s[^<>]*)?/?>")
 
 _FENCE = re.compile(r"`{3,}|~{3,}")
+_TICKS = re.compile(r"`+")
 
 # A link a Markdown renderer would make live and that runs or embeds something when followed
 # (a diary or memory shown in a UI): the scheme is removed, the rest stays readable text.
@@ -182,7 +185,40 @@ def _pass(text: str, max_chars: int, registry: TagRegistry | None) -> str:
     text = _INVISIBLE.sub("", text)
     text = _EMPTY_BRACKETS.sub("", text)
     text = _LOOSE_PUNCT.sub("", _WS.sub(" ", text)).strip()
-    return _truncate(text, max_chars)
+    text = _truncate(text, max_chars)
+    if "`" in text:  # after the cut, which may fall inside a code span
+        text = _balance_code_spans(text)
+    return text
+
+
+def _balance_code_spans(text: str) -> str:
+    """Inline code stays inline code ("Never push to `main`"); a backtick run that no run of
+    the same length closes (how CommonMark pairs them) is removed, and one between two
+    letters was an apostrophe ("it`s"). Whatever follows the entry stays outside any span."""
+    runs = list(_TICKS.finditer(text))
+    unmatched: list[re.Match[str]] = []
+    i = 0
+    while i < len(runs):
+        width = len(runs[i].group())
+        close = next((k for k in range(i + 1, len(runs)) if len(runs[k].group()) == width), None)
+        if close is None:
+            unmatched.append(runs[i])
+            i += 1
+        else:
+            i = close + 1  # the runs between are the span's content
+    if not unmatched:
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in unmatched:
+        start, end = m.span()
+        out.append(text[pos:start])
+        between_letters = start > 0 and end < len(text) and text[start - 1].isalpha()
+        if end - start == 1 and between_letters and text[end].isalpha():
+            out.append("'")
+        pos = end
+    out.append(text[pos:])
+    return _LOOSE_PUNCT.sub("", _WS.sub(" ", "".join(out))).strip()
 
 
 def _truncate(text: str, max_chars: int) -> str:
