@@ -33,6 +33,7 @@ from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.phases.light import LightPhase, LightSummary
 from dreaming.phases.rem import RemPhase, RemSummary, Theme
 from dreaming.progress import Progress
+from dreaming.repair import adopt
 from dreaming.runs import (
     Outcome,
     close_abandoned,
@@ -65,6 +66,9 @@ class AgentResult:
     reason: str | None = None  # why it was degraded or skipped
     error: str | None = None  # why it failed
     queue_job_id: int | None = None  # the fleet task it was handed to
+    # Managed MEMORY.md lines the database had no record of (it was lost), adopted before
+    # the first phase as `dreaming repair` adopts them: their keys.
+    adopted: tuple[str, ...] = ()
 
     @property
     def light(self) -> LightSummary | None:
@@ -104,6 +108,8 @@ class AgentResult:
             data["error"] = self.error
         if self.queue_job_id is not None:
             data["queue_job_id"] = self.queue_job_id
+        if self.adopted:
+            data["adopted"] = list(self.adopted)
         return data
 
 
@@ -383,6 +389,7 @@ class _Night:
         self.on_budget = False
         self.run_id: int | None = None
         self.llm: LLMAccess | None = None
+        self.adopted: list[str] = []
 
     @property
     def preview(self) -> bool:
@@ -396,6 +403,18 @@ class _Night:
             complete_pending(engine, self.app.paths, agent)  # an interrupted purge first
             if abandoned := close_abandoned(engine, agent):
                 log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
+            # A lost database (deleted, replaced, rolled back) knows none of the managed
+            # lines the file shows: adopted first, or this night's write would drop them.
+            # Lines of entries the database retired are not adopted (its decision stands).
+            adopted = adopt(engine, self.app.paths, agent, dry_run=False, reconcile=False)
+            self.adopted = [a["key"] for a in adopted.adopted]
+            if self.adopted:
+                log.warning(
+                    "agent %s: adopted %d managed MEMORY.md line(s) the database had no"
+                    " record of (sources unknown)",
+                    agent,
+                    len(self.adopted),
+                )
         if not options.dry_run or self.preview:
             self.run_id = start_run(engine, agent, [str(p) for p in self.phases], options.job)
         # One budget for the whole run: REM's diary and deep's decisions draw on it
@@ -453,6 +472,7 @@ class _Night:
             tuple(self.degraded),
             # A fault to alert on outranks a budget kept: the model was wanted and failed.
             reason="; ".join(self.degraded) if self.degraded else None,
+            adopted=tuple(self.adopted),
         )
 
     def record_failure(self, err: BaseException) -> None:

@@ -33,3 +33,7 @@ def repair_cmd(ctx: Context, agent: str, dry_run: bool, as_json: bool) -> None:
         click.echo(f"  their sources are unknown: each has the one origin {ADOPTED}")
     for key in report.edited_left:
         click.echo(f"  left as it is (edited by a person): {key}")
+    for key in report.retired_left:
+        click.echo(f"  not adopted (the database retired it; the next write takes it out): {key}")
+    for key in report.removed_by_person:
+        click.echo(f"  retired (no longer in MEMORY.md): {key}")

@@ -14,6 +14,7 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.llm import BudgetSettings
+from dreaming.memory.lineage import ADOPTED
 from dreaming.phases import Phase
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
@@ -155,7 +156,17 @@ def format_summary(summary: Summary) -> str:
 
 
 def format_result(result: AgentResult) -> str:
-    return "\n".join(format_summary(s) for s in result.summaries.values())
+    lines = [format_adopted(result.agent, len(result.adopted))] if result.adopted else []
+    return "\n".join(lines + [format_summary(s) for s in result.summaries.values()])
+
+
+def format_adopted(agent: str, count: int) -> str:
+    """The one line a night prints when it adopted managed lines its database had no record
+    of (the database was lost), as `dreaming repair` would have."""
+    return (
+        f"agent {agent}: adopted {count} managed MEMORY.md entries the database had no record"
+        f" of (was it deleted or rolled back?); their sources are unknown ({ADOPTED})"
+    )
 
 
 def format_recorded(phases: Mapping[str, Mapping[str, Any]]) -> str:
@@ -210,7 +221,15 @@ def run_phases(
                         "agent": r.agent,
                         "run_id": r.run_id,
                         "outcome": r.outcome,
-                        **{k: v for k, v in (("error", r.error), ("reason", r.reason)) if v},
+                        **{
+                            k: v
+                            for k, v in (
+                                ("error", r.error),
+                                ("reason", r.reason),
+                                ("adopted", list(r.adopted)),
+                            )
+                            if v
+                        },
                     }
                     for r in results
                 ],
