@@ -13,6 +13,7 @@ import click
 
 from dreaming import __version__
 from dreaming.app import App
+from dreaming.cli._output import echo
 from dreaming.errors import ConfigError, DreamingError, NoAgentsError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,7 +52,7 @@ class DreamingGroup(click.Group):
         except DreamingError as err:
             if os.environ.get(DEBUG_ENV):
                 raise
-            click.echo(f"dreaming: error: {err}", err=True)
+            echo(f"dreaming: error: {err}", err=True)
             sys.exit(2 if isinstance(err, ConfigError | NoAgentsError) else 1)
 
 

@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from dreaming.cli._output import echo
 from dreaming.progress import Progress as ProgressFn
 from dreaming.progress import Tick
 
@@ -32,7 +32,7 @@ def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
         yield totals.tick
     finally:
         for line in totals.lines():
-            click.echo(line, err=True)
+            echo(line, err=True)
 
 
 class _Bars:

@@ -11,7 +11,7 @@ import click
 
 from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, echo, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.llm import BudgetSettings
 from dreaming.memory.lineage import ADOPTED
@@ -237,9 +237,9 @@ def run_phases(
         )
     else:
         text = [format_result(r) for r in results if r.error is None]
-        click.echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
+        echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
         if dry_run and any(r.deep is not None for r in results):
-            click.echo("preview only: run again with --apply to write MEMORY.md")
+            echo("preview only: run again with --apply to write MEMORY.md")
     exit_on_problems([r.to_dict() for r in results])
 
 
@@ -249,7 +249,7 @@ def exit_on_problems(results: list[dict[str, Any]]) -> None:
     the model should have), else 0. The agents that ran have been reported above."""
     failed = [r for r in results if "error" in r]
     for r in failed:
-        click.echo(f"dreaming: error: {r['error']}", err=True)
+        echo(f"dreaming: error: {r['error']}", err=True)
     degraded = note_degraded([r for r in results if "error" not in r])
     if failed:
         sys.exit(EXIT_FAILED)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.errors import NoAgentsError
 from dreaming.verify import verify, verify_without_state
 
@@ -37,12 +37,12 @@ def verify_cmd(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
         emit_json({"ok": ok, "agents": [v.to_dict() for v in verdicts]})
     else:
         for v in verdicts:
-            click.echo(f"agent {v.agent}: {'ok' if v.ok else 'VIOLATIONS'}")
+            echo(f"agent {v.agent}: {'ok' if v.ok else 'VIOLATIONS'}")
             for line in v.violations:
-                click.echo(f"  violation: {line}")
+                echo(f"  violation: {line}")
             for line in v.notes:
-                click.echo(f"  note: {line}")
+                echo(f"  note: {line}")
         if not verdicts:
-            click.echo("no agent state to verify")
+            echo("no agent state to verify")
     if not ok:
         sys.exit(1)
