@@ -24,9 +24,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
-from dreaming.ingest import sources
+from dreaming.ingest import corpus, sources
 from dreaming.llm import BudgetSettings, CircuitBreaker
 from dreaming.llm.calls import LLMAccess, run_budget
+from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
 from dreaming.phases.deep import DeepPhase, DeepSummary
@@ -42,6 +43,8 @@ from dreaming.runs import (
     run_has_calls,
     start_run,
 )
+from dreaming.store import state
+from dreaming.store.state import StateKey
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +366,8 @@ def run_agent(
                 night.run_phase(phase, files)
             held.check()  # ...and is not recorded as a clean run
         except BaseException as err:
+            if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or SIGTERM in the CLI
+                night.settle()
             night.record_failure(err)
             raise
         result = night.close()
@@ -474,6 +479,27 @@ class _Night:
             reason="; ".join(self.degraded) if self.degraded else None,
             adopted=tuple(self.adopted),
         )
+
+    def settle(self) -> None:
+        """An interrupted night leaves the files in step with what it committed: the corpus
+        files hold every committed line and MEMORY.md every committed decision, so `verify`
+        passes and the next run goes on from there. An interrupt during this leaves the rest
+        to the next run, as a crash would (both are repaired at its start)."""
+        if self.options.dry_run:
+            return
+        app, agent = self.app, self.agent
+        try:
+            corpus.flush_files(self.engine, agent, app.paths.corpus_dir(agent))
+            with self.engine.connect() as conn:
+                dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
+            if dirty:
+                memory_sync.write(self.engine, agent, app.paths.memory_file(agent), self.run_id)
+        except KeyboardInterrupt:
+            log.warning("agent %s: interrupted again; the next run writes the files", agent)
+        except (OSError, SQLAlchemyError, WorkspaceFileError) as err:
+            log.warning(
+                "agent %s: files not brought up to date (the next run does): %s", agent, err
+            )
 
     def record_failure(self, err: BaseException) -> None:
         if self.run_id is None:

@@ -22,7 +22,10 @@ from dreaming.ingest.transcripts import Cursor, cursor_is_valid
 from dreaming.memory import memory_file
 from dreaming.memory.lineage import ADOPTED, live_entries
 from dreaming.repair import strays
+from dreaming.runs import Outcome
+from dreaming.store import state
 from dreaming.store.migrations import MIGRATIONS, applied
+from dreaming.store.state import StateKey
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CORPUS_LINES,
@@ -31,6 +34,7 @@ from dreaming.store.tables import (
     ORIGINS,
     PURGES,
     RECALLS,
+    RUNS,
     SESSIONS,
     TOMBSTONES,
 )
@@ -67,22 +71,61 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
     with engine.connect() as conn:
         _check(v, "schema", _schema(conn))
         live = dict(live_entries(conn, agent))
-        _check(v, "memory_file", _memory_file(conn, paths, agent, live, v))
+        stopped = _stopped_run(conn, agent)
+        memory = _memory_file(conn, paths, agent, live, v)
+        if state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1":
+            why = stopped or "a run or a purge stopped before it wrote MEMORY.md"
+            memory = [f"{p}; {why}: run again to write it" for p in memory]
+        _check(v, "memory_file", memory)
         _check(v, "orphan_origins", _orphans(conn, agent, live))
         _check(v, "entries_without_origins", _unsourced(conn, agent, live))
         _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
         _check(v, "admission", _admission(conn, paths, agent))
         _check(v, "transcripts_unchanged", _transcripts(conn, agent))
-        _check(v, "corpus_files", _corpus_files(conn, paths, agent))
+        corpus_files = _corpus_files(conn, paths, agent)
+        if stopped:
+            corpus_files = [f"{p}; {stopped}: run again to write it" for p in corpus_files]
+        _check(v, "corpus_files", corpus_files)
         _check(v, "search_index", _index(conn, agent, live))
         pending = conn.execute(
             select(PURGES.c.id).where(
                 and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
             )
         ).all()
-        _check(v, "incomplete_purges", [f"purge #{r[0]} has not finished" for r in pending])
+        _check(
+            v,
+            "incomplete_purges",
+            [
+                f"purge #{r[0]} has not finished (it was interrupted: `dreaming forget` or the"
+                " next run completes it)"
+                for r in pending
+            ],
+        )
     return v
+
+
+# How a run that did not finish ended, as verify's hints name it.
+_STOPPED = {
+    Outcome.INTERRUPTED: "was interrupted",
+    Outcome.FAILED: "failed",
+    Outcome.ABANDONED: "died",
+    Outcome.RUNNING: "has not finished (its process died, or it is still running)",
+}
+
+
+def _stopped_run(conn: Connection, agent: str) -> str | None:
+    """ "run #N was interrupted" (failed, died...) when the agent's last run did not finish,
+    else None: what a file left behind by it is explained with."""
+    row = conn.execute(
+        select(RUNS.c.id, RUNS.c.outcome)
+        .where(RUNS.c.agent == agent)
+        .order_by(RUNS.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None or row.outcome not in _STOPPED:
+        return None
+    return f"run #{row.id} {_STOPPED[Outcome(row.outcome)]}"
 
 
 def _schema(conn: Connection) -> list[str]:
