@@ -24,15 +24,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from dreaming.app import App
 from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
 from dreaming.forget import Purge, Selector, complete_pending
-from dreaming.ingest import sources
+from dreaming.ingest import corpus, sources
 from dreaming.llm import BudgetSettings
 from dreaming.llm.calls import LLMAccess, run_budget
+from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
 from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.phases.light import LightPhase, LightSummary
 from dreaming.phases.rem import RemPhase, RemSummary, Theme
 from dreaming.progress import Progress
+from dreaming.repair import adopt
 from dreaming.runs import (
     Outcome,
     close_abandoned,
@@ -41,6 +43,8 @@ from dreaming.runs import (
     run_has_calls,
     start_run,
 )
+from dreaming.store import state
+from dreaming.store.state import StateKey
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,9 @@ class AgentResult:
     reason: str | None = None  # why it was degraded or skipped
     error: str | None = None  # why it failed
     queue_job_id: int | None = None  # the fleet task it was handed to
+    # Managed MEMORY.md lines the database had no record of (it was lost), adopted before
+    # the first phase as `dreaming repair` adopts them: their keys.
+    adopted: tuple[str, ...] = ()
 
     @property
     def light(self) -> LightSummary | None:
@@ -104,6 +111,8 @@ class AgentResult:
             data["error"] = self.error
         if self.queue_job_id is not None:
             data["queue_job_id"] = self.queue_job_id
+        if self.adopted:
+            data["adopted"] = list(self.adopted)
         return data
 
 
@@ -357,6 +366,8 @@ def run_agent(
                 night.run_phase(phase, files)
             held.check()  # ...and is not recorded as a clean run
         except BaseException as err:
+            if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or SIGTERM in the CLI
+                night.settle()
             night.record_failure(err)
             raise
         result = night.close()
@@ -383,6 +394,7 @@ class _Night:
         self.on_budget = False
         self.run_id: int | None = None
         self.llm: LLMAccess | None = None
+        self.adopted: list[str] = []
 
     @property
     def preview(self) -> bool:
@@ -396,6 +408,18 @@ class _Night:
             complete_pending(engine, self.app.paths, agent)  # an interrupted purge first
             if abandoned := close_abandoned(engine, agent):
                 log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
+            # A lost database (deleted, replaced, rolled back) knows none of the managed
+            # lines the file shows: adopted first, or this night's write would drop them.
+            # Lines of entries the database retired are not adopted (its decision stands).
+            adopted = adopt(engine, self.app.paths, agent, dry_run=False, reconcile=False)
+            self.adopted = [a["key"] for a in adopted.adopted]
+            if self.adopted:
+                log.warning(
+                    "agent %s: adopted %d managed MEMORY.md line(s) the database had no"
+                    " record of (sources unknown)",
+                    agent,
+                    len(self.adopted),
+                )
         if not options.dry_run or self.preview:
             self.run_id = start_run(engine, agent, [str(p) for p in self.phases], options.job)
         # One budget for the whole run: REM's diary and deep's decisions draw on it
@@ -454,7 +478,29 @@ class _Night:
             tuple(self.degraded),
             # A fault to alert on outranks a budget kept: the model was wanted and failed.
             reason="; ".join(self.degraded) if self.degraded else None,
+            adopted=tuple(self.adopted),
         )
+
+    def settle(self) -> None:
+        """An interrupted night leaves the files in step with what it committed: the corpus
+        files hold every committed line and MEMORY.md every committed decision, so `verify`
+        passes and the next run goes on from there. An interrupt during this leaves the rest
+        to the next run, as a crash would (both are repaired at its start)."""
+        if self.options.dry_run:
+            return
+        app, agent = self.app, self.agent
+        try:
+            corpus.flush_files(self.engine, agent, app.paths.corpus_dir(agent))
+            with self.engine.connect() as conn:
+                dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
+            if dirty:
+                memory_sync.write(self.engine, agent, app.paths.memory_file(agent), self.run_id)
+        except KeyboardInterrupt:
+            log.warning("agent %s: interrupted again; the next run writes the files", agent)
+        except (OSError, SQLAlchemyError, WorkspaceFileError) as err:
+            log.warning(
+                "agent %s: files not brought up to date (the next run does): %s", agent, err
+            )
 
     def record_failure(self, err: BaseException) -> None:
         if self.run_id is None:

@@ -21,7 +21,11 @@ from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.transcripts import Cursor, cursor_is_valid
 from dreaming.memory import memory_file
 from dreaming.memory.lineage import ADOPTED, live_entries
+from dreaming.repair import strays
+from dreaming.runs import Outcome
+from dreaming.store import state
 from dreaming.store.migrations import MIGRATIONS, applied
+from dreaming.store.state import StateKey
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CORPUS_LINES,
@@ -30,6 +34,7 @@ from dreaming.store.tables import (
     ORIGINS,
     PURGES,
     RECALLS,
+    RUNS,
     SESSIONS,
     TOMBSTONES,
 )
@@ -66,22 +71,61 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
     with engine.connect() as conn:
         _check(v, "schema", _schema(conn))
         live = dict(live_entries(conn, agent))
-        _check(v, "memory_file", _memory_file(paths, agent, live, v))
+        stopped = _stopped_run(conn, agent)
+        memory = _memory_file(conn, paths, agent, live, v)
+        if state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1":
+            why = stopped or "a run or a purge stopped before it wrote MEMORY.md"
+            memory = [f"{p}; {why}: run again to write it" for p in memory]
+        _check(v, "memory_file", memory)
         _check(v, "orphan_origins", _orphans(conn, agent, live))
         _check(v, "entries_without_origins", _unsourced(conn, agent, live))
         _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
         _check(v, "admission", _admission(conn, paths, agent))
         _check(v, "transcripts_unchanged", _transcripts(conn, agent))
-        _check(v, "corpus_files", _corpus_files(conn, paths, agent))
+        corpus_files = _corpus_files(conn, paths, agent)
+        if stopped:
+            corpus_files = [f"{p}; {stopped}: run again to write it" for p in corpus_files]
+        _check(v, "corpus_files", corpus_files)
         _check(v, "search_index", _index(conn, agent, live))
         pending = conn.execute(
             select(PURGES.c.id).where(
                 and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
             )
         ).all()
-        _check(v, "incomplete_purges", [f"purge #{r[0]} has not finished" for r in pending])
+        _check(
+            v,
+            "incomplete_purges",
+            [
+                f"purge #{r[0]} has not finished (it was interrupted: `dreaming forget` or the"
+                " next run completes it)"
+                for r in pending
+            ],
+        )
     return v
+
+
+# How a run that did not finish ended, as verify's hints name it.
+_STOPPED = {
+    Outcome.INTERRUPTED: "was interrupted",
+    Outcome.FAILED: "failed",
+    Outcome.ABANDONED: "died",
+    Outcome.RUNNING: "has not finished (its process died, or it is still running)",
+}
+
+
+def _stopped_run(conn: Connection, agent: str) -> str | None:
+    """ "run #N was interrupted" (failed, died...) when the agent's last run did not finish,
+    else None: what a file left behind by it is explained with."""
+    row = conn.execute(
+        select(RUNS.c.id, RUNS.c.outcome)
+        .where(RUNS.c.agent == agent)
+        .order_by(RUNS.c.id.desc())
+        .limit(1)
+    ).first()
+    if row is None or row.outcome not in _STOPPED:
+        return None
+    return f"run #{row.id} {_STOPPED[Outcome(row.outcome)]}"
 
 
 def _schema(conn: Connection) -> list[str]:
@@ -90,11 +134,15 @@ def _schema(conn: Connection) -> list[str]:
     return [] if have == want else [f"migrations applied {have} != expected {want}"]
 
 
-def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> list[str]:
+def _memory_file(
+    conn: Connection, paths: Paths, agent: str, live: dict[str, str], v: Verdict
+) -> list[str]:
+    path = paths.memory_file(agent)
     try:
-        doc = memory_file.read(paths.memory_file(agent))
+        content = memory_file.load_text(path)
     except WorkspaceFileError as err:
         return [str(err)]
+    doc = memory_file.parse(content or "")
     problems = []
     edited = {b.key for b in doc.edited_blocks()}
     for key in sorted(edited):
@@ -102,19 +150,41 @@ def _memory_file(paths: Paths, agent: str, live: dict[str, str], v: Verdict) -> 
     blocks = [b.key for b in doc.blocks]
     for key in sorted({k for k in blocks if blocks.count(k) > 1}):
         problems.append(f"block {key} appears more than once")
-    strays = sorted(set(blocks) - set(live) - edited)
-    for key in strays:
-        problems.append(f"block {key} has no live entry")
-    if strays:
-        # The usual cause: the database was deleted or replaced after the file was written.
-        v.notes.append(
-            f"{len(strays)} managed MEMORY.md line(s) have no entry behind them; if the"
-            f" database was lost, `dreaming repair --agent {agent}` adopts them"
-            " (their sources unknown)"
+    found = strays(conn, agent, content)
+    if found.unrecorded:
+        problems.append(unrecorded_problem(path, agent, len(found.unrecorded)))
+    for key in found.retired:
+        problems.append(
+            f"block {key} has no live entry: the database retired it and MEMORY.md lags"
+            " (an interrupted run; run again to rewrite it)"
         )
     for key in sorted(set(live) - set(blocks)):
         problems.append(f"live entry {key} has no block in MEMORY.md")
     return problems
+
+
+def unrecorded_problem(path: Path, agent: str, count: int) -> str:
+    """What verify says of managed lines no database record stands behind."""
+    return (
+        f"{path} has {count} managed line(s) the database has no record of (was it deleted"
+        f" or rolled back?): `dreaming repair --agent {agent}` adopts them (so does the next"
+        " run); until then a write of MEMORY.md from the database would drop them"
+    )
+
+
+def verify_without_state(paths: Paths, agent: str) -> Verdict:
+    """An agent with no database: fine unless its MEMORY.md shows managed lines (the
+    database was deleted), which nothing stands behind."""
+    v = Verdict(agent)
+    path = paths.memory_file(agent)
+    try:
+        doc = memory_file.read(path)
+    except WorkspaceFileError as err:
+        _check(v, "memory_file", [str(err)])
+        return v
+    count = len({b.key for b in doc.live_blocks()})
+    _check(v, "memory_file", [unrecorded_problem(path, agent, count)] if count else [])
+    return v
 
 
 def _orphans(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
@@ -134,8 +204,8 @@ def _adopted(conn: Connection, agent: str, v: Verdict) -> None:
     ).scalar_one()
     if count:
         v.notes.append(
-            f"{count} entries were adopted from MEMORY.md by `dreaming repair`: their sources"
-            " are unknown"
+            f"{count} entries were adopted from MEMORY.md (by `dreaming repair` or a run, after"
+            " the database was lost): their sources are unknown"
         )
 
 

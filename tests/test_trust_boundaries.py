@@ -660,8 +660,7 @@ def test_after_the_database_is_lost_repair_adopts_memory_md_and_says_its_sources
     assert "French" in before
     for p in (fake.root / "dreaming" / "agents").glob("main.sqlite*"):
         p.unlink()
-    night(fake.root)  # a new, empty database: it knows none of the file's entries
-    code, output = verified(fake.root)
+    code, output = verified(fake.root)  # no database at all: the file's entries stand alone
     assert code != 0 and "dreaming repair --agent main" in output
     dry = json.loads(cmd(fake.root, "repair", "--agent", "main", "--dry-run", "--json").stdout)
     assert dry["adopted"] and memory(fake.root) == before
@@ -669,10 +668,29 @@ def test_after_the_database_is_lost_repair_adopts_memory_md_and_says_its_sources
     assert "adopted" in text and "sources are unknown" in text
     assert "French" in memory(fake.root)
     code, output = verified(fake.root)
+    assert "managed line" not in output, output  # (the corpus files wait for the night)
+    report = json.loads(cmd(fake.root, "run", "--json").stdout)
+    assert all("adopted" not in r for r in report["runs"])  # nothing left to adopt
+    assert "French" in memory(fake.root)
+    code, output = verified(fake.root)
     assert code == 0, output
     assert "adopted from MEMORY.md" in output
-    assert night(fake.root) is not None
-    assert "French" in memory(fake.root) and verified(fake.root)[0] == 0
+
+
+def test_after_the_database_is_lost_the_next_night_adopts_memory_md_itself(
+    fake: FakeOpenClaw,
+) -> None:
+    _owner_night(fake)
+    night(fake.root)
+    before = memory(fake.root)
+    for p in (fake.root / "dreaming" / "agents").glob("main.sqlite*"):
+        p.unlink()
+    report = json.loads(cmd(fake.root, "run", "--json").stdout)
+    (main,) = [r for r in report["runs"] if r["agent"] == "main"]
+    assert len(main["adopted"]) == before.count("<!-- m:")
+    assert "French" in memory(fake.root)
+    code, output = verified(fake.root)
+    assert code == 0 and "adopted from MEMORY.md" in output, output
 
 
 def test_a_newline_in_a_session_file_name_does_not_split_a_corpus_line(

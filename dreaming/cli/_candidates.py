@@ -8,7 +8,7 @@ import click
 
 from dreaming.cli._entries import shorten
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.errors import StateError
 from dreaming.ingest.admission import OriginClass
 from dreaming.memory.gates import gate_counts, list_candidates
@@ -111,6 +111,6 @@ def candidates(
         emit_json({"candidates": shown, "gates": gates})
         return
     if not blocks:
-        click.echo("no agent has state yet: run `dreaming run` first")
+        echo("no agent has state yet: run `dreaming run` first")
         return
-    click.echo("\n\n".join(blocks))
+    echo("\n\n".join(blocks))

@@ -12,7 +12,7 @@ from dreaming import demo as demo_mod
 from dreaming import runner
 from dreaming.app import App
 from dreaming.cli._main import Context, cli
-from dreaming.cli._output import emit_json, note
+from dreaming.cli._output import echo, emit_json, note
 from dreaming.cli._run import format_result
 from dreaming.phases import Phase
 
@@ -53,10 +53,10 @@ def demo(directory: Path, as_json: bool) -> None:
     if as_json:
         emit_json(report)
         return
-    click.echo(f"demo state folder: {root}")
+    echo(f"demo state folder: {root}")
     for result, a in zip(results, report["agents"], strict=True):
-        click.echo(format_result(result))
-        click.echo(f"  MEMORY.md: {a['memory']}")
-        click.echo(f"  DREAMS.md: {a['dreams']}")
-        click.echo(f"  corpus:    {a['corpus']}")
-    click.echo(f"next: {sys.argv[0]} --state-dir {root} status")
+        echo(format_result(result))
+        echo(f"  MEMORY.md: {a['memory']}")
+        echo(f"  DREAMS.md: {a['dreams']}")
+        echo(f"  corpus:    {a['corpus']}")
+    echo(f"next: {sys.argv[0]} --state-dir {root} status")

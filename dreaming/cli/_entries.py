@@ -10,7 +10,7 @@ import click
 from sqlalchemy import Connection
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.errors import StateError
 from dreaming.memory import lineage
 
@@ -127,15 +127,15 @@ def entries(
         emit_json({"entries": out})
         return
     if not out:
-        click.echo("no entries yet: run `dreaming run` (light, then deep) first")
+        echo("no entries yet: run `dreaming run` (light, then deep) first")
     for e in out:
         sessions = ", ".join(
             f"{o['session_key'] or o['session_id']} ({o['origin_class']})" for o in e["origins"]
         )
-        click.echo(f"{e['agent']} {e['key']}  {e['text']}\n    from: {sessions}")
+        echo(f"{e['agent']} {e['key']}  {e['text']}\n    from: {sessions}")
         if with_evidence:
             for ev in e["evidence"]:
-                click.echo(f"      {evidence_line(ev)}")
+                echo(f"      {evidence_line(ev)}")
 
 
 def _replaced(ctx: Context, key: str, wanted: str, agents: tuple[str, ...], as_json: bool) -> None:
@@ -195,19 +195,17 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
     if as_json:
         emit_json(data)
         return
-    click.echo(f"{data['key']} (agent {agent})\n  {data['text']}\n  origins:")
+    echo(f"{data['key']} (agent {agent})\n  {data['text']}\n  origins:")
     for o in data["origins"]:
-        click.echo(
+        echo(
             f"    {o['session_id']}  key={o['session_key'] or '-'}  class={o['origin_class']}"
             f"  observed={o['observed_at']}"
         )
-    click.echo("  evidence:")
+    echo("  evidence:")
     for ev in data["evidence"]:
-        click.echo(f"    {evidence_line(ev)}")
+        echo(f"    {evidence_line(ev)}")
     if data["supersedes"]:
-        click.echo("  supersedes: " + ", ".join(data["supersedes"]))
+        echo("  supersedes: " + ", ".join(data["supersedes"]))
     for d in data["decisions"]:
         reason = f": {d['reason']}" if d["reason"] else ""
-        click.echo(
-            f"  run {d['run_id']}: {d['action']} by {d['path']} from {d['candidate_key']}{reason}"
-        )
+        echo(f"  run {d['run_id']}: {d['action']} by {d['path']} from {d['candidate_key']}{reason}")

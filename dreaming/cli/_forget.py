@@ -8,7 +8,7 @@ import click
 
 from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.forget import Selector, parse_since
 
 STEPS = [
@@ -100,4 +100,4 @@ def forget(
     if as_json:
         emit_json(report)
     else:
-        click.echo(format_report(report))
+        echo(format_report(report))

@@ -13,7 +13,7 @@ import click
 from dreaming.app import App
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note, usd
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, echo, emit_json, note, usd
 from dreaming.cli._progress import progress
 from dreaming.cli._run import format_recorded, note_degraded
 from dreaming.scheduler import (
@@ -142,13 +142,13 @@ def list_jobs(ctx: Context, as_json: bool) -> None:
         )
         return
     over = f", over the bundled examples in {catalog.bundled}" if catalog.bundled else ""
-    click.echo(f"jobs in {catalog.folder}{over}")
+    echo(f"jobs in {catalog.folder}{over}")
     for store in stores:
-        click.echo(_format_store(store))
+        echo(_format_store(store))
     if not found:
-        click.echo("  (none: `dreaming jobs init` copies the examples to edit)")
+        echo("  (none: `dreaming jobs init` copies the examples to edit)")
     for job in found:
-        click.echo(_format_job(job, stores))
+        echo(_format_job(job, stores))
 
 
 @jobs.command("init")
@@ -176,9 +176,9 @@ def init_jobs(ctx: Context, force: bool, as_json: bool) -> None:
         return
     for c in copied:
         reason = f" ({c.reason})" if c.reason else ""
-        click.echo(f"{c.outcome.value:>8} {c.path}{reason}")
+        echo(f"{c.outcome.value:>8} {c.path}{reason}")
     if any(c.outcome is not CopyOutcome.KEPT for c in copied):
-        click.echo(f"edit them in {folder}; `dreaming jobs list` shows what is in effect")
+        echo(f"edit them in {folder}; `dreaming jobs list` shows what is in effect")
 
 
 @jobs.command("run")
@@ -223,9 +223,9 @@ def run_job(
             }
         )
     elif results:
-        click.echo("\n".join(format_agent_result(r) for r in results))
+        echo("\n".join(format_agent_result(r) for r in results))
     else:
-        click.echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
+        echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
     if any(r["outcome"] == AgentOutcome.FAILED for r in results):
         sys.exit(EXIT_FAILED)
     if note_degraded(results):
@@ -241,4 +241,4 @@ def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: b
         keys = ("agent", "outcome", "queue_job_id", "reason")
         emit_json({"job": name, "queued": [{k: r[k] for k in keys if k in r} for r in results]})
     else:
-        click.echo("\n".join(format_agent_result(r) for r in results) or "no agents")
+        echo("\n".join(format_agent_result(r) for r in results) or "no agents")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.config import Settings
 from dreaming.errors import ConfigError, LLMConfigError, LLMError
 
@@ -119,6 +119,6 @@ def check(ctx: Context, profile: str | None, timeout: float | None, as_json: boo
     if as_json:
         emit_json(result.to_dict())
     else:
-        click.echo(format_check(result))
+        echo(format_check(result))
     if result.failure is not None:
         raise LLMError(result.error or "the check failed") from result.failure

@@ -10,7 +10,7 @@ import click
 from dreaming.app import App
 from dreaming.call_log import LoggedCall, list_calls, newest_first
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 
 
 def _calls(
@@ -131,6 +131,6 @@ def logs(
         emit_json({"state_dir": str(app.paths.state_dir), "calls": [c.to_dict() for c in calls]})
         return
     if not calls:
-        click.echo(_nothing(app, agents, run_id))
+        echo(_nothing(app, agents, run_id))
         return
-    click.echo("\n\n".join(format_call(c) for c in calls))
+    echo("\n\n".join(format_call(c) for c in calls))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,10 +15,14 @@ import click
 
 from dreaming import __version__
 from dreaming.app import App
+from dreaming.cli._output import echo
 from dreaming.errors import ConfigError, DreamingError, NoAgentsError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "DREAMING_DEBUG"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+# The long-running services handle their stop signals themselves.
+SERVICES = frozenset({"scheduler", "worker"})
 
 
 class Context:
@@ -48,10 +54,15 @@ class DreamingGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: what was committed stays, the files were brought in step
+            # with it (runner), the run is recorded `interrupted`; the next run goes on.
+            echo("dreaming: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except DreamingError as err:
             if os.environ.get(DEBUG_ENV):
                 raise
-            click.echo(f"dreaming: error: {err}", err=True)
+            echo(f"dreaming: error: {err}", err=True)
             sys.exit(2 if isinstance(err, ConfigError | NoAgentsError) else 1)
 
 
@@ -81,6 +92,21 @@ def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose
     context = Context(state_dir, config, verbose)
     ctx.obj = context
     ctx.call_on_close(context.close)
+    if ctx.invoked_subcommand not in SERVICES:
+        _interrupt_on_sigterm(ctx)
+
+
+def _raise_interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm(ctx: click.Context) -> None:
+    """SIGTERM (`kill`, a service manager, a container stopping) stops a command the way
+    Ctrl-C does, with its cleanup, rather than killing it mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers belong to the main thread
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import date, datetime
 from typing import Any
 
@@ -16,6 +17,31 @@ def json_default(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return value.isoformat()
     return str(value)
+
+
+# What a terminal acts on rather than shows: C0 controls but newline and tab (ESC starts CSI
+# and OSC sequences: clearing the screen, setting the title, writing the clipboard; BEL ends
+# OSC; CR overwrites a line), DEL, the C1 controls (U+009B is CSI on its own), and the
+# bidirectional overrides and isolates that reorder what is shown.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """Text as it may reach a terminal: every control character it would act on shown as an
+    escape (`\\x1b`, `\\x07`, `\\x9b`, `\\u202e`); newlines and tabs kept. Stored text (entry
+    and candidate text, a model's reason, transcript lines) is untrusted: every command that
+    prints it prints through `echo`."""
+    return _CONTROLS.sub(_escaped, text)
+
+
+def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """`click.echo` of text made `printable`: what every command prints goes through here."""
+    click.echo(printable(message), err=err, nl=nl)
 
 
 def emit_json(data: Any) -> None:
@@ -37,7 +63,7 @@ def usd(value: float | None) -> str:
 
 def note(message: str) -> None:
     """Diagnostics go to stderr so stdout stays machine-readable."""
-    click.echo(message, err=True)
+    echo(message, err=True)
 
 
 # Exit statuses a cron line can alert on (the README lists them): 2 is a usage, settings

@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from dreaming.cli._output import echo
 from dreaming.progress import Progress as ProgressFn
 from dreaming.progress import Tick
 
@@ -28,11 +28,15 @@ def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
             yield bars.tick
         return
     totals = _Totals()
+    interrupted = False
     try:
         yield totals.tick
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        for line in totals.lines():
-            click.echo(line, err=True)
+        for line in totals.lines(interrupted=interrupted):
+            echo(line, err=True)
 
 
 class _Bars:
@@ -90,7 +94,9 @@ class _Totals:
         phase.bytes[t.agent] = t.bytes_done
         phase.ended = time.monotonic()
 
-    def lines(self) -> list[str]:
+    def lines(self, *, interrupted: bool = False) -> list[str]:
+        """One line per phase; with `interrupted`, the last phase's says it did not finish
+        (what it counts is what was done before the interrupt)."""
         out = []
         for name, p in self.phases.items():
             agents = len(p.agents)
@@ -103,6 +109,8 @@ class _Totals:
                 + f" for {agents} agent{'s' if agents != 1 else ''}"
                 + f" in {max(p.ended - p.started, 0.0):.1f}s"
             )
+        if interrupted and out:
+            out[-1] += ", then interrupted"
         return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.memory.lineage import ADOPTED
 from dreaming.repair import adopt
 
@@ -26,10 +26,14 @@ def repair_cmd(ctx: Context, agent: str, dry_run: bool, as_json: bool) -> None:
         emit_json(report.to_dict())
         return
     verb = "would adopt" if dry_run else "adopted"
-    click.echo(f"agent {agent}: {verb} {len(report.adopted)} entries from MEMORY.md")
+    echo(f"agent {agent}: {verb} {len(report.adopted)} entries from MEMORY.md")
     for item in report.adopted:
-        click.echo(f"  {item['key']}  {item['text']}")
+        echo(f"  {item['key']}  {item['text']}")
     if report.adopted:
-        click.echo(f"  their sources are unknown: each has the one origin {ADOPTED}")
+        echo(f"  their sources are unknown: each has the one origin {ADOPTED}")
     for key in report.edited_left:
-        click.echo(f"  left as it is (edited by a person): {key}")
+        echo(f"  left as it is (edited by a person): {key}")
+    for key in report.retired_left:
+        echo(f"  not adopted (the database retired it; the next write takes it out): {key}")
+    for key in report.removed_by_person:
+        echo(f"  retired (no longer in MEMORY.md): {key}")

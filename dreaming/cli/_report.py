@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import note
+from dreaming.cli._output import echo, note, printable
 from dreaming.errors import StateError
 from dreaming.report import build_report, render
 
@@ -35,9 +35,11 @@ def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: s
     The page is self-contained (inline CSS and SVG, no script, nothing fetched): open it
     from disk. "Tonight" is the agent's last run with a deep phase."""
     day: date | None = since.date() if since is not None else None
-    html = render(build_report(ctx.app, agents, day))
+    # Control characters of stored text shown as escapes, in the file as on stdout: a page
+    # piped to a terminal (or `cat`) must not drive it.
+    html = printable(render(build_report(ctx.app, agents, day)))
     if out == "-":
-        click.echo(html, nl=False)
+        echo(html, nl=False)
         return
     path = Path(out).expanduser()
     try:

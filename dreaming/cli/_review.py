@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.errors import StateError
 
 
@@ -68,11 +68,11 @@ def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool
         emit_json({"proposals": found})
         return
     if not found:
-        click.echo("no proposals waiting" + ("" if everything else " (--all shows decided ones)"))
+        echo("no proposals waiting" + ("" if everything else " (--all shows decided ones)"))
         return
     for agent in dict.fromkeys(p["agent"] for p in found):
-        click.echo(f"agent {agent}:")
-        click.echo("\n".join(_format(p, False) for p in found if p["agent"] == agent))
+        echo(f"agent {agent}:")
+        echo("\n".join(_format(p, False) for p in found if p["agent"] == agent))
 
 
 @review.command("show")
@@ -93,7 +93,7 @@ def show(ctx: Context, proposal_id: int, agent: str | None, as_json: bool) -> No
     if as_json:
         emit_json(data)
     else:
-        click.echo(_format(data, True))
+        echo(_format(data, True))
 
 
 @review.command("accept")
@@ -123,7 +123,7 @@ def accept(
         lines.append(f"  #{pid} refused as stale: {why}; it is proposed again next night")
     for pid, status in report.not_pending.items():
         lines.append(f"  #{pid} is {status}, not pending: left as it is")
-    click.echo("\n".join(lines))
+    echo("\n".join(lines))
 
 
 @review.command("reject")
@@ -169,4 +169,4 @@ def reject(
     lines += [
         f"  #{pid} is {status}, not pending: left as it is" for pid, status in skipped.items()
     ]
-    click.echo("\n".join(lines))
+    echo("\n".join(lines))

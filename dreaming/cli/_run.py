@@ -11,9 +11,10 @@ import click
 
 from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, emit_json, note
+from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, echo, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.llm import BudgetSettings
+from dreaming.memory.lineage import ADOPTED
 from dreaming.phases import Phase
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
@@ -155,7 +156,17 @@ def format_summary(summary: Summary) -> str:
 
 
 def format_result(result: AgentResult) -> str:
-    return "\n".join(format_summary(s) for s in result.summaries.values())
+    lines = [format_adopted(result.agent, len(result.adopted))] if result.adopted else []
+    return "\n".join(lines + [format_summary(s) for s in result.summaries.values()])
+
+
+def format_adopted(agent: str, count: int) -> str:
+    """The one line a night prints when it adopted managed lines its database had no record
+    of (the database was lost), as `dreaming repair` would have."""
+    return (
+        f"agent {agent}: adopted {count} managed MEMORY.md entries the database had no record"
+        f" of (was it deleted or rolled back?); their sources are unknown ({ADOPTED})"
+    )
 
 
 def format_recorded(phases: Mapping[str, Mapping[str, Any]]) -> str:
@@ -210,7 +221,15 @@ def run_phases(
                         "agent": r.agent,
                         "run_id": r.run_id,
                         "outcome": r.outcome,
-                        **{k: v for k, v in (("error", r.error), ("reason", r.reason)) if v},
+                        **{
+                            k: v
+                            for k, v in (
+                                ("error", r.error),
+                                ("reason", r.reason),
+                                ("adopted", list(r.adopted)),
+                            )
+                            if v
+                        },
                     }
                     for r in results
                 ],
@@ -218,9 +237,9 @@ def run_phases(
         )
     else:
         text = [format_result(r) for r in results if r.error is None]
-        click.echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
+        echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
         if dry_run and any(r.deep is not None for r in results):
-            click.echo("preview only: run again with --apply to write MEMORY.md")
+            echo("preview only: run again with --apply to write MEMORY.md")
     exit_on_problems([r.to_dict() for r in results])
 
 
@@ -230,7 +249,7 @@ def exit_on_problems(results: list[dict[str, Any]]) -> None:
     the model should have), else 0. The agents that ran have been reported above."""
     failed = [r for r in results if "error" in r]
     for r in failed:
-        click.echo(f"dreaming: error: {r['error']}", err=True)
+        echo(f"dreaming: error: {r['error']}", err=True)
     degraded = note_degraded([r for r in results if "error" not in r])
     if failed:
         sys.exit(EXIT_FAILED)

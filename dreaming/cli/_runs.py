@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json, json_default
+from dreaming.cli._output import echo, emit_json, json_default
 from dreaming.cli._run import format_recorded
 from dreaming.errors import StateError
 from dreaming.runs import RunRecord, get_run, list_runs
@@ -65,11 +65,11 @@ def runs(click_ctx: click.Context, agents: tuple[str, ...], limit: int, as_json:
         emit_json({"state_dir": str(app.paths.state_dir), "runs": listing})
         return
     if not listing:
-        click.echo(f"no runs recorded under {app.paths.home} yet: run `dreaming run` first")
+        echo(f"no runs recorded under {app.paths.home} yet: run `dreaming run` first")
         return
-    click.echo(HEADER)
+    echo(HEADER)
     for d in listing:
-        click.echo(_row(d))
+        echo(_row(d))
 
 
 @runs.command("show")
@@ -110,17 +110,17 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     ]
     if d["reason"]:
         lines.append(f"  reason: {d['reason']}")
-    click.echo("\n".join(lines))
+    echo("\n".join(lines))
     phase_data = record.summary.get("phases")
     if isinstance(phase_data, dict) and phase_data:
         try:
-            click.echo(format_recorded(phase_data))
+            echo(format_recorded(phase_data))
         except (
             KeyError,
             TypeError,
             ValueError,
         ):  # a summary written by another version: show it raw
-            click.echo(json.dumps(phase_data, indent=2, default=json_default))
+            echo(json.dumps(phase_data, indent=2, default=json_default))
 
 
 @runs.command("undo")
@@ -163,4 +163,4 @@ def undo(
         lines.append(f"  MEMORY.md block {key} was edited by a person since: left as it is")
     if report.undo_run_id is not None:
         lines.append(f"  recorded as run {report.undo_run_id}")
-    click.echo("\n".join(lines))
+    echo("\n".join(lines))

@@ -11,7 +11,7 @@ import click
 
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.scheduler import Executor, JobScheduler, StoredSchedule, jobs_dir, read_schedules
 
 
@@ -95,8 +95,8 @@ def scheduler_status(ctx: Context, as_json: bool) -> None:
             }
         )
     elif stores:
-        click.echo("\n".join(_format_store(s) for s in stores))
+        echo("\n".join(_format_store(s) for s in stores))
     else:
-        click.echo(f"no scheduler store under {app.paths.home}: `dreaming scheduler` never ran")
+        echo(f"no scheduler store under {app.paths.home}: `dreaming scheduler` never ran")
     if not running:
         sys.exit(3)

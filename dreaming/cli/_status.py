@@ -8,7 +8,7 @@ import click
 
 from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json, note, usd
+from dreaming.cli._output import echo, emit_json, note, usd
 from dreaming.errors import ConfigError
 from dreaming.scheduler import Job, job_catalog
 from dreaming.status import agent_status
@@ -139,8 +139,8 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
         )
         return
     for line in _format_shared(shared):
-        click.echo(line)
+        echo(line)
     if not report:
-        click.echo(f"no agent state under {app.paths.home} yet: run `dreaming run` first")
+        echo(f"no agent state under {app.paths.home} yet: run `dreaming run` first")
     for s in report:
-        click.echo(_format(s))
+        echo(_format(s))

@@ -7,7 +7,7 @@ import sys
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
+from dreaming.cli._output import echo, emit_json
 from dreaming.ingest.tags import Scope
 
 
@@ -32,7 +32,7 @@ def tags(click_ctx: click.Context, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(registry.banner())
+        echo(registry.banner())
 
 
 @tags.command("strip")

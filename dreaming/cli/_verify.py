@@ -7,8 +7,9 @@ import sys
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import emit_json
-from dreaming.verify import verify
+from dreaming.cli._output import echo, emit_json
+from dreaming.errors import NoAgentsError
+from dreaming.verify import verify, verify_without_state
 
 
 @cli.command("verify")
@@ -20,17 +21,28 @@ def verify_cmd(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
     verdicts = [verify(app.engine(a, create=False), app.paths, a) for a in names]
+    # An agent with transcripts but no database: its MEMORY.md may still show the entries
+    # of a database that was deleted.
+    try:
+        stateless = [a for a in app.agents(list(agents) or None) if a not in names]
+    except NoAgentsError:
+        stateless = []
+    for a in stateless:
+        verdict = verify_without_state(app.paths, a)
+        if verdict.violations:
+            verdicts.append(verdict)
+    verdicts.sort(key=lambda v: v.agent)
     ok = all(v.ok for v in verdicts)
     if as_json:
         emit_json({"ok": ok, "agents": [v.to_dict() for v in verdicts]})
     else:
         for v in verdicts:
-            click.echo(f"agent {v.agent}: {'ok' if v.ok else 'VIOLATIONS'}")
+            echo(f"agent {v.agent}: {'ok' if v.ok else 'VIOLATIONS'}")
             for line in v.violations:
-                click.echo(f"  violation: {line}")
+                echo(f"  violation: {line}")
             for line in v.notes:
-                click.echo(f"  note: {line}")
+                echo(f"  note: {line}")
         if not verdicts:
-            click.echo("no agent state to verify")
+            echo("no agent state to verify")
     if not ok:
         sys.exit(1)
