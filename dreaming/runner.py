@@ -65,6 +65,9 @@ class AgentResult:
     reason: str | None = None  # why it was degraded or skipped
     error: str | None = None  # why it failed
     queue_job_id: int | None = None  # the fleet task it was handed to
+    # Why REM and deep did not run: another consolidator writes the agent's MEMORY.md
+    # ([openclaw] coexist = "refuse"); one line with the setting to change.
+    refused: str | None = None
 
     @property
     def light(self) -> LightSummary | None:
@@ -97,6 +100,8 @@ class AgentResult:
         }
         if self.reason is not None:
             data["reason"] = self.reason
+        if self.refused is not None:
+            data["refused"] = self.refused
         if self.outcome not in NOT_RUN:
             data["degraded"] = list(self.degraded)
         data["outcome"] = self.outcome.value
@@ -383,6 +388,7 @@ class _Night:
         self.on_budget = False
         self.run_id: int | None = None
         self.llm: LLMAccess | None = None
+        self.refused: str | None = None
 
     @property
     def preview(self) -> bool:
@@ -408,6 +414,15 @@ class _Night:
 
     def run_phase(self, phase: Phase, files: Sequence[SessionFile]) -> None:
         app, options = self.app, self.options
+        if phase in (Phase.REM, Phase.DEEP):
+            # One writer per MEMORY.md: where OpenClaw's own dreaming consolidates the
+            # agent, REM (DREAMS.md) and deep (MEMORY.md) leave it to that; light still runs.
+            refused = app.paths.not_written(self.agent)
+            if refused is not None:
+                if self.refused is None:
+                    log.info("agent %s: %s", self.agent, refused)
+                self.refused = refused
+                return
         llm_phase: dict[str, Any] = {
             "llm": self.llm,
             "dry_run": options.dry_run,
@@ -453,6 +468,7 @@ class _Night:
             tuple(self.degraded),
             # A fault to alert on outranks a budget kept: the model was wanted and failed.
             reason="; ".join(self.degraded) if self.degraded else None,
+            refused=self.refused,
         )
 
     def record_failure(self, err: BaseException) -> None:

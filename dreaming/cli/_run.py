@@ -155,7 +155,10 @@ def format_summary(summary: Summary) -> str:
 
 
 def format_result(result: AgentResult) -> str:
-    return "\n".join(format_summary(s) for s in result.summaries.values())
+    lines = [format_summary(s) for s in result.summaries.values()]
+    if result.refused is not None:
+        lines.append(f"agent {result.agent}: {result.refused}")
+    return "\n".join(lines)
 
 
 def format_recorded(phases: Mapping[str, Mapping[str, Any]]) -> str:
@@ -210,7 +213,15 @@ def run_phases(
                         "agent": r.agent,
                         "run_id": r.run_id,
                         "outcome": r.outcome,
-                        **{k: v for k, v in (("error", r.error), ("reason", r.reason)) if v},
+                        **{
+                            k: v
+                            for k, v in (
+                                ("error", r.error),
+                                ("reason", r.reason),
+                                ("refused", r.refused),
+                            )
+                            if v
+                        },
                     }
                     for r in results
                 ],
