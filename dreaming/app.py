@@ -30,6 +30,7 @@ from dreaming.ingest import sources
 from dreaming.ingest.tags import TagRegistry, build_registry
 from dreaming.llm import CircuitBreaker
 from dreaming.messages import SessionFile
+from dreaming.openclaw_config import load_openclaw
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.engine import HeldLock
 from dreaming.store.tables import RUNS, SESSIONS
@@ -60,12 +61,13 @@ class App:
         state = (state_dir or default_state_dir(env)).expanduser()
         config_path = find_config(config, state, env)
         settings = load_settings(config_path)
+        openclaw = load_openclaw(state, settings.openclaw.config, env)
         registry = build_registry(
             env=env,
             config_tags=settings.tags.declarations,
             plugin_dirs=settings.tags.plugin_dirs,
         )
-        return cls(Paths(state, settings), registry, config_path, env)
+        return cls(Paths(state, settings, openclaw), registry, config_path, env)
 
     @property
     def settings(self) -> Settings:

@@ -7,6 +7,7 @@ operator meant to keep out.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import os
@@ -18,10 +19,20 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.llm import BudgetSettings, LLMProfile
+from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
+from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
 CONFIG_ENV = "DREAMING_CONFIG"
 STATE_DIR_ENV = "DREAMING_STATE_DIR"
@@ -245,6 +256,16 @@ class MemorySettings(_Strict):
     one of `link_targets`."""
 
     link_targets: tuple[Path, ...] = ()
+class OpenClawSettings(_Strict):
+    """How dreaming lives beside OpenClaw as it is configured (`openclaw.json`).
+
+    Where memory-core dreaming (or another plugin in the `memory.dreaming` slot) consolidates
+    an agent, "refuse" leaves that agent's MEMORY.md and DREAMS.md to it (light still reads
+    its transcripts); "write" writes them anyway. `config` names the openclaw.json to read
+    (default: OPENCLAW_CONFIG_PATH, else `<state-dir>/openclaw.json`)."""
+
+    coexist: Literal["refuse", "write"] = "refuse"
+    config: Path | None = None
 
 
 class LLMSettings(_Strict):
@@ -274,6 +295,22 @@ class Settings(_Strict):
     jobs_dir: Path | None = None
     database_url: str | None = None
     fleet: FleetSettings = Field(default_factory=FleetSettings)
+    openclaw: OpenClawSettings = Field(default_factory=OpenClawSettings)
+    # memory-core's `memoryPolicy.excludeSessions` from openclaw.json, with the file's name:
+    # never read from dreaming.toml, set by `Paths` from what `App.open` read.
+    _openclaw_exclusions: tuple[str, ExcludeSessions] | None = PrivateAttr(default=None)
+
+    def with_openclaw_exclusions(self, origin: str, policy: ExcludeSessions) -> Settings:
+        """These settings with openclaw.json's exclusion policy beside dreaming.toml's."""
+        copy = self.model_copy()
+        copy._openclaw_exclusions = (origin, policy)
+        return copy
+
+    def exclusion_policies(self) -> tuple[tuple[str, ExcludeSessions], ...]:
+        """Every exclusion policy with the file it comes from: dreaming.toml's, then
+        openclaw.json's. A session either excludes is excluded."""
+        own = ((CONFIG_FILENAME, self.exclude_sessions),)
+        return own if self._openclaw_exclusions is None else (*own, self._openclaw_exclusions)
 
 
 def _format_error(path: Path | str, err: ValidationError, model: type[BaseModel]) -> str:
@@ -423,6 +460,9 @@ def _resolve_paths(s: Settings, base: Path) -> Settings:
             "memory": s.memory.model_copy(
                 update={"link_targets": tuple(_resolve(p, base) for p in s.memory.link_targets)}
             ),
+            "openclaw": s.openclaw.model_copy(
+                update={"config": _resolve(s.openclaw.config, base) if s.openclaw.config else None}
+            ),
             "fleet": s.fleet.model_copy(
                 update={
                     "workspace_root": (
@@ -482,9 +522,14 @@ def check_agent_id(agent: str, where: str) -> str:
 class Paths:
     """Where an installation keeps things; one object so nothing else joins paths by hand."""
 
-    def __init__(self, state_dir: Path, settings: Settings) -> None:
+    def __init__(
+        self, state_dir: Path, settings: Settings, openclaw: OpenClawConfig | None = None
+    ) -> None:
         self.state_dir = state_dir
-        self.settings = settings
+        # What openclaw.json says (not given: OpenClaw's defaults, as without the file).
+        self.openclaw = openclaw or OpenClawConfig(state_dir / OPENCLAW_CONFIG, state_dir)
+        policy = ExcludeSessions(**dataclasses.asdict(self.openclaw.exclude_sessions))
+        self.settings = settings.with_openclaw_exclusions(self.openclaw.label, policy)
 
     @property
     def home(self) -> Path:
@@ -498,15 +543,33 @@ class Paths:
         return self.home / "locks" / f"{file_stem(agent)}.lock"
 
     def workspace(self, agent: str) -> Path:
-        # OpenClaw's convention: the default agent uses `workspace`, others `workspace-<id>`.
+        """Where the agent reads its MEMORY.md: `[agents.<id>] workspace` in dreaming.toml,
+        else `[fleet] workspace_root`/<id>, else what openclaw.json says in OpenClaw's own
+        order (`dreaming.openclaw_config`), else OpenClaw's defaults: `workspace` for the
+        default agent, `workspace-<id>` for the others, in the state folder."""
         configured = self.settings.agents.get(agent)
         if configured is not None and configured.workspace is not None:
             return configured.workspace
         if self.settings.fleet.workspace_root is not None:
             return self.settings.fleet.workspace_root / agent
-        return self.state_dir / (
-            "workspace" if agent == "main" else f"workspace-{file_stem(agent)}"
-        )
+        found = self.openclaw.workspace(agent)
+        return found or self.state_dir / f"workspace-{file_stem(agent)}"
+
+    def bootstrap_max_chars(self, agent: str) -> int:
+        """How much of MEMORY.md OpenClaw loads for the agent (`bootstrapMaxChars`)."""
+        return self.openclaw.bootstrap_max_chars(agent)
+
+    def dreaming_owner(self, agent: str) -> DreamingOwner | None:
+        """The OpenClaw plugin that consolidates the agent's memory itself, if one does."""
+        return self.openclaw.dreaming_owner(agent)
+
+    def not_written(self, agent: str) -> str | None:
+        """Why dreaming leaves the agent's MEMORY.md and DREAMS.md alone (one line with the
+        setting to change), or None when it writes them."""
+        owner = self.dreaming_owner(agent)
+        if owner is None or self.settings.openclaw.coexist == "write":
+            return None
+        return owner.refusal()
 
     def memory_file(self, agent: str) -> Path:
         return self._kept_inside(agent, self.workspace(agent) / "MEMORY.md")

@@ -72,6 +72,9 @@ class AgentResult:
     # Managed MEMORY.md lines the database had no record of (it was lost), adopted before
     # the first phase as `dreaming repair` adopts them: their keys.
     adopted: tuple[str, ...] = ()
+    # Why REM and deep did not run: another consolidator writes the agent's MEMORY.md
+    # ([openclaw] coexist = "refuse"); one line with the setting to change.
+    refused: str | None = None
 
     @property
     def light(self) -> LightSummary | None:
@@ -104,6 +107,8 @@ class AgentResult:
         }
         if self.reason is not None:
             data["reason"] = self.reason
+        if self.refused is not None:
+            data["refused"] = self.refused
         if self.outcome not in NOT_RUN:
             data["degraded"] = list(self.degraded)
         data["outcome"] = self.outcome.value
@@ -395,6 +400,7 @@ class _Night:
         self.run_id: int | None = None
         self.llm: LLMAccess | None = None
         self.adopted: list[str] = []
+        self.refused: str | None = None
 
     @property
     def preview(self) -> bool:
@@ -433,6 +439,15 @@ class _Night:
 
     def run_phase(self, phase: Phase, files: Sequence[SessionFile]) -> None:
         app, options = self.app, self.options
+        if phase in (Phase.REM, Phase.DEEP):
+            # One writer per MEMORY.md: where OpenClaw's own dreaming consolidates the
+            # agent, REM (DREAMS.md) and deep (MEMORY.md) leave it to that; light still runs.
+            refused = app.paths.not_written(self.agent)
+            if refused is not None:
+                if self.refused is None:
+                    log.info("agent %s: %s", self.agent, refused)
+                self.refused = refused
+                return
         llm_phase: dict[str, Any] = {
             "llm": self.llm,
             "dry_run": options.dry_run,
@@ -479,6 +494,7 @@ class _Night:
             # A fault to alert on outranks a budget kept: the model was wanted and failed.
             reason="; ".join(self.degraded) if self.degraded else None,
             adopted=tuple(self.adopted),
+            refused=self.refused,
         )
 
     def settle(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
+from dreaming.config import Paths
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
 from dreaming.runs import Outcome
@@ -149,6 +150,21 @@ def agent_status(
             "last_runs": _last_runs(conn, agent),
             "spend_today": spend,
         }
+
+
+def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
+    """Where the agent's MEMORY.md is (as OpenClaw's configuration says), how much of it
+    OpenClaw loads, and who writes it: dreaming, or (`not_written` says why and what to
+    change) the OpenClaw plugin that consolidates the agent itself."""
+    owner = paths.dreaming_owner(agent)
+    refused = paths.not_written(agent)
+    return {
+        "file": str(paths.memory_file(agent)),
+        "bootstrap_max_chars": paths.bootstrap_max_chars(agent),
+        "written_by_dreaming": refused is None,
+        "other_writer": owner.plugin if owner is not None else None,
+        "not_written": refused,
+    }
 
 
 def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:

@@ -21,6 +21,10 @@ _ENV_VARS = (
     "DREAMING_CONFIG",
     "DREAMING_STRIP_TAGS",
     "DREAMING_DEBUG",
+    # Where OpenClaw's own configuration is, and the profile it runs under.
+    "OPENCLAW_CONFIG_PATH",
+    "OPENCLAW_PROFILE",
+    "OPENCLAW_HOME",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     # The openai package reads these from os.environ whatever env we pass it; the HTTP

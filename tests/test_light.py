@@ -102,7 +102,7 @@ def test_light_admits_strips_and_records_reasons(state: Path) -> None:
     out = light(state)["main"]
     assert out["sessions"]["not_admitted"] == {
         "internal:cron": 1,
-        "policy:hookExternalContentSources=gmail": 1,
+        "policy:hookExternalContentSources=gmail (dreaming.toml)": 1,
     }
     corpus = corpus_text(state)
     assert (
@@ -121,7 +121,7 @@ def test_light_admits_strips_and_records_reasons(state: Path) -> None:
     status = run(state, "status")["agents"][0]
     reasons = {r["session_id"]: r["reason"] for r in status["not_admitted"]}
     assert reasons == {
-        "mail": "policy:hookExternalContentSources=gmail",
+        "mail": "policy:hookExternalContentSources=gmail (dreaming.toml)",
         "cronjob": "internal:cron",
     }
 

@@ -236,7 +236,7 @@ def test_an_owner_session_that_turns_out_a_group_is_purged_and_rederived(
     # The policy now keeps groups out: the corpus lines go too.
     (fake.root / "dreaming.toml").write_text('[excludeSessions]\nchatTypes = ["group"]\n')
     light = night(fake.root)
-    assert light["sessions"]["not_admitted"] == {"policy:chatTypes=group": 1}
+    assert light["sessions"]["not_admitted"] == {"policy:chatTypes=group (dreaming.toml)": 1}
     assert "French" not in corpus(fake.root)
     assert verified(fake.root)[0] == 0
 

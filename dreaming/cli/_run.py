@@ -157,7 +157,10 @@ def format_summary(summary: Summary) -> str:
 
 def format_result(result: AgentResult) -> str:
     lines = [format_adopted(result.agent, len(result.adopted))] if result.adopted else []
-    return "\n".join(lines + [format_summary(s) for s in result.summaries.values()])
+    lines += [format_summary(s) for s in result.summaries.values()]
+    if result.refused is not None:
+        lines.append(f"agent {result.agent}: {result.refused}")
+    return "\n".join(lines)
 
 
 def format_adopted(agent: str, count: int) -> str:
@@ -227,6 +230,7 @@ def run_phases(
                                 ("error", r.error),
                                 ("reason", r.reason),
                                 ("adopted", list(r.adopted)),
+                                ("refused", r.refused),
                             )
                             if v
                         },

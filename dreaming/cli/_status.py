@@ -11,7 +11,7 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note, usd
 from dreaming.errors import ConfigError
 from dreaming.scheduler import Job, job_catalog
-from dreaming.status import agent_status
+from dreaming.status import agent_status, memory_target
 
 
 def _format(s: dict[str, Any]) -> str:
@@ -23,6 +23,19 @@ def _format(s: dict[str, Any]) -> str:
         f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['candidates']['pending']}"
         f"   entries: {s['entries']}",
     ]
+    memory = s.get("memory")
+    if memory is not None:
+        out.append(
+            f"  MEMORY.md: {memory['file']} (OpenClaw loads up to"
+            f" {memory['bootstrap_max_chars']} characters: bootstrapMaxChars)"
+        )
+        if memory["not_written"]:
+            out.append(f"    {memory['not_written']}")
+        elif memory["other_writer"]:
+            out.append(
+                f"    written by dreaming and by {memory['other_writer']} dreaming too"
+                ' ([openclaw] coexist = "write")'
+            )
     spend = s["spend_today"]
     out.append(
         f"  llm spend {spend['day']} (UTC): {usd(spend['usd'])}"
@@ -53,6 +66,12 @@ def _format(s: dict[str, Any]) -> str:
             label = row["session_key"] or row["session_id"]
             out.append(f"    {label}: {row['reason']}")
     return "\n".join(out)
+
+
+def _openclaw_config(app: App) -> str | None:
+    """The openclaw.json that was read (None: there is none; OpenClaw's defaults hold)."""
+    oc = app.paths.openclaw
+    return str(oc.path) if oc.found else None
 
 
 def _format_cap(cap: dict[str, Any]) -> str:
@@ -128,18 +147,30 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
         app.agents()  # nothing at all under the state folder: the error says where it looked
     jobs, jobs_error = _job_list(app)
     budget = app.settings.budget
-    report = [agent_status(app.engine(a, create=False), a, budget=budget, jobs=jobs) for a in names]
+    report = [
+        agent_status(app.engine(a, create=False), a, budget=budget, jobs=jobs)
+        | {"memory": memory_target(app.paths, a)}
+        for a in names
+    ]
     shared = _shared_limits(app)
     if jobs_error is not None:
         note(f"dreaming: jobs' caps not shown: {jobs_error}")
     if as_json:
         emit_json(
-            {"state_dir": str(app.paths.state_dir), "agents": report, "jobs_error": jobs_error}
+            {
+                "state_dir": str(app.paths.state_dir),
+                "openclaw_config": _openclaw_config(app),
+                "agents": report,
+                "jobs_error": jobs_error,
+            }
             | shared
         )
         return
     for line in _format_shared(shared):
         echo(line)
+    config = _openclaw_config(app)
+    if config is not None:
+        echo(f"openclaw config: {config}")
     if not report:
         echo(f"no agent state under {app.paths.home} yet: run `dreaming run` first")
     for s in report:

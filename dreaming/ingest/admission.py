@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dreaming.config import AdmissionSettings, ExcludeSessions, Settings
+from dreaming.config import CONFIG_FILENAME, AdmissionSettings, ExcludeSessions, Settings
 from dreaming.ingest.transcripts import chat_facts
 from dreaming.messages import INTERNAL_KINDS, Format, Message, Role, SessionFile, SessionKind
 
@@ -111,24 +111,40 @@ def _matches(value: str | None, excluded: tuple[str, ...]) -> bool:
     return value is not None and value.casefold() in {e.casefold() for e in excluded}
 
 
-def decide(session: SessionFile, policy: ExcludeSessions, *, tombstoned: bool) -> Decision:
+# Each exclusion policy with the file it comes from (`Settings.exclusion_policies`).
+Policies = Sequence[tuple[str, ExcludeSessions]]
+
+
+def decide(
+    session: SessionFile, policy: ExcludeSessions | Policies, *, tombstoned: bool
+) -> Decision:
     """Tombstones first (a forgotten session never comes back, whatever the policy says),
-    then internal kinds, then the operator's exclusions in the order the config lists them."""
+    then internal kinds, then the operator's exclusions: dreaming.toml's, then
+    openclaw.json's (memory-core's `memoryPolicy`), each in the order the config lists
+    them. A session either excludes is excluded; the reason names the file."""
     if tombstoned:
         return Decision(Status.FORGOTTEN, "forgotten")
     if session.kind in INTERNAL_KINDS:
         return Decision(Status.INTERNAL, f"internal:{session.kind.value}")
-    if _matches(session.external_source, policy.hook_external_content_sources):
-        return Decision(
-            Status.EXCLUDED, f"policy:hookExternalContentSources={session.external_source}"
-        )
-    if _matches(session.channel, policy.channels):
-        return Decision(Status.EXCLUDED, f"policy:channels={session.channel}")
-    if _matches(session.chat_type, policy.chat_types):
-        return Decision(Status.EXCLUDED, f"policy:chatTypes={session.chat_type}")
+    policies = [(CONFIG_FILENAME, policy)] if isinstance(policy, ExcludeSessions) else policy
+    for origin, each in policies:
+        excluded = _excluded_by(session, each)
+        if excluded is not None:
+            return Decision(Status.EXCLUDED, f"policy:{excluded} ({origin})")
     if session.classified_by is None:
         return Decision(Status.ADMITTED, UNCLASSIFIED)
     return Decision(Status.ADMITTED)
+
+
+def _excluded_by(session: SessionFile, policy: ExcludeSessions) -> str | None:
+    """`<field>=<value>` of the first exclusion of `policy` the session matches."""
+    if _matches(session.external_source, policy.hook_external_content_sources):
+        return f"hookExternalContentSources={session.external_source}"
+    if _matches(session.channel, policy.channels):
+        return f"channels={session.channel}"
+    if _matches(session.chat_type, policy.chat_types):
+        return f"chatTypes={session.chat_type}"
+    return None
 
 
 _GROUP_CHATS = frozenset({"group", "channel", "supergroup", "room"})
@@ -166,7 +182,7 @@ def admit(
     """One session's admission tonight: classified, decided, and what its user lines are
     derived as. The light phase applies it; `verify` checks what was derived against it."""
     session = classify(session, record, settings.admission, scan=scan)
-    decision = decide(session, settings.exclude_sessions, tombstoned=tombstoned)
+    decision = decide(session, settings.exclusion_policies(), tombstoned=tombstoned)
     return session, decision, trust_of(session, decision)
 
 

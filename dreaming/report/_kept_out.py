@@ -45,7 +45,9 @@ def reason_meaning(reason: str) -> str:
     kind, _, detail = reason.partition(":")
     if kind == "policy":
         field, _, value = detail.partition("=")
-        return f"excluded by policy: excludeSessions {field} matches {value!r}"
+        value, _, origin = value.partition(" (")  # the file the policy is in, when named
+        where = f" in {origin.rstrip(')')}" if origin else ""
+        return f"excluded by policy: excludeSessions {field} matches {value!r}{where}"
     if kind == "internal":
         return f"internal session ({detail}): never read into the corpus"
     if reason == "forgotten":

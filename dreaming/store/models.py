@@ -32,7 +32,7 @@ class SessionRow(SQLModel, table=True):
     kind: str = "interactive"
     created_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     status: str = "admitted"  # admitted | excluded | internal | forgotten
-    reason: str | None = None  # policy:<field>=<value> | forgotten | internal:<kind>
+    reason: str | None = None  # policy:<field>=<value> (<file>) | forgotten | internal:<kind>
     first_seen: datetime = Field(sa_type=UTCDateTime)
     last_read: datetime | None = Field(default=None, sa_type=UTCDateTime)
     classified_by: str | None = None  # index | source | record | transcript | operator
