@@ -256,6 +256,8 @@ class MemorySettings(_Strict):
     one of `link_targets`."""
 
     link_targets: tuple[Path, ...] = ()
+
+
 class OpenClawSettings(_Strict):
     """How dreaming lives beside OpenClaw as it is configured (`openclaw.json`).
 
