@@ -98,7 +98,8 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
      its turns fed, the one whose text holds most of the fact's words (a turn also feeds
      candidates for its other sentences, "Wow, that's awesome!", which say nothing about
      the fact): a deep gate it fails (the first, in `_select`'s order: fewer than
-     `min_sessions` sessions and no durability cue; score below `min_score`; last seen more
+     `min_sessions` sessions and no durability cue; clarity (what the statement's text and
+     speaker earn, `gates.row_clarity`) below `min_score`; last seen more
      than `max_age_days` before the agent's clock; no owner/agent line - and, listed below
      the funnel, every gate such facts fail); passed the gates but not decided in this run
      (`max_candidates` cap or the MEMORY.md size budget) or decided skip; no candidate
@@ -156,7 +157,7 @@ from dreaming.app import App  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
 from dreaming.ingest import claims as claims_mod  # noqa: E402
 from dreaming.ingest.candidates import read_clock  # noqa: E402
-from dreaming.memory import lineage  # noqa: E402
+from dreaming.memory import gates, lineage  # noqa: E402
 from dreaming.verify import verify  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -414,7 +415,7 @@ def _gates(cand: dict[str, Any], settings: Any, clock: datetime | None) -> list[
     failed: list[str] = []
     if cand["sessions"] < deep.min_sessions and not cand["durable_cue"]:
         failed.append("gate: 1 session, no cue")
-    if cand["score"] < deep.min_score:
+    if gates.row_clarity(cand) < deep.min_score:  # the statement's own value, as deep reads it
         failed.append("gate: score")
     max_age = getattr(deep, "max_age_days", None)  # None: no age limit
     if max_age is not None and clock is not None and cand["last_seen"] is not None:
