@@ -85,12 +85,21 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
      turn of any QA question (any category, 5 included, unresolvable ids dropped) nor a
      turn of any gold observation (an entry without mapped evidence counts as small talk).
      The JSON lists up to 5 such entry texts per conversation (`small_talk_examples`).
+     An entry built from an evidence turn can still be small talk ("Wow, that's awesome!"
+     said in the turn that holds the fact), so this figure is a floor.
+   - "small talk (labelled)": `bench/locomo_labels.tsv` holds hand labels (memory or
+     smalltalk) of a fixed random sample of entries (25 per conversation, seed 21, see
+     `bench/locomo_labels.py`); an entry whose statement (date prefix and key comment
+     removed, whitespace collapsed, case folded) is a labelled one of its conversation takes
+     its label. Reported: the share labelled small talk of the matched entries, and how many
+     of tonight's entries matched and how many did not (`labelled` in the JSON).
    - Where gold facts are lost (the funnel): matched; in an entry built from its turn whose
      text does not match; otherwise the stage of the fact's own claim - of the candidates
      its turns fed, the one whose text holds most of the fact's words (a turn also feeds
      candidates for its other sentences, "Wow, that's awesome!", which say nothing about
      the fact): a deep gate it fails (the first, in `_select`'s order: fewer than
-     `min_sessions` sessions and no durability cue; score below `min_score`; last seen more
+     `min_sessions` sessions and no durability cue; clarity (what the statement's text and
+     speaker earn, `gates.row_clarity`) below `min_score`; last seen more
      than `max_age_days` before the agent's clock; no owner/agent line - and, listed below
      the funnel, every gate such facts fail); passed the gates but not decided in this run
      (`max_candidates` cap or the MEMORY.md size budget) or decided skip; no candidate
@@ -135,6 +144,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import _labels
 from _common import iso, repo_on_path
 from _report import table
 
@@ -147,7 +157,7 @@ from dreaming.app import App  # noqa: E402
 from dreaming.forget import Selector  # noqa: E402
 from dreaming.ingest import claims as claims_mod  # noqa: E402
 from dreaming.ingest.candidates import read_clock  # noqa: E402
-from dreaming.memory import lineage  # noqa: E402
+from dreaming.memory import gates, lineage  # noqa: E402
 from dreaming.verify import verify  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -405,7 +415,7 @@ def _gates(cand: dict[str, Any], settings: Any, clock: datetime | None) -> list[
     failed: list[str] = []
     if cand["sessions"] < deep.min_sessions and not cand["durable_cue"]:
         failed.append("gate: 1 session, no cue")
-    if cand["score"] < deep.min_score:
+    if gates.row_clarity(cand) < deep.min_score:  # the statement's own value, as deep reads it
         failed.append("gate: score")
     max_age = getattr(deep, "max_age_days", None)  # None: no age limit
     if max_age is not None and clock is not None and cand["last_seen"] is not None:
@@ -549,10 +559,15 @@ def ratio(real: float, rand: float) -> float | None:
 
 
 def measure(
-    app: App, conv: Conversation, seed: int = 0, draws: int = RANDOM_DRAWS
+    app: App,
+    conv: Conversation,
+    seed: int = 0,
+    draws: int = RANDOM_DRAWS,
+    labels: Sequence[_labels.Label] = (),
 ) -> dict[str, Any]:
     """Coverage, recall, funnel, compression and cost of one agent after its night, a random
-    selection of its candidates at the same budget, and its small talk."""
+    selection of its candidates at the same budget, and its small talk (by evidence turns,
+    and by the hand `labels` of the entries whose statement they label)."""
     agent = conv.agent
     settings = app.settings
     names = [n for sp in conv.speakers for n in sp.split()]
@@ -699,6 +714,7 @@ def measure(
     overhead = framing(memory_chars, [e.text for e in entries])
     rand = random_baseline(conv, picks, memory_chars, overhead, seed, draws)
     chatter = small_talk(((e.text, e.turns) for e in entries), set(conv.qa_turns) | gold_turns)
+    labelled = _labels.rescore(((agent, e.text) for e in entries), labels)
     assert real["recall_evidence"] == recall_ev  # one definition for the real and the random
     return {
         "sessions": len(conv.sessions),
@@ -718,6 +734,7 @@ def measure(
         "entries_small_talk": len(chatter),
         "small_talk": round(len(chatter) / len(entries), 4) if entries else None,
         "small_talk_examples": chatter[:SMALL_TALK_EXAMPLES],
+        "labelled": labelled,
         "turns_in_entries": len(covered),
         "memory_chars": memory_chars,
         "random": rand,
@@ -846,6 +863,7 @@ def run_mode(
     log: Callable[[str], None],
     seed: int = 0,
     draws: int = RANDOM_DRAWS,
+    labels: Sequence[_labels.Label] = (),
 ) -> dict[str, Any]:
     mode.state.mkdir(parents=True, exist_ok=True)
     nightly = schedule == "nightly"
@@ -860,7 +878,7 @@ def run_mode(
                 if upto is not None and upto > 1:
                     write_conversation(mode.state, conv, roles, upto)
                 times.update(night(app, conv.agent, mode.llm))
-            data = measure(app, conv, seed, draws)
+            data = measure(app, conv, seed, draws, labels)
             purge = purge_check(app, conv)
             times["forget"] = purge.pop("seconds")
             data["nights"] = len(conv.sessions) if nightly else 1
@@ -905,6 +923,13 @@ SUMMED = (
 )
 
 
+def labelled_overall(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The conversations' label matches summed, and the share of small talk among them."""
+    out = {k: sum(p[k] for p in parts) for k in ("matched", "unmatched", "small_talk")}
+    out["share"] = round(out["small_talk"] / out["matched"], 4) if out["matched"] else None
+    return out
+
+
 def overall(per: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: sum(d[k] for d in per.values()) for k in SUMMED}
     out["cost_usd"] = round(out["cost_usd"], 6)
@@ -919,6 +944,7 @@ def overall(per: dict[str, Any]) -> dict[str, Any]:
     out["qa_any_vs_random"] = ratio(out["qa_any"], out["random"]["qa_any"])
     n = out["entries"]
     out["small_talk"] = round(out["entries_small_talk"] / n, 4) if n else None
+    out["labelled"] = labelled_overall([d["labelled"] for d in per.values()])
     funnel: Counter[str] = Counter()
     gates: Counter[str] = Counter()
     cats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -968,6 +994,8 @@ def _row(d: dict[str, Any]) -> dict[str, str]:
         "entries": str(d["entries"]),
         "match a fact": _pct(d["entries_matching"], d["entries"]),
         "small talk": _pct(d["entries_small_talk"], d["entries"]),
+        "small talk (labelled)": _pct(d["labelled"]["small_talk"], d["labelled"]["matched"]),
+        "labelled: matched/unmatched": f"{d['labelled']['matched']}/{d['labelled']['unmatched']}",
         "MEMORY chars": f"{d['memory_chars']:,}",
         "of transcript": _pct(d["memory_chars"], d["transcript_chars"]),
         "LLM calls": str(d["llm_calls"]),
@@ -1000,6 +1028,8 @@ SIZE = [
     "entries",
     "match a fact",
     "small talk",
+    "small talk (labelled)",
+    "labelled: matched/unmatched",
     "MEMORY chars",
     "of transcript",
     "LLM calls",
@@ -1029,6 +1059,8 @@ def render(doc: dict[str, Any]) -> str:
         f"\nrandom: the agent's candidates shuffled (seeds {doc['seed']}.."
         f"{doc['seed'] + doc['random_draws'] - 1}, mean of {doc['random_draws']}), taken until "
         "MEMORY.md's size; small talk: entries with no QA (any category) or gold-fact turn"
+        f"\nsmall talk (labelled): of the entries whose statement is one of the "
+        f"{doc['labels']} hand-labelled ones ({_labels.LABELS.name}), the share labelled small talk"
     )
     agents = list(runs[0]["conversations"])
     tables = ((QUALITY, "quality"), (SIZE, "size and cost"), (TIMING, "time; purge of session 1"))
@@ -1138,6 +1170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--keep {args.keep}: already exists")
     root = args.keep or Path(tempfile.mkdtemp(prefix="dreaming-locomo-"))
     runs: list[dict[str, Any]] = []
+    labels = _labels.load() if _labels.LABELS.is_file() else []
     try:
         convs = load(args.data, limit)
         modes = [Mode("embedded", root / "embedded", None, None, {})]
@@ -1151,7 +1184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 conv.line_of.clear()
                 conv.dia_of.clear()
             runs.append(
-                run_mode(mode, convs, args.roles, args.schedule, log, args.seed, args.random_draws)
+                run_mode(
+                    mode,
+                    convs,
+                    args.roles,
+                    args.schedule,
+                    log,
+                    args.seed,
+                    args.random_draws,
+                    labels,
+                )
             )
     finally:
         if args.keep is None:
@@ -1171,6 +1213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "qa_categories": list(QA_CATEGORIES),
         "seed": args.seed,
         "random_draws": args.random_draws,
+        "labels": len(labels),
         "runs": runs,
     }
     print(json.dumps(doc, indent=1, default=str) if args.json else render(doc))

@@ -290,3 +290,94 @@ def test_missing_data_skips_with_a_reason(
 ):
     assert locomo.main(["--data", str(tmp_path / "absent.json")]) == 0
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.fixture
+def labels_mod(locomo: ModuleType) -> ModuleType:
+    return sys.modules["_labels"]  # imported by bench/locomo.py from bench/
+
+
+def _write_labels(path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """A labels file (conversation, statement, label), headed like the real one."""
+    digest = sys.modules["_labels"].digest
+    lines = ["# how these were made", "conversation\tturns\tdigest\tlabel"]
+    lines += [f"{conv}\tD1:1\t{digest(text)}\t{label}" for conv, text, label in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_labelled_small_talk_matches_statements_not_prefixes(
+    labels_mod: ModuleType, tmp_path: Path
+):
+    path = _write_labels(
+        tmp_path / "labels.tsv",
+        [
+            ("conv-1", "I adopted a grey cat called Pixel last weekend.", "memory"),
+            ("conv-1", "Wow, that sounds amazing!", "smalltalk"),
+            ("conv-1", "Here's a pic from the beach.", "smalltalk"),
+            ("conv-2", "My sister lives in Lisbon.", "memory"),
+        ],
+    )
+    labels = labels_mod.load(path)
+    assert [lb.label for lb in labels] == ["memory", "smalltalk", "smalltalk", "memory"]
+    tonight = [
+        # Another night's date, other whitespace and case, a key comment: the same statement.
+        ("conv-1", "2023-06-01 — the user: I adopted a  grey cat\ncalled PIXEL last weekend."),
+        ("conv-1", "- 2023-05-08 — the user: Wow, that sounds amazing! <!-- m:0123abcd -->"),
+        ("conv-1", "Something nobody labelled."),
+        ("conv-1", "My sister lives in Lisbon."),  # labelled, but in another conversation
+        ("conv-1", "I adopted a grey cat called Pixel last weekend and a dog."),  # another text
+    ]
+    assert labels_mod.rescore(tonight, labels) == {
+        "matched": 2,
+        "unmatched": 3,
+        "small_talk": 1,
+        "share": 0.5,
+    }
+    assert labels_mod.rescore([], labels) == {
+        "matched": 0,
+        "unmatched": 0,
+        "small_talk": 0,
+        "share": None,
+    }
+    assert labels_mod.statement("2023-05-08 — the user: A  b\tC.") == "a b c."
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("conversation\tturns\tdigest\tlabel\nconv-1\tD1:1\tabc\tmaybe\n")
+    with pytest.raises(ValueError, match="maybe"):
+        labels_mod.load(bad)
+
+
+def test_the_committed_labels_sample_every_conversation(labels_mod: ModuleType):
+    labels = labels_mod.load()
+    assert len(labels) >= 200
+    per = {lb.conversation for lb in labels}
+    assert len(per) == 10
+    assert len({(lb.conversation, lb.digest) for lb in labels}) == len(labels)
+    assert {lb.label for lb in labels} == {"memory", "smalltalk"}
+    header = labels_mod.LABELS.read_text(encoding="utf-8").splitlines()[0]
+    assert header.startswith("# Hand labels")
+
+
+def test_the_bench_reports_the_labelled_share(
+    locomo: ModuleType,
+    labels_mod: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    fact = "I adopted a small grey cat called Pixel last weekend."
+    path = _write_labels(tmp_path / "labels.tsv", [("conv-99", fact, "memory")])
+    monkeypatch.setattr(labels_mod, "LABELS", path)
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample()]))
+    assert locomo.main(["--data", str(data), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["labels"] == 1
+    (run,) = doc["runs"]
+    d = run["conversations"]["conv-99"]
+    assert d["labelled"]["matched"] == 1 and d["labelled"]["small_talk"] == 0
+    assert d["labelled"]["matched"] + d["labelled"]["unmatched"] == d["entries"]
+    assert d["labelled"]["share"] == 0.0
+    assert run["overall"]["labelled"] == d["labelled"]
+    text = locomo.render(doc)
+    assert "small talk (labelled)" in text and "labelled: matched/unmatched" in text

@@ -9,19 +9,47 @@ narration, untrusted and system sources not at all) and, lightly, by how recent 
 agent's own clock (W_RECENCY). Repetition across sessions and days only corroborates: it
 adds up to W_CORROBORATION, and only to a claim that tells something. Small talk, one-off
 requests, banners and fragments score 0 however often they recur.
+
+The score ranks; it does not decide what deep may keep. Rarity and recency move with the
+corpus and the clock (a new agent's words are all equally rare; a one-night read of six
+weeks makes early statements old), so deep's gate reads `clarity` instead: what the
+statement's text and its speaker alone earn, on the same scale. A clear statement (`clear`:
+a standing instruction, a constraint, a fact, a disclosure or an event with a specific
+detail, or the speaker telling what happened to them in enough words to say what) earns
+W_CLEAR where the score has its rarity, so it clears deep's default gate (`deep.min_score`)
+on any agent, however much else it heard, whenever it is read. A statement the text does not
+make clear earns its salience alone, which no default gate lets through, however rare its
+words.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.admission import OriginClass
-from dreaming.ingest.salience import ZEROING, Feature
+from dreaming.ingest.salience import ZEROING, Feature, default_lexicon
 
 W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
+# What a clear statement earns in `clarity` where the score has W_RARITY * rarity: as much.
+W_CLEAR = W_RARITY
+# A standing rule to the agent, or a need it must respect: clear as said.
+RULES = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT})
+# What a statement tells about someone or something: the speaker about themselves, a
+# relation (works at, lives in, runs on, is called), something that happened ...
+KINDS = frozenset({Feature.DISCLOSURE, Feature.FACT, Feature.EVENT})
+# ... and the specific details that make it clear.
+DETAILS = frozenset({Feature.NAMES, Feature.NUMBERS, Feature.TIME})
+# A relation (a fact: works at, lives in, runs on, is called) carries its value, so it is
+# clear as said. Without a detail, the speaker telling what happened to them (a disclosure
+# that is an event: "I took a dog grooming course") is clear in this many telling words
+# (`telling_words`); fewer do not say what happened ("I got it because it reminded me of
+# something I love" has four).
+EVENT_WORDS = 5
 # Density: (REFERENCE_CHARS / (characters + FRAMING_CHARS)) ** 0.5, so an 80-character
 # claim counts as it is, a 20-character one 1.4 times, a 200-character one 0.7 times.
 REFERENCE_CHARS, FRAMING_CHARS = 120, 40
@@ -51,20 +79,69 @@ class Signals:
     chars: int = 80  # the claim's length in characters
 
 
-def speaker_weight(s: Signals) -> float:
+def speaker_weight(owner_lines: int, agent_lines: int, features: frozenset[Feature]) -> float:
     """The owner's word counts fully; the agent alone half (its narration not at all)."""
-    if s.owner_lines:
+    if owner_lines:
         return ORIGIN_WEIGHT[OriginClass.OWNER]
-    if s.agent_lines:
-        return 0.0 if Feature.NARRATION in s.features else ORIGIN_WEIGHT[OriginClass.AGENT]
+    if agent_lines:
+        return 0.0 if Feature.NARRATION in features else ORIGIN_WEIGHT[OriginClass.AGENT]
     return 0.0
+
+
+def clear(features: frozenset[Feature], words: int) -> bool:
+    """Whether the text makes the statement clear: a rule or a constraint; a fact (a relation
+    and its value); a disclosure or an event with a specific detail; or the speaker telling
+    what happened to them (a disclosure that is an event) in at least EVENT_WORDS telling
+    words (`words`). Talk about the task at hand (TECHNICAL) is clear only as a rule; what
+    zeroes a claim never is."""
+    if features & ZEROING:
+        return False
+    if features & RULES:
+        return True
+    kinds = features & KINDS
+    if not kinds or Feature.TECHNICAL in features:
+        return False
+    if Feature.FACT in kinds or features & DETAILS:
+        return True
+    return len(kinds) >= 2 and words >= EVENT_WORDS
+
+
+def telling_words(tokens: Iterable[str]) -> int:
+    """How many of a claim's content tokens tell something: not the negation mark, not the
+    words of small talk ("awesome", "great", "thanks")."""
+    chatter = _chatter()
+    return sum(1 for t in tokens if t not in chatter)
+
+
+@functools.cache
+def _chatter() -> frozenset[str]:
+    words = default_lexicon().smalltalk_words
+    return frozenset({claims_mod.NEGATED, *(claims_mod.stem(w) for w in words)})
+
+
+def clarity(
+    salience: float,
+    features: frozenset[Feature],
+    words: int,
+    owner_lines: int,
+    agent_lines: int,
+) -> float:
+    """What deep's gate compares with `deep.min_score`: the statement's salience, plus W_CLEAR
+    when it is clear (`words`: its telling words), scaled by who said it. A function of the
+    text and its speaker only: no rarity, recency, corroboration, density or REM boost, so
+    neither the size of the corpus nor the schedule it was read on moves a verdict."""
+    if features & ZEROING or salience <= 0.0:
+        return 0.0
+    weight = speaker_weight(owner_lines, agent_lines, features)
+    value = (salience + (W_CLEAR if clear(features, words) else 0.0)) * weight
+    return round(value, 6)
 
 
 def score(s: Signals, clock: datetime | None, half_life_days: float) -> float:
     if s.features & ZEROING:
         return 0.0
     info = (s.salience + W_RARITY * s.rarity) * density(s.chars)
-    weight = speaker_weight(s)
+    weight = speaker_weight(s.owner_lines, s.agent_lines, s.features)
     if info <= 0.0 or weight <= 0.0:
         return 0.0
     if clock is None or s.last_seen is None:

@@ -3,6 +3,11 @@
 One pure function over a candidate's stored signals, so deep's selection, `dreaming
 candidates`, `dreaming report` and the benchmarks all name the same gate for the same
 candidate; and the listing of an agent's candidates, each with its gate.
+
+The score gate reads the statement's `clarity` (`dreaming.ingest.scoring`), not its score:
+what its text and its speaker earn, the same on a new agent as on one that heard a thousand
+sessions, and whether six weeks were read in one night or night by night. The score (rarity,
+recency, corroboration, REM's boost) only orders what passes.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, or_, select
 
 from dreaming.config import DeepSettings
 from dreaming.ingest.candidates import read_clock
+from dreaming.ingest.salience import parse_features
+from dreaming.ingest.scoring import W_CLEAR, clarity, telling_words
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
 
@@ -27,7 +34,7 @@ class Gate(StrEnum):
     NO_SPEAKER = "no-speaker"  # only untrusted or system lines: evidence, never memory
     AGENT_ONLY = "agent-only"  # only the agent said it (narration, restatements)
     ZERO = "uninformative"  # small talk, a question, narration, a fragment, a banner
-    SCORE = "score"  # informative, but below deep.min_score
+    SCORE = "score"  # informative, but its clarity is below deep.min_score
     SESSIONS = "sessions"  # fewer sessions than deep.min_sessions and no durability cue
     AGE = "age"  # last seen before deep.max_age_days on the agent's clock
 
@@ -45,9 +52,10 @@ def held_back(
         return Gate.NO_SPEAKER
     if row["owner_lines"] == 0 and not settings.promote_agent_only:
         return Gate.AGENT_ONLY
-    if not row["score"]:
+    value = row_clarity(row)
+    if not row["score"] or value <= 0.0:
         return Gate.ZERO
-    if row["score"] < settings.min_score:
+    if value < settings.min_score:
         return Gate.SCORE
     if row["sessions"] < settings.min_sessions and not row["durable_cue"]:
         return Gate.SESSIONS
@@ -56,6 +64,23 @@ def held_back(
         if last is not None and last < clock - timedelta(days=settings.max_age_days):
             return Gate.AGE
     return None
+
+
+def row_clarity(row: Mapping[Any, Any]) -> float:
+    """The clarity of a candidates row: its statement's, as said by its speakers."""
+    return clarity(
+        row["salience"] or 0.0,
+        parse_features(row["features"]),
+        telling_words((row["tokens"] or "").split()),
+        row["owner_lines"],
+        row["agent_lines"],
+    )
+
+
+def may_pass(settings: DeepSettings) -> ColumnElement[bool]:
+    """A condition on candidates rows that every row past the score gate meets (clarity is
+    at most salience + W_CLEAR), so SQL can narrow the rows before `held_back` decides."""
+    return CANDIDATES.c.salience >= settings.min_score - W_CLEAR - 1e-6  # clarity is rounded
 
 
 PASSES = "passes"  # no gate holds it back: deep considers it, highest score first

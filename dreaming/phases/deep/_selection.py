@@ -78,7 +78,7 @@ def select_candidates(conn: Connection, agent: str, s: DeepSettings) -> list[Can
                     CANDIDATES.c.status == CandidateStatus.PENDING,
                     CANDIDATES.c.evidence_count > CANDIDATES.c.decided_evidence,
                 ),
-                CANDIDATES.c.score >= s.min_score,
+                gates.may_pass(s),
                 CANDIDATES.c.score > 0,
                 (CANDIDATES.c.owner_lines + CANDIDATES.c.agent_lines) > 0,
             )
