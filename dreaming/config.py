@@ -26,21 +26,22 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
+from dreaming.config_cues import SalienceSettings, SlotSettings
 from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.llm import BudgetSettings, LLMProfile
 from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
 from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
-CONFIG_ENV = "DREAMING_CONFIG"
-STATE_DIR_ENV = "DREAMING_STATE_DIR"
-CONFIG_FILENAME = "dreaming.toml"
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+CONFIG_ENV = "DREAMING_CONFIG"
+STATE_DIR_ENV = "DREAMING_STATE_DIR"
+CONFIG_FILENAME = "dreaming.toml"
 
 
 class SourceKind(StrEnum):
@@ -103,81 +104,6 @@ class CandidateSettings(_Strict):
     max_claim_words: int = Field(default=60, ge=4)
     similarity: float = Field(default=0.8, gt=0, le=1)
     recency_half_life_days: float = Field(default=14.0, gt=0)
-
-
-class SalienceSettings(_Strict):
-    """Extra cues for salience, appended to the built-in lists in `dreaming/ingest/lexicon.toml`.
-    Each value is a list of regular expressions (matched case-insensitively; English ones
-    within word boundaries, `*_cjk` ones as they are, for languages without spaces)."""
-
-    instruction: tuple[str, ...] = ()
-    instruction_cjk: tuple[str, ...] = ()
-    remember: tuple[str, ...] = ()
-    first_person: tuple[str, ...] = ()
-    first_person_cjk: tuple[str, ...] = ()
-    disclosure: tuple[str, ...] = ()
-    disclosure_cjk: tuple[str, ...] = ()
-    fact: tuple[str, ...] = ()
-    fact_cjk: tuple[str, ...] = ()
-    event: tuple[str, ...] = ()
-    constraint: tuple[str, ...] = ()
-    constraint_cjk: tuple[str, ...] = ()
-    event_cjk: tuple[str, ...] = ()
-    preference: tuple[str, ...] = ()
-    preference_cjk: tuple[str, ...] = ()
-    work: tuple[str, ...] = ()
-    work_cjk: tuple[str, ...] = ()
-    time: tuple[str, ...] = ()
-    time_cjk: tuple[str, ...] = ()
-    smalltalk_words: tuple[str, ...] = ()
-    smalltalk_cjk: tuple[str, ...] = ()
-    reaction: tuple[str, ...] = ()
-    narration: tuple[str, ...] = ()
-    narration_cjk: tuple[str, ...] = ()
-    banner: tuple[str, ...] = ()
-    request: tuple[str, ...] = ()
-    technical: tuple[str, ...] = ()
-    fact_named: tuple[str, ...] = ()
-    request_cjk: tuple[str, ...] = ()
-    fragment_starts: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _patterns_compile(self) -> SalienceSettings:
-        for name, values in self:
-            for value in values:
-                try:
-                    re.compile(value)
-                except re.error as err:
-                    raise ValueError(
-                        f"{name}: {value!r} is not a regular expression: {err}"
-                    ) from None
-        return self
-
-    def extra(self) -> dict[str, tuple[str, ...]]:
-        return {name: values for name, values in self if values}
-
-
-class SlotSettings(_Strict):
-    """Extra relations for supersession, appended to `dreaming/ingest/slots.toml`:
-    `relations.<name>` lists add phrasings (a new name adds a relation; `<name>_cjk` for
-    languages without spaces), `lists` extends `corrections_old`, `corrections_similar`,
-    `not_values` and `not_self`. Each pattern a regular expression."""
-
-    relations: dict[str, tuple[str, ...]] = {}
-    lists: dict[str, tuple[str, ...]] = {}
-
-    @model_validator(mode="after")
-    def _patterns_compile(self) -> SlotSettings:
-        for table in (self.relations, self.lists):
-            for name, values in table.items():
-                for value in values:
-                    try:
-                        re.compile(value)
-                    except re.error as err:
-                        raise ValueError(
-                            f"{name}: {value!r} is not a valid pattern ({err})"
-                        ) from err
-        return self
 
 
 class DeepSettings(_Strict):

@@ -207,10 +207,11 @@ def test_llm_check_reports_a_working_endpoint(
     assert lines[0] == "profile:    test"
     assert lines[1] == f"base_url:   {fake_openai.base_url}"
     assert lines[2] == f"model:      {DEFAULT_MODEL} (the server reports fake-model-2025-01-01)"
-    assert lines[3].startswith("latency:    ") and lines[3].endswith("s (1 request)")
-    assert lines[4].startswith("tokens:     ") and " output; cost $0.0000" in lines[4]
-    assert lines[5] == "structured: json_schema accepted"
-    assert lines[6] == "ok: profile 'test' can serve a night"
+    assert lines[3].startswith("key from:   ")  # which variable holds the key it sends
+    assert lines[4].startswith("latency:    ") and lines[4].endswith("s (1 request)")
+    assert lines[5].startswith("tokens:     ") and " output; cost $0.0000" in lines[5]
+    assert lines[6] == "structured: json_schema accepted"
+    assert lines[7] == "ok: profile 'test' can serve a night"
 
 
 def test_llm_check_reports_the_json_object_fallback(

@@ -150,8 +150,8 @@ def _replaced(ctx: Context, key: str, wanted: str, agents: tuple[str, ...], as_j
         if as_json:
             emit_json({"agent": agent, "key": old, "live": False, "superseded_by": new})
         else:
-            click.echo(f"{old} (agent {agent}) is no longer in memory: superseded by {new}")
-            click.echo(f"  see `dreaming entries show {new}`")
+            echo(f"{old} (agent {agent}) is no longer in memory: superseded by {new}")
+            echo(f"  see `dreaming entries show {new}`")
         raise SystemExit(0)
 
 

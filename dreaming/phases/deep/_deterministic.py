@@ -81,6 +81,18 @@ class _Memory:
         # The likest correction target; of equally alike ones, the last stated.
         return [max(found, key=lambda p: (p[1].likeness, self.when(p[0]), p[0]))]
 
+    def replacing(
+        self, reading: slots_mod.Reading, when: datetime | None
+    ) -> list[tuple[int, slots_mod.Replacement]]:
+        """The live entries stated after `when` that replace a statement said then."""
+        return [
+            (i, r)
+            for i, later in enumerate(self.readings)
+            if i not in self.gone
+            and self.stated_after(i, when)
+            and (r := slots_mod.replaces(later, reading)) is not None
+        ]
+
     def when(self, i: int) -> datetime:
         """When entry `i` was stated (the earliest moment when nobody knows)."""
         return self.stated[i] or datetime.min.replace(tzinfo=UTC)
@@ -197,15 +209,16 @@ def _decide_one(
             folded,
         )
     # Only the owner's word changes a fact: an agent-only line never replaces one.
-    # Only the owner's word changes a fact: an agent-only line never replaces one.
-    conflicts = memory.conflicts(memory.slots.read(statement(text))) if c.owner_lines else []
-    later = [p for p in conflicts if memory.stated_after(p[0], when)]
-    if any(r.by_slot for _, r in later):
-        return _old_value(memory, c, later, folded)
-    # A correction said before an entry corrects something older than it, not the entry.
-    earlier = [p for p in conflicts if p not in later]
-    if earlier:
-        return _supersede(memory, c, text, said, mine, when, earlier, folded)
+    if c.owner_lines:
+        reading = memory.slots.read(statement(text))
+        # An entry stated later that replaces this statement: it is an old value.
+        newer = memory.replacing(reading, when)
+        if newer:
+            return _old_value(memory, c, newer, folded)
+        # A correction said before an entry corrects something older than it, not the entry.
+        earlier = [p for p in memory.conflicts(reading) if not memory.stated_after(p[0], when)]
+        if earlier:
+            return _supersede(memory, c, text, said, mine, when, earlier, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
     memory.add(text, said, mine, when)
     return lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
@@ -214,12 +227,12 @@ def _decide_one(
 def _old_value(
     memory: _Memory,
     c: Candidate,
-    later: list[tuple[int, slots_mod.Replacement]],
+    newer: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
 ) -> lineage.Applied:
-    """`c` is an old value of a slot an entry stated later: its lineage joins the latest
+    """`c` is an old value: an entry stated later replaces it. Its lineage joins the latest
     such entry, whose text stays, as if `c` had been read first and superseded by it."""
-    i, r = max(((i, r) for i, r in later if r.by_slot), key=lambda p: (memory.when(p[0]), p[0]))
+    i, r = max(newer, key=lambda p: (memory.when(p[0]), p[0]))
     key, kept = memory.live[i]
     why = f"an earlier value, replaced by a later statement ({r.reason})"
     return lineage.Applied(c.id, c.key, Action.MERGE, (key,), kept, "deterministic", why, folded)
