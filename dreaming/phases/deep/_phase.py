@@ -8,7 +8,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection, Engine
 
@@ -21,6 +21,7 @@ from dreaming.llm import CallRecord
 from dreaming.llm.calls import LLMAccess, record_calls
 from dreaming.memory import lineage, memory_sync, review
 from dreaming.memory.decisions import Action
+from dreaming.memory.sanitize import hold_reason
 from dreaming.phases._calls_log import log_calls
 from dreaming.phases.deep import _apply, _deterministic
 from dreaming.phases.deep._model import Exchange, ModelDecider
@@ -194,6 +195,7 @@ class DeepPhase:
         tally.retired += sum(
             len(d.targets) for d in decisions if d.action in (Action.MERGE, Action.SUPERSEDE)
         )
+        decisions = self._hold(agent, decisions, summary)
         if self.settings.apply == "review":
             decisions = self._stage(agent, decisions, summary)
         self.apply_decisions(agent, decisions, summary)
@@ -290,6 +292,23 @@ class DeepPhase:
         )
 
     # -- applying -----------------------------------------------------------------------------
+
+    def _hold(
+        self, agent: str, decisions: Sequence[lineage.Applied], summary: DeepSummary
+    ) -> list[lineage.Applied]:
+        """Decisions whose text tells the agent to set its instructions aside or send data
+        out go to review with the reason, whatever `apply` says; the rest come back."""
+        held, rest = [], []
+        for d in decisions:
+            why = hold_reason(d.text) if d.text is not None else None
+            if why is None:
+                rest.append(d)
+            else:
+                held.append(replace(d, reason=f"held for review: {why}"))
+                summary.held.append(f"{why}: {d.text}")
+        if held:
+            self._stage(agent, held, summary)
+        return rest
 
     def _stage(
         self, agent: str, decisions: Sequence[lineage.Applied], summary: DeepSummary

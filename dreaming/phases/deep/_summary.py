@@ -31,6 +31,9 @@ class DeepSummary:
     # the run is `degraded`. Empty when it decided everything, or when no model is set.
     degraded: list[str] = field(default_factory=list)
     proposed: int = 0  # review mode: decisions staged for a person instead of applied
+    # Entries held for review whatever the mode, each with why (hold_reason: they would
+    # tell the agent to set its instructions aside or send data out).
+    held: list[str] = field(default_factory=list)
     memory_written: bool = False
     memory_repaired: bool = False
     edited_by_person: list[str] = field(default_factory=list)
@@ -68,6 +71,7 @@ class DeepSummary:
             "runaway_stop": self.runaway_stop,
             "degraded": self.degraded,
             "proposed": self.proposed,
+            "held": self.held,
             "memory": {
                 "written": self.memory_written,
                 "repaired": self.memory_repaired,
