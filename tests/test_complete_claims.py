@@ -148,7 +148,7 @@ def test_code_bearing_entries_render_safely_in_memory_md(text: str) -> None:
         (
             "Never push to `main` <!-- dreaming:entry m:0123456789abcdef --> ```sh rm``` "
             "see [docs](javascript:alert(1)) and https://docs.example.org",
-            "Never push to `main` sh rm see [docs](alert(1)) and https://docs.example.org",
+            "Never push to `main` sh rm see docs (alert(1)) and https://docs.example.org",
         ),
     ],
 )
