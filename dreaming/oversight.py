@@ -34,6 +34,7 @@ class AcceptReport:
     accepted: list[int] = field(default_factory=list)
     stale: dict[int, str] = field(default_factory=dict)
     not_pending: dict[int, str] = field(default_factory=dict)
+    waiting: dict[int, str] = field(default_factory=dict)  # still pending, and why
     entries: list[str] = field(default_factory=list)
     memory_written: bool = False
 
@@ -44,6 +45,7 @@ class AcceptReport:
             "accepted": self.accepted,
             "stale": {str(k): v for k, v in self.stale.items()},
             "not_pending": {str(k): v for k, v in self.not_pending.items()},
+            "waiting": {str(k): v for k, v in self.waiting.items()},
             "entries": self.entries,
             "memory_written": self.memory_written,
         }
@@ -68,16 +70,24 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
                     " (see `dreaming review list`)"
                 )
             todo = []
+            coming: set[str] = set()  # entry keys the proposals accepted so far write
             for p in chosen:
                 if p.status != review.ProposalStatus.PENDING:
                     report.not_pending[p.id] = p.status
                     continue
                 why = review.stale_reason(conn, agent, p)
+                if why is None and (gap := review.missing_target(conn, agent, p, coming)):
+                    if gap.waits:  # the proposal that adds its target is still pending
+                        report.waiting[p.id] = gap.why
+                        continue
+                    why = gap.why
                 if why is not None:
                     review.refuse_stale(conn, p, why)
                     report.stale[p.id] = why
                     continue
                 todo.append(p)
+                if (text := p.applied().text) is not None:
+                    coming.add(memory_file.entry_key(text))
         if not todo:
             return report
         run_id = start_run(engine, agent, ["deep"], "review")

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, and_, func, select, text
 
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
+from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.admission import Status, admit
 from dreaming.ingest.tombstones import file_tombstones
@@ -28,6 +29,7 @@ from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.state import StateKey
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
+    CANDIDATES,
     CORPUS_LINES,
     ENTRY_EVIDENCE,
     FILE_CURSORS,
@@ -79,6 +81,7 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
         _check(v, "memory_file", memory)
         _check(v, "orphan_origins", _orphans(conn, agent, live))
         _check(v, "entries_without_origins", _unsourced(conn, agent, live))
+        _check(v, "text_from_unlisted_sessions", _text_sources(conn, paths, agent, live))
         _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
         _check(v, "admission", _admission(conn, paths, agent))
@@ -214,6 +217,53 @@ def _unsourced(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
         k for (k,) in conn.execute(select(ORIGINS.c.entry_key).where(ORIGINS.c.agent == agent))
     }
     return [f"entry {k} has no origin" for k in sorted(set(live) - sourced)]
+
+
+def _text_sources(conn: Connection, paths: Paths, agent: str, live: dict[str, str]) -> list[str]:
+    """An entry whose words are a candidate's claim must list a session that candidate was
+    said in among its origins: else a purge of that session would leave its text in memory
+    (a merge applied without its target's lineage did that). Entries the model reworded
+    match no claim and are not judged here; adopted ones have no known sources."""
+    settings = paths.settings.candidates
+    claims_of: dict[str, set[str]] = {}
+    for key, body in live.items():
+        # The date and speaker framing holds no content word: the claims are the statement's.
+        found = claims_mod.extract(
+            body,
+            min_words=settings.min_claim_words,
+            max_words=settings.max_claim_words,
+        )
+        claims_of[key] = {c.key for c in found}
+    wanted = sorted({k for keys in claims_of.values() for k in keys})
+    said_in: dict[str, set[str]] = defaultdict(set)
+    ev, cand = CANDIDATE_EVIDENCE.c, CANDIDATES.c
+    for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+        for claim, session in conn.execute(
+            select(cand.key, ev.session_id)
+            .select_from(CANDIDATES.join(CANDIDATE_EVIDENCE, ev.candidate_id == cand.id))
+            .where(and_(cand.agent == agent, cand.key.in_(chunk)))
+            .distinct()
+        ):
+            said_in[claim].add(session)
+    origins: dict[str, set[str]] = defaultdict(set)
+    for key, session in conn.execute(
+        select(ORIGINS.c.entry_key, ORIGINS.c.session_id).where(ORIGINS.c.agent == agent)
+    ):
+        origins[key].add(session)
+    problems = []
+    for key, claims in sorted(claims_of.items()):
+        if ADOPTED in origins[key]:
+            continue
+        for claim in sorted(claims):
+            sessions = said_in.get(claim)
+            if sessions and not sessions & origins[key]:
+                problems.append(
+                    f"entry {key} states what session(s) {', '.join(sorted(sessions))} said,"
+                    " but none of them is among its origins (a purge of them would leave it):"
+                    " `dreaming forget --session` each, or `runs undo` the run that wrote it"
+                )
+                break
+    return problems
 
 
 def _tombstoned(conn: Connection, paths: Paths, agent: str) -> list[str]:

@@ -121,6 +121,8 @@ def accept(
         lines[0] += f" (run {report.run_id})"
     for pid, why in report.stale.items():
         lines.append(f"  #{pid} refused as stale: {why}; it is proposed again next night")
+    for pid, why in report.waiting.items():
+        lines.append(f"  #{pid} not accepted: {why}")
     for pid, status in report.not_pending.items():
         lines.append(f"  #{pid} is {status}, not pending: left as it is")
     echo("\n".join(lines))

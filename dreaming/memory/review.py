@@ -15,7 +15,7 @@ their evidence count, so deep leaves them alone until they are decided or new li
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -26,6 +26,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 from dreaming.ingest import candidates
 from dreaming.memory.decisions import Action
 from dreaming.memory.lineage import Applied
+from dreaming.memory.memory_file import entry_key
 from dreaming.store.statuses import CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 
@@ -240,6 +241,64 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
     if changed:
         return "its target entries changed since: " + ", ".join(changed)
     return None
+
+
+@dataclass(frozen=True)
+class MissingTarget:
+    why: str
+    waits: bool  # another pending proposal adds the target: accept that one first
+
+
+def missing_target(
+    conn: Connection, agent: str, p: Proposal, coming: Collection[str] = ()
+) -> MissingTarget | None:
+    """A merge or supersede into an entry that is not in memory (`coming`: the keys the
+    proposals accepted before it in the same call write): the entry another proposal of the
+    same night would add. Applied before it, the merge would write that proposal's text with
+    none of its lineage (a later purge of its session would miss it); after its rejection,
+    the rejected text. So it waits for that proposal, or is refused as stale."""
+    made = p.applied()
+    # Only a merge that keeps its target's text needs the target's lineage: one that writes
+    # its own statement is a new entry when the target is gone (as deep's fit() makes it).
+    keeps = entry_key(made.text) if made.text is not None else None
+    targets = [t for t in made.targets if t not in coming and t == keeps]
+    if not targets:
+        return None
+    live = set(
+        conn.execute(
+            select(ENTRIES.c.key).where(
+                and_(
+                    ENTRIES.c.agent == agent,
+                    ENTRIES.c.key.in_(targets),
+                    ENTRIES.c.status == EntryStatus.LIVE,
+                )
+            )
+        ).scalars()
+    )
+    missing = [t for t in targets if t not in live]
+    if not missing:
+        return None
+    pending_first = sorted(
+        proposals(conn, agent), key=lambda o: (o.status != ProposalStatus.PENDING, -o.id)
+    )
+    for other in pending_first:
+        theirs = other.applied()
+        if other.id == p.id or theirs.text is None:
+            continue
+        key = entry_key(theirs.text)
+        if key in missing and key not in theirs.targets:  # it writes the entry, not into it
+            if other.status == ProposalStatus.PENDING:
+                return MissingTarget(
+                    f"its target {missing[0]} is not in memory yet: proposal #{other.id} would"
+                    f" add it; accept #{other.id} first, or both together",
+                    waits=True,
+                )
+            return MissingTarget(
+                f"its target {missing[0]} is not in memory: proposal #{other.id} was"
+                f" {other.status}",
+                waits=False,
+            )
+    return MissingTarget(f"its target {missing[0]} is not in memory", waits=False)
 
 
 def refuse_stale(conn: Connection, p: Proposal, why: str) -> None:
