@@ -153,17 +153,34 @@ def agent_status(
 
 
 def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
-    """Where the agent's MEMORY.md is (as OpenClaw's configuration says), how much of it
-    OpenClaw loads, and who writes it: dreaming, or (`not_written` says why and what to
-    change) the OpenClaw plugin that consolidates the agent itself."""
+    """Where the agent's MEMORY.md is (as OpenClaw's configuration says, or a Claude Code
+    project's `memory/`), how much of it the agent loads, and who writes it: dreaming, or
+    (`not_written` says why and what to change) the OpenClaw plugin that consolidates the
+    agent itself. `no_longer_read` explains a Claude Code source's pooled agent left from
+    before its projects became agents of their own."""
     owner = paths.dreaming_owner(agent)
     refused = paths.not_written(agent)
+    project = paths.claude_project(agent)
+    lines = paths.memory_lines(agent)
+    pooled = paths.pooled_projects(agent)
     return {
         "file": str(paths.memory_file(agent)),
-        "bootstrap_max_chars": paths.bootstrap_max_chars(agent),
+        "claude_code_project": str(project.folder) if project is not None else None,
+        "bootstrap_max_chars": None if lines is not None else paths.bootstrap_max_chars(agent),
+        "max_lines": lines,
         "written_by_dreaming": refused is None,
         "other_writer": owner.plugin if owner is not None else None,
         "not_written": refused,
+        "no_longer_read": (
+            f"no transcript feeds this agent any more: the claude-code source"
+            f" {', '.join(str(s.path) for s in pooled)} has one agent per project now"
+            f" ({agent}:<project>), which started fresh. This state stays as it is: its"
+            f" sessions can be forgotten (`dreaming forget --agent {agent}`), or drop it by"
+            f" deleting {paths.database(agent)} (its tombstones stay in force); or set"
+            " per_project = false on the source to keep pooling"
+            if pooled
+            else None
+        ),
     }
 
 
