@@ -638,12 +638,21 @@ class Paths:
 
     def pooled_projects(self, agent: str) -> list[Source]:
         """The per-project Claude Code sources whose pooled agent `agent` was (its id is the
-        source's `agent`): an older state's agent that no transcript feeds any more."""
-        return [
+        source's `agent`): an older state's agent that no transcript feeds any more (unless
+        an OpenClaw root has an agent of that name, which shared its state)."""
+        found = [
             src
             for src in self.settings.sources
             if src.projects_apart and src.agent == agent and self.claude_project(agent) is None
         ]
+        if not found:
+            return []
+        roots = [s.path for s in self.settings.sources if s.kind is SourceKind.OPENCLAW]
+        if self.settings.read_state_dir:
+            roots.append(self.state_dir)
+        if any((root / "agents" / agent / "sessions").is_dir() for root in roots):
+            return []
+        return found
 
     def kin(self, agent: str) -> list[str]:
         """Other agents that read the same transcripts as `agent`: a Claude Code source's
