@@ -40,7 +40,7 @@ CLAUDE_NOTES = (
 
 
 def cmd(state: Path, *args: str, ok: bool = True) -> Any:
-    from dreaming.cli import _forget, _report, _run, _status, _verify  # noqa: F401
+    from dreaming.cli import _forget, _run, _status, _verify  # noqa: F401
 
     result = CliRunner().invoke(
         cli,
@@ -268,7 +268,16 @@ def test_status_report_forget_and_verify_name_the_project(tmp_path: Path) -> Non
     assert f"agent claude:{ACME}: ok" in cmd(state, "verify").output
     dry = cmd(state, "forget", "--agent", f"claude:{ZETA}", "--session", "z1", "--dry-run")
     assert f"for agent claude:{ZETA}" in dry.output
-    page = cmd(state, "report", "--out", "-").output
+    # (the page as `dreaming report` writes it; its command is not registered here, as
+    # tests/test_cli_json.py counts the commands this module's imports register)
+    from dreaming.app import App
+    from dreaming.report import build_report, render
+
+    app = App.open(state, state / "dreaming.toml", env={})
+    try:
+        page = render(build_report(app))
+    finally:
+        app.close()
     assert f"<h2>Agent claude:{ACME}</h2>" in page
     assert str(projects / ZETA / "memory" / "MEMORY.md") in page
 
