@@ -608,6 +608,7 @@ class Paths:
     def claude_project(self, agent: str) -> ClaudeProject | None:
         """The Claude Code project folder `agent` is the agent of (`project_agent_id`), or
         None: an OpenClaw agent, a pooled source's agent, an event log's."""
+        missing: ClaudeProject | None = None
         for src in self.settings.sources:
             if not src.projects_apart or src.agent is None:
                 continue
@@ -625,9 +626,10 @@ class Paths:
                 for folder in claude_projects(src.path):
                     if project_agent_id(src.agent, folder.name) == agent:
                         return ClaudeProject(src, folder)
-            if plain:  # the folder is gone (or not made yet): the agent lives where it was
-                return ClaudeProject(src, src.path / name)
-        return None
+            if plain and missing is None:
+                missing = ClaudeProject(src, src.path / name)
+        # The folder is gone (or not made yet): the agent still lives where it was.
+        return missing
 
     def _in_project(self, agent: str) -> bool:
         """Whether the agent's files take a Claude Code project's layout (MEMORY.md in its

@@ -372,3 +372,21 @@ def test_an_openclaw_agent_sharing_the_sources_name_is_not_taken_for_a_pooled_on
     bare = Paths(state, settings.model_copy(update={"read_state_dir": False}))
     assert [s.path for s in bare.pooled_projects("main")] == [projects]
     assert paths.kin(f"main:{ACME}") == ["main"] and paths.kin("main") == [f"main:{ACME}"]
+
+
+def test_a_source_whose_agent_name_extends_another_finds_its_own_folders(tmp_path: Path) -> None:
+    home, work = tmp_path / "home-projects", tmp_path / "work-projects"
+    write_jsonl(work / ACME / "s.jsonl", [cc_user(LINT)])
+    settings = parse_settings(
+        {
+            "read_state_dir": False,
+            "sources": [
+                {"kind": "claude-code", "path": str(home), "agent": "claude"},
+                {"kind": "claude-code", "path": str(work), "agent": "claude:work"},
+            ],
+        },
+        "t",
+    )
+    paths = Paths(tmp_path / "state", settings)
+    assert set(sources.discover(paths)) == {f"claude:work:{ACME}"}
+    assert paths.memory_file(f"claude:work:{ACME}") == work / ACME / "memory" / "MEMORY.md"
