@@ -260,6 +260,7 @@ class FleetSettings(_Strict):
     daily_max_calls: int | None = Field(default=None, ge=0)
     # Agents' workspaces (MEMORY.md, DREAMS.md, corpus) as <workspace_root>/<agent>, on
     # storage every worker mounts at this path. Unset: beside the transcripts, as locally.
+    # A Claude Code project's agent keeps its files in the project's memory/ regardless.
     workspace_root: Path | None = None
 
 

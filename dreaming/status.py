@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
@@ -163,9 +164,12 @@ def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
     project = paths.claude_project(agent)
     lines = paths.memory_lines(agent)
     pooled = paths.pooled_projects(agent)
+    file = paths.memory_file(agent)
     return {
-        "file": str(paths.memory_file(agent)),
+        "file": str(file),
         "claude_code_project": str(project.folder) if project is not None else None,
+        # Claude Code loads whole lines, so their count is what fits or not.
+        "lines": _line_count(file) if lines is not None else None,
         "bootstrap_max_chars": None if lines is not None else paths.bootstrap_max_chars(agent),
         "max_lines": lines,
         "written_by_dreaming": refused is None,
@@ -182,6 +186,14 @@ def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def _line_count(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return None
 
 
 def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:

@@ -264,7 +264,9 @@ def test_status_report_forget_and_verify_name_the_project(tmp_path: Path) -> Non
     assert acme["max_lines"] == 200 and acme["bootstrap_max_chars"] is None
     out = cmd(state, "status").output
     assert f"agent claude:{ACME}  " in out and f"agent claude:{ZETA}  " in out
-    assert "(Claude Code loads its first 200 lines)" in out
+    lines = len(memory_of(projects, ACME).splitlines())
+    assert acme["lines"] == lines
+    assert f"MEMORY.md, {lines} lines (Claude Code loads its first 200 lines)" in out
     assert f"agent claude:{ACME}: ok" in cmd(state, "verify").output
     dry = cmd(state, "forget", "--agent", f"claude:{ZETA}", "--session", "z1", "--dry-run")
     assert f"for agent claude:{ZETA}" in dry.output

@@ -483,6 +483,7 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
     assert memory["main"] == {
         "file": str(home / "oc" / "default" / "MEMORY.md"),
         "claude_code_project": None,
+        "lines": None,
         "bootstrap_max_chars": 8000,
         "max_lines": None,
         "written_by_dreaming": True,

@@ -25,8 +25,9 @@ def _format(s: dict[str, Any]) -> str:
     ]
     memory = s.get("memory")
     if memory is not None and memory.get("max_lines") is not None:
+        count = f", {memory['lines']} lines" if memory.get("lines") is not None else ""
         out.append(
-            f"  MEMORY.md: {memory['file']} (Claude Code loads its first"
+            f"  MEMORY.md: {memory['file']}{count} (Claude Code loads its first"
             f" {memory['max_lines']} lines)"
         )
     elif memory is not None:
