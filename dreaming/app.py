@@ -158,11 +158,16 @@ class App:
         discovered: Mapping[str, Sequence[SessionFile]] | None = None,
     ) -> list[str]:
         """Agents with transcripts or state, or exactly `only` (unknown names are errors).
+        A Claude Code source's pooled agent left from before its projects became agents of
+        their own is run only when named.
         Pass `discovered` when the caller has just scanned the transcripts: a fleet's
         discovery opens every file."""
         found = self.discover(only) if discovered is None else discovered
         if not only:
-            names = sorted(set(found) | set(self.known_agents()))
+            # A Claude Code source's pooled agent of an older state is kept, not run: its
+            # projects are agents of their own now (`status` says so).
+            kept = {a for a in self.known_agents() if not self.paths.pooled_projects(a)}
+            names = sorted(set(found) | kept)
             if not names and not self._has_agent_folders():
                 raise NoAgentsError(self.nothing_found())
             return names

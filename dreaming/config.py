@@ -14,6 +14,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import UnionType
@@ -51,11 +52,16 @@ class SourceKind(StrEnum):
 
 
 class Source(_Strict):
-    """A folder of transcripts. OpenClaw roots name their agents; the others need `agent`."""
+    """A folder of transcripts. OpenClaw roots name their agents; the others need `agent`.
+
+    A Claude Code projects folder is one agent per project folder (`<agent>:<project>`, see
+    `project_agent_id`), each writing that project's own `memory/MEMORY.md`; `per_project =
+    false` pools every project into the one agent `agent`, as before."""
 
     kind: SourceKind
     path: Path
     agent: str | None = None
+    per_project: bool | None = None  # claude-code only; unset: true
 
     @field_validator("agent")
     @classmethod
@@ -66,6 +72,17 @@ class Source(_Strict):
             except ConfigError as err:
                 raise ValueError(str(err).split(": ", 1)[1]) from None
         return value
+
+    @model_validator(mode="after")
+    def _per_project_is_claude_codes(self) -> Source:
+        if self.per_project is not None and self.kind is not SourceKind.CLAUDE_CODE:
+            raise ValueError(f"per_project applies to claude-code sources, not {self.kind.value}")
+        return self
+
+    @property
+    def projects_apart(self) -> bool:
+        """Whether each project folder of this source is its own agent."""
+        return self.kind is SourceKind.CLAUDE_CODE and self.per_project is not False
 
 
 class ExcludeSessions(_Strict):
@@ -169,6 +186,7 @@ class FleetSettings(_Strict):
     daily_max_calls: int | None = Field(default=None, ge=0)
     # Agents' workspaces (MEMORY.md, DREAMS.md, corpus) as <workspace_root>/<agent>, on
     # storage every worker mounts at this path. Unset: beside the transcripts, as locally.
+    # A Claude Code project's agent keeps its files in the project's memory/ regardless.
     workspace_root: Path | None = None
 
 
@@ -447,6 +465,32 @@ def check_agent_id(agent: str, where: str) -> str:
     return agent
 
 
+# Claude Code loads the first 200 lines of a project's memory/MEMORY.md at session start.
+CLAUDE_MEMORY_LINES = 200
+
+
+def project_agent_id(agent: str, project: str) -> str:
+    """The agent of one Claude Code project folder: `<agent>:<project>`, e.g.
+    `claude:-home-ana-src-acme` (the folder is the encoded working directory). A folder name
+    that would not make a valid id (too long, unprintable) is shortened and hashed, so it
+    still names one folder and only that one."""
+    name = f"{agent}:{project}"
+    if len(name) <= 255 and name.isprintable() and not any(c in project for c in "/\\\0"):
+        return name
+    digest = hashlib.blake2b(project.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    room = max(0, 255 - len(agent) - len(digest) - 2)
+    slug = re.sub(r"[^\x21-\x7e]+|[/\\]", "_", project)[: min(room, 80)]
+    return f"{agent}:{slug}~{digest}"[:255]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeProject:
+    """One Claude Code project folder that is its own agent, and the source it is under."""
+
+    source: Source
+    folder: Path  # <source path>/<project>: the session files and memory/ beside them
+
+
 class Paths:
     """Where an installation keeps things; one object so nothing else joins paths by hand."""
 
@@ -472,23 +516,104 @@ class Paths:
 
     def workspace(self, agent: str) -> Path:
         """Where the agent reads its MEMORY.md: `[agents.<id>] workspace` in dreaming.toml,
-        else `[fleet] workspace_root`/<id>, else what openclaw.json says in OpenClaw's own
-        order (`dreaming.openclaw_config`), else OpenClaw's defaults: `workspace` for the
-        default agent, `workspace-<id>` for the others, in the state folder."""
+        else, for a Claude Code project's agent, the project folder (MEMORY.md in its
+        `memory/`), else `[fleet] workspace_root`/<id>, else what openclaw.json says in
+        OpenClaw's own order (`dreaming.openclaw_config`), else OpenClaw's defaults:
+        `workspace` for the default agent, `workspace-<id>` for the others, in the state
+        folder."""
         configured = self.settings.agents.get(agent)
         if configured is not None and configured.workspace is not None:
             return configured.workspace
+        project = self.claude_project(agent)
+        if project is not None:
+            return project.folder
         if self.settings.fleet.workspace_root is not None:
             return self.settings.fleet.workspace_root / agent
         found = self.openclaw.workspace(agent)
         return found or self.state_dir / f"workspace-{file_stem(agent)}"
+
+    def claude_project(self, agent: str) -> ClaudeProject | None:
+        """The Claude Code project folder `agent` is the agent of (`project_agent_id`), or
+        None: an OpenClaw agent, a pooled source's agent, an event log's."""
+        missing: ClaudeProject | None = None
+        for src in self.settings.sources:
+            if not src.projects_apart or src.agent is None:
+                continue
+            if not agent.startswith(f"{src.agent}:"):
+                continue
+            name = agent[len(src.agent) + 1 :]
+            plain = project_agent_id(src.agent, name) == agent
+            # The source may be one project folder itself rather than the projects folder.
+            for folder in (src.path / name, src.path):
+                if plain and folder.name == name and folder.is_dir():
+                    return ClaudeProject(src, folder)
+            if not plain or "~" in name:  # maybe a hashed id: find the folder it came from
+                from dreaming.ingest.transcripts import claude_projects
+
+                for folder in claude_projects(src.path):
+                    if project_agent_id(src.agent, folder.name) == agent:
+                        return ClaudeProject(src, folder)
+            if plain and missing is None:
+                missing = ClaudeProject(src, src.path / name)
+        # The folder is gone (or not made yet): the agent still lives where it was.
+        return missing
+
+    def _in_project(self, agent: str) -> bool:
+        """Whether the agent's files take a Claude Code project's layout (MEMORY.md in its
+        `memory/`): a project's agent whose workspace dreaming.toml does not move."""
+        configured = self.settings.agents.get(agent)
+        moved = configured is not None and configured.workspace is not None
+        return not moved and self.claude_project(agent) is not None
+
+    def pooled_projects(self, agent: str) -> list[Source]:
+        """The per-project Claude Code sources whose pooled agent `agent` was (its id is the
+        source's `agent`): an older state's agent that no transcript feeds any more (unless
+        an OpenClaw root has an agent of that name, which shared its state)."""
+        found = [
+            src
+            for src in self.settings.sources
+            if src.projects_apart and src.agent == agent and self.claude_project(agent) is None
+        ]
+        if not found:
+            return []
+        roots = [s.path for s in self.settings.sources if s.kind is SourceKind.OPENCLAW]
+        if self.settings.read_state_dir:
+            roots.append(self.state_dir)
+        if any((root / "agents" / agent / "sessions").is_dir() for root in roots):
+            return []
+        return found
+
+    def kin(self, agent: str) -> list[str]:
+        """Other agents that read the same transcripts as `agent`: a Claude Code source's
+        pooled agent and its projects' agents (a state from before per-project agents, or
+        `per_project` switched). A session forgotten by one stays forgotten for the others."""
+        from dreaming.ingest.transcripts import claude_projects
+
+        project = self.claude_project(agent)
+        out: list[str] = []
+        for src in self.settings.sources:
+            if src.kind is not SourceKind.CLAUDE_CODE or src.agent is None:
+                continue
+            if project is not None and project.source.agent == src.agent:
+                out.append(src.agent)
+            elif project is None and agent == src.agent:
+                out.extend(project_agent_id(src.agent, p.name) for p in claude_projects(src.path))
+        return [a for a in dict.fromkeys(out) if a != agent]
+
+    def memory_lines(self, agent: str) -> int | None:
+        """How many lines of MEMORY.md the agent loads (Claude Code: the first 200), or
+        None where a character budget applies instead (`bootstrap_max_chars`)."""
+        return CLAUDE_MEMORY_LINES if self._in_project(agent) else None
 
     def bootstrap_max_chars(self, agent: str) -> int:
         """How much of MEMORY.md OpenClaw loads for the agent (`bootstrapMaxChars`)."""
         return self.openclaw.bootstrap_max_chars(agent)
 
     def dreaming_owner(self, agent: str) -> DreamingOwner | None:
-        """The OpenClaw plugin that consolidates the agent's memory itself, if one does."""
+        """The OpenClaw plugin that consolidates the agent's memory itself, if one does (no
+        OpenClaw plugin writes a Claude Code project's memory)."""
+        if self.claude_project(agent) is not None:
+            return None
         return self.openclaw.dreaming_owner(agent)
 
     def not_written(self, agent: str) -> str | None:
@@ -500,10 +625,32 @@ class Paths:
         return owner.refusal()
 
     def memory_file(self, agent: str) -> Path:
-        return self._kept_inside(agent, self.workspace(agent) / "MEMORY.md")
+        """`<workspace>/MEMORY.md`; a Claude Code project's `<project>/memory/MEMORY.md`,
+        where Claude Code's auto memory is."""
+        folder = self.workspace(agent)
+        if self._in_project(agent):
+            folder = folder / "memory"
+        return self._kept_inside(agent, folder / "MEMORY.md")
 
     def dreams_file(self, agent: str) -> Path:
+        """`<workspace>/DREAMS.md`; for a Claude Code project beside its corpus in
+        `memory/.dreams/`, out of what Claude Code loads from `memory/`."""
+        if self._in_project(agent):
+            return self._kept_inside(agent, self.dreams_dir(agent) / "DREAMS.md")
         return self._kept_inside(agent, self.workspace(agent) / "DREAMS.md")
+
+    def dreams_dir(self, agent: str) -> Path:
+        """dreaming's own folder in the agent's workspace (the corpus; a Claude Code
+        project's DREAMS.md)."""
+        return self.workspace(agent) / "memory" / ".dreams"
+
+    def file_folders(self, agent: str) -> list[Path]:
+        """Every folder dreaming writes the agent's files in (where a killed write may have
+        left a temp file)."""
+        ws = self.workspace(agent)
+        return list(
+            dict.fromkeys([ws, ws / "memory", self.dreams_dir(agent), self.corpus_dir(agent)])
+        )
 
     def _kept_inside(self, agent: str, path: Path) -> Path:
         """`path`, unless it is a link whose target leaves the agent's workspace (and every
@@ -512,7 +659,11 @@ class Paths:
         if not path.is_symlink():
             return path
         target = path.resolve()
-        allowed = [path.parent.resolve(), *(p.resolve() for p in self.settings.memory.link_targets)]
+        allowed = [
+            path.parent.resolve(),
+            self.workspace(agent).resolve(),
+            *(p.resolve() for p in self.settings.memory.link_targets),
+        ]
         if any(target.is_relative_to(root) for root in allowed):
             return path
         raise WorkspaceFileError(
@@ -521,7 +672,7 @@ class Paths:
         )
 
     def corpus_dir(self, agent: str) -> Path:
-        return self.workspace(agent) / "memory" / ".dreams" / "session-corpus"
+        return self.dreams_dir(agent) / "session-corpus"
 
     def known_agents(self) -> list[str]:
         """Agents that have a database already (for status and listings)."""

@@ -547,7 +547,10 @@ class _Night:
 def forget(
     app: App, agent: str, selector: Selector, *, dry_run: bool, pre_tombstone: bool = False
 ) -> dict[str, Any]:
-    """Purge everything derived from the selected sessions of `agent` (see forget).
+    """Purge everything derived from the selected sessions of `agent` (see forget), and
+    from the same sessions under the agents that read the same transcripts (`Paths.kin`:
+    a Claude Code source's pooled agent of an older state and its projects' agents), so no
+    copy survives under another name (their reports under "other_agents").
 
     A dry run writes nothing at all: no tombstone, no lock file, no database. A session
     id nothing knows is an error (a typo would otherwise tombstone nothing and leave the
@@ -567,7 +570,36 @@ def forget(
                 " --pre-tombstone to keep such a session out before it ever appears)"
             )
     if dry_run:
-        return Purge(engine, app.paths, agent).run(selector, files, dry_run=True).to_dict()
+        report = Purge(engine, app.paths, agent).run(selector, files, dry_run=True).to_dict()
+    else:
+        engine = app.engine(agent)
+        with app.lock(agent, "forget"):
+            report = Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
+    report["other_agents"] = [
+        r
+        for other in app.paths.kin(agent)
+        if app.has_state(other)
+        and (r := _forget_kin(app, other, selector, dry_run=dry_run)) is not None
+    ]
+    return report
+
+
+def _forget_kin(
+    app: App, agent: str, selector: Selector, *, dry_run: bool
+) -> dict[str, Any] | None:
+    """`forget` of the sessions `selector` names that `agent` also holds, or None when it
+    holds none of them."""
+    files = sources.discover(app.paths, [agent]).get(agent, [])
+    probe = Purge(app.engine(agent, create=False), app.paths, agent).run(
+        selector, files, dry_run=True
+    )
+    held = tuple(t.session_id for t in probe.targets if t.resolved and not t.already_forgotten)
+    if not held:
+        return None
+    if selector.sessions:
+        selector = Selector(sessions=held)
+    if dry_run:
+        return probe.to_dict()
     engine = app.engine(agent)
     with app.lock(agent, "forget"):
         return Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()

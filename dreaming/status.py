@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
@@ -153,18 +154,46 @@ def agent_status(
 
 
 def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
-    """Where the agent's MEMORY.md is (as OpenClaw's configuration says), how much of it
-    OpenClaw loads, and who writes it: dreaming, or (`not_written` says why and what to
-    change) the OpenClaw plugin that consolidates the agent itself."""
+    """Where the agent's MEMORY.md is (as OpenClaw's configuration says, or a Claude Code
+    project's `memory/`), how much of it the agent loads, and who writes it: dreaming, or
+    (`not_written` says why and what to change) the OpenClaw plugin that consolidates the
+    agent itself. `no_longer_read` explains a Claude Code source's pooled agent left from
+    before its projects became agents of their own."""
     owner = paths.dreaming_owner(agent)
     refused = paths.not_written(agent)
+    project = paths.claude_project(agent)
+    lines = paths.memory_lines(agent)
+    pooled = paths.pooled_projects(agent)
+    file = paths.memory_file(agent)
     return {
-        "file": str(paths.memory_file(agent)),
-        "bootstrap_max_chars": paths.bootstrap_max_chars(agent),
+        "file": str(file),
+        "claude_code_project": str(project.folder) if project is not None else None,
+        # Claude Code loads whole lines, so their count is what fits or not.
+        "lines": _line_count(file) if lines is not None else None,
+        "bootstrap_max_chars": None if lines is not None else paths.bootstrap_max_chars(agent),
+        "max_lines": lines,
         "written_by_dreaming": refused is None,
         "other_writer": owner.plugin if owner is not None else None,
         "not_written": refused,
+        "no_longer_read": (
+            f"no transcript feeds this agent any more: the claude-code source"
+            f" {', '.join(str(s.path) for s in pooled)} has one agent per project now"
+            f" ({agent}:<project>), which started fresh. This state stays as it is: its"
+            f" sessions can be forgotten (`dreaming forget --agent {agent}`), or drop it by"
+            f" deleting {paths.database(agent)} (its tombstones stay in force); or set"
+            " per_project = false on the source to keep pooling"
+            if pooled
+            else None
+        ),
     }
+
+
+def _line_count(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return None
 
 
 def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:

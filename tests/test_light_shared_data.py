@@ -20,6 +20,9 @@ def build_state(tmp_path: Path, shared_data: Path) -> Path:
     (state / "dreaming.toml").write_text(
         "[[sources]]\nkind = 'claude-code'\n"
         f"path = '{shared_data / 'transcripts' / 'claude-code'}'\nagent = 'claude'\n"
+        # Pooled, as before per-project agents: nothing is written beside the shared files
+        # (tests/test_claude_projects.py has the per-project night, on a copy).
+        "per_project = false\n"
     )
     return state
 

@@ -130,7 +130,9 @@ def test_coding_sessions_keep_standing_instructions_not_narration(tmp_path: Path
         tmp_path,
         f'[[sources]]\nkind = "claude-code"\npath = "{tmp_path / "projects"}"\nagent = "coder"\n',
     )
-    kept = memory_lines(tmp_path, "coder")
+    # The project's own memory, where Claude Code loads it.
+    memory = project / "memory" / "MEMORY.md"
+    kept = [b.text for b in read(memory).blocks]
     joined = "\n".join(kept)
     assert "Always run the linter before committing." in joined
     assert "Never push directly to the main branch" in joined
@@ -144,7 +146,7 @@ def test_coding_sessions_keep_standing_instructions_not_narration(tmp_path: Path
         "what it returns.",
     ):
         assert junk not in joined, kept
-    text_of_file = (tmp_path / "workspace-coder" / "MEMORY.md").read_text()
+    text_of_file = memory.read_text()
     assert "## Instructions" in text_of_file
 
 

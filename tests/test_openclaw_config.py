@@ -482,10 +482,14 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
     memory = {a["agent"]: a["memory"] for a in report["agents"]}
     assert memory["main"] == {
         "file": str(home / "oc" / "default" / "MEMORY.md"),
+        "claude_code_project": None,
+        "lines": None,
         "bootstrap_max_chars": 8000,
+        "max_lines": None,
         "written_by_dreaming": True,
         "other_writer": None,
         "not_written": None,
+        "no_longer_read": None,
     }
     assert memory["ops"]["written_by_dreaming"] is False
     assert memory["ops"]["other_writer"] == "memory-core"

@@ -499,7 +499,7 @@ def test_files_whose_ids_collide_are_all_read(fake: FakeOpenClaw) -> None:
     write_jsonl(cc / "p2" / "short.jsonl", [cc_user("My son Lars plays the cello.")])
     (fake.root / "dreaming.toml").write_text(
         f'read_state_dir = false\n[[sources]]\nkind = "event-log"\npath = "{log}"\nagent = "ev"\n'
-        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "cc"\n'
+        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "cc"\nper_project = false\n'
     )
     report = json.loads(cmd(fake.root, "run", "--phase", "light", "--json").stdout)
     ev, cc_light = report["agents"]["ev"]["light"], report["agents"]["cc"]["light"]
@@ -525,7 +525,7 @@ def test_a_claude_code_subagent_transcript_is_forgotten_with_its_parent(
     )
     (fake.root / "dreaming.toml").write_text(
         "read_state_dir = false\n"
-        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "main"\n'
+        f'[[sources]]\nkind = "claude-code"\npath = "{cc}"\nagent = "main"\nper_project = false\n'
     )
     night(fake.root)
     assert "31337" in corpus(fake.root)

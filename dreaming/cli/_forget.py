@@ -58,6 +58,11 @@ def format_report(r: dict[str, Any]) -> str:
         out.append(f"     {w['path']}  at {w['at']}  [{w['ref']}]")
     if r["nothing_left"] and not r["dry_run"]:
         out.append("  nothing left to remove")
+    for other in r.get("other_agents", []):
+        out.append(
+            f"the same sessions under agent {other['agent']} (it reads the same transcripts):"
+        )
+        out.append(format_report(other))
     return "\n".join(out)
 
 

@@ -24,7 +24,13 @@ def _format(s: dict[str, Any]) -> str:
         f"   entries: {s['entries']}",
     ]
     memory = s.get("memory")
-    if memory is not None:
+    if memory is not None and memory.get("max_lines") is not None:
+        count = f", {memory['lines']} lines" if memory.get("lines") is not None else ""
+        out.append(
+            f"  MEMORY.md: {memory['file']}{count} (Claude Code loads its first"
+            f" {memory['max_lines']} lines)"
+        )
+    elif memory is not None:
         out.append(
             f"  MEMORY.md: {memory['file']} (OpenClaw loads up to"
             f" {memory['bootstrap_max_chars']} characters: bootstrapMaxChars)"
@@ -36,6 +42,8 @@ def _format(s: dict[str, Any]) -> str:
                 f"    written by dreaming and by {memory['other_writer']} dreaming too"
                 ' ([openclaw] coexist = "write")'
             )
+    if memory is not None and memory.get("no_longer_read"):
+        out.append(f"    {memory['no_longer_read']}")
     spend = s["spend_today"]
     out.append(
         f"  llm spend {spend['day']} (UTC): {usd(spend['usd'])}"

@@ -46,7 +46,7 @@ def _tombstone_file_follows(engine: Engine, paths: Paths, agent: str) -> None:
     the purge committed would hide a session nothing purged."""
     with engine.connect() as conn:
         in_db = tombstones.in_db(conn, agent)
-    in_file = tombstones.file_tombstones(paths, agent)
+    in_file = tombstones.file_tombstones(paths, agent, kin=False)
     missing = [(sid, key) for sid, key in in_db if sid not in in_file]
     if missing:
         tombstones.record_tombstones(paths, agent, missing, datetime.now(UTC))

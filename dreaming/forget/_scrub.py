@@ -101,10 +101,11 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
 
 
 def memory_files(paths: Paths, agent: str) -> list[Path]:
-    """The files a purge scrubs: MEMORY.md, DREAMS.md and the daily notes."""
+    """The files a purge scrubs: MEMORY.md, DREAMS.md and the notes in `memory/` (OpenClaw's
+    daily notes; a Claude Code project's topic files, beside its MEMORY.md), each once."""
     ws = paths.workspace(agent)
     notes = sorted((ws / "memory").glob("*.md")) if (ws / "memory").is_dir() else []
-    return [paths.memory_file(agent), paths.dreams_file(agent), *notes]
+    return list(dict.fromkeys([paths.memory_file(agent), paths.dreams_file(agent), *notes]))
 
 
 def scrub_files(

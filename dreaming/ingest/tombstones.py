@@ -47,11 +47,22 @@ def in_db(conn: Connection, agent: str) -> list[tuple[str, str | None]]:
     return [(sid, key) for sid, key in conn.execute(query.where(TOMBSTONES.c.agent == agent))]
 
 
-def file_tombstones(paths: Paths, agent: str) -> dict[str, str | None]:
-    """session id -> session key of every session the tombstone file names."""
+def file_tombstones(paths: Paths, agent: str, *, kin: bool = True) -> dict[str, str | None]:
+    """session id -> session key of every session the agent's tombstone file names, and
+    (`kin`) the files of the agents that read the same transcripts (`Paths.kin`: a Claude
+    Code source's pooled agent and its projects' agents), so that a session forgotten under
+    one never comes back under another."""
+    out: dict[str, str | None] = {}
+    for name in [agent, *(paths.kin(agent) if kin else ())]:
+        for session_id, key in _read_file(tombstone_file(paths, name)).items():
+            out.setdefault(session_id, key)
+    return out
+
+
+def _read_file(path: Path) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     try:
-        with tombstone_file(paths, agent).open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
                     row = json.loads(line)
@@ -67,10 +78,8 @@ def file_tombstones(paths: Paths, agent: str) -> dict[str, str | None]:
 def remove_stale_temp_files(paths: Paths, agent: str) -> list[Path]:
     """Delete temp files `atomic_write` left when its process died between write and
     rename. Called under the agent's lock, so no live writer owns them."""
-    ws = paths.workspace(agent)
-    folders = [ws, ws / "memory", paths.corpus_dir(agent)]
     removed = []
-    for folder in folders:
+    for folder in paths.file_folders(agent):
         if not folder.is_dir():
             continue
         for path in folder.glob(".*.tmp"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, and_, select
 
 from dreaming.config import DeepSettings
+from dreaming.errors import WorkspaceFileError
 from dreaming.llm import BudgetSettings
 from dreaming.memory import lineage
 from dreaming.report import _changes, _kept_out
@@ -35,10 +37,9 @@ def build_report(app: App, agents: Sequence[str] = (), since: date | None = None
     sections = []
     for agent in names:
         if not app.has_state(agent):
-            sections.append(_no_state(agent, app, since, now.date()))
-            continue
-        sections.append(
-            agent_report(
+            section = _no_state(agent, app, since, now.date())
+        else:
+            section = agent_report(
                 app.engine(agent, create=False),
                 agent,
                 deep=app.settings.deep,
@@ -47,7 +48,11 @@ def build_report(app: App, agents: Sequence[str] = (), since: date | None = None
                 since=since,
                 today=now.date(),
             )
-        )
+        try:
+            where: str | None = str(app.paths.memory_file(agent))
+        except WorkspaceFileError:
+            where = None
+        sections.append(dataclasses.replace(section, memory_file=where))
     return Report(now, str(app.paths.state_dir), since, app.fleet, tuple(sections))
 
 

@@ -196,6 +196,9 @@ class AgentReport:
     runs: tuple[RunRecord, ...]  # newest first: the last RUNS_SHOWN, or all since the date
     run_count: int
     outcomes: Mapping[str, int]  # every run's outcome, counted
+    # Where its MEMORY.md is (a Claude Code project's `memory/` names the project), None
+    # when the path cannot be told (a link refused).
+    memory_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from ._cursor import Cursor, cursor_is_valid
 from ._detect import detect_format
-from ._discovery import discover_claude_code, discover_event_log, discover_openclaw
+from ._discovery import (
+    claude_projects,
+    discover_claude_code,
+    discover_claude_project,
+    discover_event_log,
+    discover_openclaw,
+)
 from ._inbound import ChatFacts, chat_facts
 from ._lines import DEFAULT_MAX_LINE_BYTES
 from ._reader import TranscriptReader
@@ -21,9 +27,11 @@ __all__ = [
     "Cursor",
     "TranscriptReader",
     "chat_facts",
+    "claude_projects",
     "cursor_is_valid",
     "detect_format",
     "discover_claude_code",
+    "discover_claude_project",
     "discover_event_log",
     "discover_openclaw",
     "session_kind_from_key",

@@ -203,31 +203,46 @@ def _header_timestamp(path: Path) -> datetime | None:
 # --------------------------------------------------------------------------- Claude Code
 
 
+def claude_projects(root: Path) -> list[Path]:
+    """The project folders of a Claude Code projects folder (`~/.claude/projects/<project>`,
+    sorted), or `[root]` when `root` is one project folder itself (it holds transcripts)."""
+    return [root] if any(True for _ in _files(root, "*.jsonl")) else _subdirs(root)
+
+
 def discover_claude_code(root: Path, agent: str) -> list[SessionFile]:
-    """Every transcript under a Claude Code projects folder (or one project folder).
+    """Every transcript under a Claude Code projects folder (or one project folder), all
+    for one agent (a source with `per_project = false`; see `discover_claude_project`).
 
     Session id = file stem; the project folder name goes to `extra["project"]`. Subagent
     transcripts are kind SUBAGENT, `agent-acompact-*` (the harness summarising itself)
     COMPACTION.
     """
-    found: list[SessionFile] = []
-    # Pointed at one project folder rather than at projects/: take its files as one project.
-    projects = [root] if any(True for _ in _files(root, "*.jsonl")) else _subdirs(root)
-    for project in projects:
-        for path, unreadable in _entries(project, "*.jsonl"):
-            if unreadable is not None:
-                found.append(_skipped(agent, path, Format.CLAUDE_CODE, unreadable))
-                continue
-            # Older Claude Code kept sidechain agents beside the sessions as agent-<id>.jsonl.
-            kind = _agent_file_kind(path) or SessionKind.INTERACTIVE
-            found.append(_claude_session(agent, path, kind, project.name))
-        for session_dir in _subdirs(project):
-            for path in _files(session_dir / "subagents", "*.jsonl"):
-                kind = _agent_file_kind(path) or SessionKind.SUBAGENT
-                session = _claude_session(agent, path, kind, project.name)
-                session.extra["parent_session"] = session_dir.name
-                found.append(session)
+    found = [sf for project in claude_projects(root) for sf in _project_files(project, agent)]
     return _unique_ids(found, root)
+
+
+def discover_claude_project(project: Path, agent: str) -> list[SessionFile]:
+    """Every transcript of one Claude Code project folder, for that project's own agent:
+    its session ids depend on nothing outside the folder."""
+    return _unique_ids(_project_files(project, agent), project)
+
+
+def _project_files(project: Path, agent: str) -> list[SessionFile]:
+    found: list[SessionFile] = []
+    for path, unreadable in _entries(project, "*.jsonl"):
+        if unreadable is not None:
+            found.append(_skipped(agent, path, Format.CLAUDE_CODE, unreadable))
+            continue
+        # Older Claude Code kept sidechain agents beside the sessions as agent-<id>.jsonl.
+        kind = _agent_file_kind(path) or SessionKind.INTERACTIVE
+        found.append(_claude_session(agent, path, kind, project.name))
+    for session_dir in _subdirs(project):
+        for path in _files(session_dir / "subagents", "*.jsonl"):
+            kind = _agent_file_kind(path) or SessionKind.SUBAGENT
+            session = _claude_session(agent, path, kind, project.name)
+            session.extra["parent_session"] = session_dir.name
+            found.append(session)
+    return found
 
 
 def _agent_file_kind(path: Path) -> SessionKind | None:
