@@ -8,17 +8,15 @@ operator meant to keep out.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,11 +25,15 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from dreaming.config_cues import SalienceSettings, SlotSettings
+from dreaming.config_errors import format_error as _format_error
 from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.llm import BudgetSettings, LLMProfile
+from dreaming.names import check_agent_id as check_agent_id
+from dreaming.names import file_stem as file_stem
 from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
 from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
@@ -259,95 +261,6 @@ class Settings(_Strict):
         return own if self._openclaw_exclusions is None else (*own, self._openclaw_exclusions)
 
 
-def _format_error(path: Path | str, err: ValidationError, model: type[BaseModel]) -> str:
-    """One line per problem, naming the file and the key; an unknown key suggests the
-    closest one its table knows. Shared by settings and job files."""
-    lines = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            hint = _closest_key(str(e["loc"][-1]), _known_keys(model, e["loc"][:-1]))
-            suffix = f" (did you mean '{hint}'?)" if hint else ""
-            lines.append(f"{path}: unknown key '{key}'{suffix}")
-        else:
-            lines.append(f"{path}: key '{key}': {_plain(e['msg'])}")
-    return "; ".join(lines)
-
-
-# Pydantic prefixes the message of an exception raised in a validator with its kind; the
-# operator needs the message only.
-_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
-
-
-def _plain(msg: str) -> str:
-    for prefix in _PYDANTIC_PREFIXES:
-        msg = msg.removeprefix(prefix)
-    return msg
-
-
-def _closest_key(key: str, known: Sequence[str]) -> str | None:
-    """The known key nearest to `key`, ignoring case, `_` and `-` (`batchsize`, `batchSize`
-    -> `batch_size`); of a field's two spellings (`chat_types`, `chatTypes`), the one in the
-    style the operator wrote."""
-
-    def bare(name: str) -> str:
-        return name.lower().replace("_", "").replace("-", "")
-
-    # The spelling in the operator's style comes last, so it is the one kept.
-    in_style = sorted(known, key=lambda name: ("_" in name) == ("_" in key))
-    by_bare = {bare(name): name for name in in_style}
-    match = difflib.get_close_matches(bare(key), list(by_bare), n=1)
-    return by_bare[match[0]] if match else None
-
-
-def _known_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
-    """Field names and aliases of the table at `loc` under `model`; [] where `loc` does not
-    lead to a model (a plain dict, a value)."""
-    node: Any = model
-    for part in loc:
-        node = _child(node, part)
-        if node is None:
-            return []
-    node = _without_none(node)
-    if not (isinstance(node, type) and issubclass(node, BaseModel)):
-        return []
-    keys: list[str] = []
-    for name, field in node.model_fields.items():
-        keys.append(name)
-        if field.alias:
-            keys.append(field.alias)
-    return keys
-
-
-def _child(node: Any, part: str | int) -> Any:
-    """The type one step of a validation error's location leads to, or None."""
-    node = _without_none(node)
-    if isinstance(node, type) and issubclass(node, BaseModel):
-        for name, field in node.model_fields.items():
-            if part in (name, field.alias):
-                return field.annotation
-        return None
-    origin, args = get_origin(node), get_args(node)
-    if origin in (tuple, list) and isinstance(part, int) and args:
-        return args[0]
-    if origin is dict and isinstance(part, str) and len(args) == 2:
-        return args[1]
-    if origin in (Union, UnionType):
-        # Pydantic names the member of a union it tried ('Trigger', 'tuple[str, ...]').
-        for member in args:
-            if getattr(member, "__name__", None) == part:
-                return member
-    return None
-
-
-def _without_none(node: Any) -> Any:
-    if get_origin(node) in (Union, UnionType):
-        members = [a for a in get_args(node) if a is not type(None)]
-        if len(members) == 1:
-            return members[0]
-    return node
-
-
 def parse_settings(data: Mapping[str, Any], origin: Path | str) -> Settings:
     try:
         settings = Settings.model_validate(dict(data))
@@ -436,33 +349,6 @@ def find_config(
         return Path(env[CONFIG_ENV]).expanduser()
     candidate = state_dir / CONFIG_FILENAME
     return candidate if candidate.is_file() else None
-
-
-# An agent id that is safe as a file name as it is; any other id (a 250-character folder
-# name, spaces, non-ASCII) is stored under a hashed name, so one odd agent cannot stop a night.
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def file_stem(agent: str) -> str:
-    """The file name an agent's own files (database, lock, tombstones) are stored under."""
-    if _SAFE_NAME.fullmatch(agent) and not agent.endswith("."):
-        return agent
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._-")[:40] or "agent"
-    digest = hashlib.blake2b(agent.encode("utf-8", "surrogateescape"), digest_size=6)
-    return f"{slug}-{digest.hexdigest()}"
-
-
-def check_agent_id(agent: str, where: str) -> str:
-    """The CLI's rule for an agent id, applied wherever one comes from: a name, never a path."""
-    if (
-        not agent
-        or agent in {".", ".."}
-        or any(c in agent for c in "/\\\0")
-        or not agent.isprintable()
-        or len(agent) > 255
-    ):
-        raise ConfigError(f"{where}: {agent!r} is not a valid agent id (a name, not a path)")
-    return agent
 
 
 # Claude Code loads the first 200 lines of a project's memory/MEMORY.md at session start.

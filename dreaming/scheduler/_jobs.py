@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dreaming.config import _format_error
+from dreaming.config_errors import format_error as _format_error
 from dreaming.errors import ConfigError, StateError
 from dreaming.llm import BudgetSettings
 from dreaming.phases import PHASES, Phase

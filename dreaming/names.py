@@ -1,0 +1,35 @@
+"""Agent ids: what one may be (a name, never a path), and the file name an agent's own
+files are stored under."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from dreaming.errors import ConfigError
+
+# An agent id that is safe as a file name as it is; any other id (a 250-character folder
+# name, spaces, non-ASCII) is stored under a hashed name, so one odd agent cannot stop a night.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def file_stem(agent: str) -> str:
+    """The file name an agent's own files (database, lock, tombstones) are stored under."""
+    if _SAFE_NAME.fullmatch(agent) and not agent.endswith("."):
+        return agent
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._-")[:40] or "agent"
+    digest = hashlib.blake2b(agent.encode("utf-8", "surrogateescape"), digest_size=6)
+    return f"{slug}-{digest.hexdigest()}"
+
+
+def check_agent_id(agent: str, where: str) -> str:
+    """The CLI's rule for an agent id, applied wherever one comes from: a name, never a path."""
+    if (
+        not agent
+        or agent in {".", ".."}
+        or any(c in agent for c in "/\\\0")
+        or not agent.isprintable()
+        or len(agent) > 255
+    ):
+        raise ConfigError(f"{where}: {agent!r} is not a valid agent id (a name, not a path)")
+    return agent
