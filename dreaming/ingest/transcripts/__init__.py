@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._cursor import Cursor, cursor_is_valid
 from ._detect import detect_format
 from ._discovery import discover_claude_code, discover_event_log, discover_openclaw
-from ._inbound import ChatFacts, chat_facts
+from ._inbound import ChatFacts, chat_facts, head_senders
 from ._lines import DEFAULT_MAX_LINE_BYTES
 from ._reader import TranscriptReader
 from ._session_keys import session_kind_from_key
@@ -26,5 +26,6 @@ __all__ = [
     "discover_claude_code",
     "discover_event_log",
     "discover_openclaw",
+    "head_senders",
     "session_kind_from_key",
 ]
