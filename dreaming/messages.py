@@ -113,3 +113,6 @@ class SessionFile:
     # What says who this session is with (`dreaming.ingest.admission.Evidence`); None: nothing does,
     # and an unclassified session is never taken for the owner's own.
     classified_by: str | None = None
+    # The operator lists it among their own chats (`[admission] owner_sessions`): a group chat
+    # so listed is people the agent works for, whose lines count as the owner's (each named).
+    vouched: bool = False
