@@ -105,6 +105,7 @@ class LightPhase:
             self.paths.memory_file(agent),
             self.paths.dreams_file(agent),
             lambda keys: lineage.successors(conn, agent, keys),
+            lambda: lineage.spoken_by(conn, agent),
         )
 
     def _reload_folder(self) -> Folder:
