@@ -19,7 +19,10 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
    `sessions.json` (key `agent:<agent>:main:<sid>`, chatType `direct`). Turn k of a session
    is transcript line k + 2; that map (session file, line) -> `dia_id` translates entry
    evidence back to LoCoMo turn ids. Only the turn's `text` is written: shared images
-   (`img_url`, `blip_caption`) are not, as a text transcript would not carry them.
+   (`img_url`, `blip_caption`) are not, as a text transcript would not carry them. Each
+   `user` message opens with the block OpenClaw puts before a message from a chat channel,
+   naming its sender (`Sender (untrusted metadata):` and a fenced JSON object with `label`,
+   `id`, `name`), so the library learns who said it the way it does from OpenClaw.
 
    Roles (`--roles`). LoCoMo is two people talking; there is no assistant. Default
    `both-user`: both speakers' turns are `user` messages, so both are origin class `owner`,
@@ -28,10 +31,10 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
    at half weight (origin `agent`) and the deterministic consolidator would attribute them
    as "The agent said", i.e. it would mislabel a person as the agent and depress B's facts
    for a reason that has nothing to do with memory quality, so it is not the default (it is
-   kept to measure exactly that effect). Consequence of `both-user`: entries written by the
-   deterministic consolidator say "The user said: ..." for both people; the attribution of
-   a fact to Caroline or Melanie is not preserved (see "gold-fact recall" below, which
-   therefore ignores speaker names).
+   kept to measure exactly that effect). With `both-user` a session has two senders, so
+   the deterministic consolidator names who said each entry ("Caroline: I ..."), and one
+   person's "I" never folds into or supersedes the other's ("gold-fact recall" below
+   ignores speaker names all the same).
 2. Runs one night on all sessions at once: `light`, `rem`, `deep`, each timed on its own
    (`App.run([phase], [agent])`), on the embedded default: default settings, no settings
    file, no LLM, offline. The agent's clock is then the last session's date, so facts from
@@ -310,6 +313,14 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
 # -- transcripts ----------------------------------------------------------------------------
 
 
+def sender_block(speaker: str) -> str:
+    """The inbound metadata OpenClaw puts in front of a message from a chat channel, naming
+    its sender: `Sender (untrusted metadata):` and a fenced JSON object."""
+    ident = re.sub(r"\W+", "-", speaker.casefold()).strip("-") or "speaker"
+    meta = {"label": f"{speaker} ({ident})", "id": ident, "name": speaker}
+    return f"Sender (untrusted metadata):\n```json\n{json.dumps(meta, indent=2)}\n```\n\n"
+
+
 def write_conversation(
     state: Path, conv: Conversation, roles: str, upto: int | None = None
 ) -> dict[str, int]:
@@ -329,13 +340,14 @@ def write_conversation(
         for k, turn in enumerate(s.turns):
             role = "assistant" if roles == "b-assistant" and turn.speaker == speaker_b else "user"
             mid = f"{s.session_id}-m{k:03d}"
+            said = sender_block(turn.speaker) + turn.text if role == "user" else turn.text
             lines.append(
                 {
                     "type": "message",
                     "id": mid,
                     "parentId": parent,
                     "timestamp": iso(s.start + timedelta(minutes=k)),
-                    "message": {"role": role, "content": [{"type": "text", "text": turn.text}]},
+                    "message": {"role": role, "content": [{"type": "text", "text": said}]},
                 }
             )
             parent = mid

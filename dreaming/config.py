@@ -100,7 +100,9 @@ class AdmissionSettings(_Strict):
     night, no metadata in the transcript. Unknown is untrusted: its lines are kept as
     evidence but never promoted on their own, until the operator vouches for it here."""
 
-    # Session ids (shell-style patterns: "2026-03-*") the operator says are their own chats.
+    # Session ids or keys (shell-style patterns: "2026-03-*", "agent:main:telegram:group:*")
+    # the operator says are their own chats: an unclassified one is the owner's, and a group
+    # chat among them is people the agent works for (their lines count, each person named).
     owner_sessions: tuple[str, ...] = ()
     # "owner" takes every unclassified session for the owner's own (a single-user machine
     # whose old transcripts carry no metadata); the default keeps them untrusted.

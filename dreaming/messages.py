@@ -62,6 +62,15 @@ SkipCounts = Counter[str]
 
 
 @dataclass(frozen=True, slots=True)
+class Speaker:
+    """A person a transcript names as a message's sender: a display name, and the id that
+    tells two people of one name apart (the name itself where the transcript gives none)."""
+
+    name: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One utterance from a transcript, before tag stripping and admission."""
 
@@ -76,6 +85,9 @@ class Message:
     message_id: str | None = None
     # Files the agent wrote during this message (write/edit tool calls): reported by forget.
     writes: tuple[str, ...] = ()
+    # Who sent it, where the transcript names a person (OpenClaw's inbound `Sender` block):
+    # None for the agent's own words and wherever nothing names the sender.
+    speaker: Speaker | None = None
 
     @property
     def text(self) -> str:
@@ -101,3 +113,6 @@ class SessionFile:
     # What says who this session is with (`dreaming.ingest.admission.Evidence`); None: nothing does,
     # and an unclassified session is never taken for the owner's own.
     classified_by: str | None = None
+    # The operator lists it among their own chats (`[admission] owner_sessions`): a group chat
+    # so listed is people the agent works for, whose lines count as the owner's (each named).
+    vouched: bool = False

@@ -360,6 +360,7 @@ def test_a_new_candidate_row_equals_one_built_from_the_model(
         "durable_cue": True,
         "updated_at": DAY,
         "stale": True,
+        "speaker": "Caroline",
     }
     assert set(_NEW_COLUMNS) == set(named) | {"key"}
     model = CandidateRow(key="c:model", **named)

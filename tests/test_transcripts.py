@@ -41,6 +41,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
             "discover_claude_project",
             "discover_event_log",
             "discover_openclaw",
+            "head_senders",
             "session_kind_from_key",
         ]
     )

@@ -81,13 +81,17 @@ def classify(
                 participants=facts.participants or session.participants,
                 classified_by=Evidence.TRANSCRIPT.value,
             )
-    if policy.unclassified == "owner" or any(
-        fnmatch.fnmatchcase(session.session_id, p) for p in policy.owner_sessions
-    ):
+    if policy.unclassified == "owner" or _listed(session, policy):
         return dataclasses.replace(
             session, chat_type="direct", classified_by=Evidence.OPERATOR.value
         )
     return session
+
+
+def _listed(session: SessionFile, policy: AdmissionSettings) -> bool:
+    """Whether the operator names `session` (by id or key) among their own chats."""
+    names = [session.session_id] + ([session.session_key] if session.session_key else [])
+    return any(fnmatch.fnmatchcase(n, p) for p in policy.owner_sessions for n in names)
 
 
 class OriginClass(StrEnum):
@@ -147,7 +151,7 @@ def _excluded_by(session: SessionFile, policy: ExcludeSessions) -> str | None:
     return None
 
 
-_GROUP_CHATS = frozenset({"group", "channel", "supergroup", "room"})
+GROUP_CHATS = frozenset({"group", "channel", "supergroup", "room"})
 
 
 def origin_class(session: SessionFile, message: Message) -> OriginClass:
@@ -166,7 +170,11 @@ def speaker_class(session: SessionFile) -> OriginClass:
         return OriginClass.UNTRUSTED
     if session.external_source is not None:
         return OriginClass.UNTRUSTED
-    if session.chat_type is not None and session.chat_type.casefold() in _GROUP_CHATS:
+    if (
+        session.chat_type is not None
+        and session.chat_type.casefold() in GROUP_CHATS
+        and not session.vouched
+    ):
         return OriginClass.UNTRUSTED
     return OriginClass.OWNER
 
@@ -182,6 +190,8 @@ def admit(
     """One session's admission tonight: classified, decided, and what its user lines are
     derived as. The light phase applies it; `verify` checks what was derived against it."""
     session = classify(session, record, settings.admission, scan=scan)
+    if _listed(session, settings.admission) and not session.vouched:
+        session = dataclasses.replace(session, vouched=True)
     decision = decide(session, settings.exclusion_policies(), tombstoned=tombstoned)
     return session, decision, trust_of(session, decision)
 

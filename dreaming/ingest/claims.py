@@ -150,6 +150,39 @@ class Claim:
     text: str
     tokens: frozenset[str]
     durable_cue: bool
+    first_person: bool = False  # the speaker speaks of themselves: "I ...", "my ...", "we ..."
+
+
+# Words by which a speaker speaks of themselves. A first-person claim is its speaker's: where
+# the transcript names who said it, that person is part of the claim's identity (`held_key`).
+_FIRST_PERSON = frozenset(
+    "i me my mine myself we us our ours ourselves 私 僕 俺 わたし ぼく おれ 我 我们 うち".split()  # noqa: SIM905
+)
+_FIRST_PERSON_CJK = re.compile(r"[私僕俺我]")
+
+
+def speaks_of_self(text: str, found: list[str] | None = None) -> bool:
+    """Whether `text` (whose words `found` are, when known) speaks of its speaker."""
+    if any(w.casefold() in _FIRST_PERSON for w in (words(text) if found is None else found)):
+        return True
+    return not text.isascii() and _FIRST_PERSON_CJK.search(text) is not None
+
+
+def held_key(key: str, holder: str | None) -> str:
+    """The key of a claim said by `holder` of themselves ("I live in Leeds" by Caroline and
+    by Melanie are two claims); a claim without a named holder keeps its plain key."""
+    if holder is None:
+        return key
+    joined = f"{key}\x00{holder_id(holder)}"
+    return "c:" + hashlib.blake2b(joined.encode("utf-8"), digest_size=8).hexdigest()
+
+
+HOLDER_MARK = "@"  # opens a holder's guard token: no content token has it (they are \w runs)
+
+
+def holder_id(name: str) -> str:
+    """A named holder as the guards compare it: case and spacing do not tell two apart."""
+    return HOLDER_MARK + " ".join(name.casefold().split())
 
 
 def stem(word: str) -> str:
@@ -320,7 +353,8 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         if key in seen:
             continue
         seen.add(key)
-        claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence))))
+        mine = speaks_of_self(sentence, found)
+        claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence)), mine))
     return tuple(claims)
 
 
@@ -400,11 +434,18 @@ MAX_PROBE = 400  # candidate sets scored per lookup at most
 EXTRA_PROBE = 2  # words counted past the probe to rule sets out before scoring them
 
 
+def _guard(tokens: frozenset[str], holder: str | None) -> frozenset[str]:
+    guard = tokens & GUARDED
+    return guard if holder is None else guard | {holder_id(holder)}
+
+
 class SimilarityIndex:
     """Finds the most similar known token set at or above a threshold.
 
     Two sets with Jaccard >= t share at least one of any (|A| - ceil(t*|A|) + 1) of A's
-    words, so probing A's rarest words that many is enough to find every match."""
+    words, so probing A's rarest words that many is enough to find every match. A set is
+    found only for a query of the same guard: the same holder words, negation mark and
+    named holder (whose "I" it is: `holder`), so a match never moves a fact to someone else."""
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
@@ -412,9 +453,9 @@ class SimilarityIndex:
         self._sets: dict[int, frozenset[str]] = {}
         self._guards: dict[int, frozenset[str]] = {}
 
-    def add(self, ident: int, tokens: frozenset[str]) -> None:
+    def add(self, ident: int, tokens: frozenset[str], holder: str | None = None) -> None:
         self._sets[ident] = tokens
-        self._guards[ident] = tokens & GUARDED
+        self._guards[ident] = _guard(tokens, holder)
         for t in tokens:
             self._postings[t].add(ident)
 
@@ -431,7 +472,7 @@ class SimilarityIndex:
         for t in self._sets.pop(ident, frozenset()):
             self._postings[t].discard(ident)
 
-    def best(self, tokens: frozenset[str]) -> int | None:
+    def best(self, tokens: frozenset[str], holder: str | None = None) -> int | None:
         n = len(tokens)
         if not n or not self._sets:
             return None
@@ -466,7 +507,7 @@ class SimilarityIndex:
         ranked = sorted(i for i, c in shared.items() if c >= hits)
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = threshold * n, n / threshold
-        sets, guards, guard = self._sets, self._guards, tokens & GUARDED
+        sets, guards, guard = self._sets, self._guards, _guard(tokens, holder)
         best_id: int | None = None
         best_score = threshold
         # In id order, so of equal scores the lowest id wins.

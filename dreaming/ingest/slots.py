@@ -8,7 +8,10 @@ without a slot: "use yarn instead of pnpm" replaces what was said of pnpm, and "
 mind, ..." replaces the statement most like it.
 
 Everything here reads text alone and decides nothing about time or trust: the callers (deep)
-compare statements by their transcript time and only let the owner's words replace. The
+compare statements by their transcript time and only let the owner's words replace. Where a
+transcript names who said a statement (several people talk in its session), the speaker of
+"I", "we" and "my ..." is that person (`Slots.read(..., speaker=)`): Melanie's "I moved to
+Bristol" never fills Caroline's `lives_in`, and never the owner's. The
 relations and their phrasings are data (`slots.toml` beside this module), extendable in
 settings (`[slots]`). English is read clause by clause, subject before the relation and
 value after it; Japanese and Chinese with the value before the relation.
@@ -16,6 +19,7 @@ value after it; Japanese and Chinese with the value before the relation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
@@ -35,6 +39,7 @@ class Fill:
     relation: str
     value: frozenset[str]
     negated: bool = False
+    mine: bool = False  # the holder is the speaker or the speaker's ("I", "my sister")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +134,11 @@ class Slots:
             not_values=frozenset(w.casefold() for w in lst.get("not_values", ())),
         )
 
-    def read(self, statement: str) -> Reading:
-        """The slots `statement` fills and the corrections it makes (one sentence or a few).
-        Cached: deep reads every live entry for each batch, and entries change rarely."""
-        return _read_cached(self, statement)
+    def read(self, statement: str, speaker: str | None = None) -> Reading:
+        """The slots `statement` fills and the corrections it makes (one sentence or a few),
+        said by `speaker` when the transcript names who said it (None: the owner). Cached:
+        deep reads every live entry for each batch, and entries change rarely."""
+        return _read_cached(self, statement, speaker)
 
     def _read(self, statement: str) -> Reading:
         text = statement.strip().replace("’", "'")
@@ -165,7 +171,8 @@ class Slots:
         if best is None:
             return
         _, name, m = best
-        holder = holder_of(clause[: m.start()])
+        subject = clause[: m.start()]
+        holder = holder_of(subject)
         if holder is None or (not holder and name in self.not_self):
             return
         rest = clause[m.end() :]
@@ -178,7 +185,8 @@ class Slots:
         value = _value_tokens(rest, self.not_values)
         if value:
             negated = _negated(clause[: m.end()])
-            yield Fill(holder, relation, value, negated)
+            mine = not holder or (holder != UNRESOLVED and _possessive(subject))
+            yield Fill(holder, relation, value, negated, mine)
 
     def _fills_cjk(self, clause: str) -> Iterable[Fill]:
         for name, pattern in self.relations_cjk:
@@ -192,13 +200,30 @@ class Slots:
             holder = frozenset() if not subject or subject in _SELF_CJK else frozenset([subject])
             tokens = frozenset(w.casefold() for w in claims_mod.words(value))
             if tokens and not (holder == frozenset() and name in self.not_self):
-                yield Fill(holder, name, tokens, False)
+                yield Fill(holder, name, tokens, False, not holder)
             return
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _read_cached(slots: Slots, statement: str) -> Reading:
-    return slots._read(statement)
+def _read_cached(slots: Slots, statement: str, speaker: str | None) -> Reading:
+    reading = slots._read(statement)
+    return reading if speaker is None else _voiced(reading, speaker)
+
+
+def _voiced(reading: Reading, speaker: str) -> Reading:
+    """`reading` as said by `speaker`: the speaker's own slots (and those a pronoun leaves
+    open) and the statement's holders are that person's."""
+    voice = claims_mod.holder_id(speaker)
+    fills = tuple(
+        dataclasses.replace(f, holder=f.holder | {voice}) if f.mine or f.holder == UNRESOLVED else f
+        for f in reading.fills
+    )
+    return dataclasses.replace(reading, fills=fills, holders=reading.holders | {voice})
+
+
+def _voice(holder: frozenset[str]) -> frozenset[str]:
+    """The named speaker a holder is of, as a set of at most one guard token."""
+    return frozenset(t for t in holder if t.startswith(claims_mod.HOLDER_MARK))
 
 
 def _merged(
@@ -288,6 +313,19 @@ def holder_of(subject: str) -> frozenset[str] | None:
     if first in _OWNERS or first in _DETERMINERS:
         return _noun_phrase(words[1:])
     return _noun_phrase(words)
+
+
+def _possessive(subject: str) -> bool:
+    """Whether a clause's subject is something of the speaker's ("my sister", "our dog",
+    "the user's wife")."""
+    words = _lower_words(subject)
+    while words and words[0] in _OPENERS:
+        words = words[1:]
+    if words[:1] and words[0] in _OWNERS:
+        return True
+    if words[:1] and words[0] in _SELF:
+        return words[1:2] == ["s"]
+    return words[:3] == ["the", "user", "s"]
 
 
 def _noun_phrase(words: list[str]) -> frozenset[str] | None:
@@ -383,7 +421,12 @@ def holders(text: str) -> frozenset[str]:
 
 def _compatible(a: frozenset[str], b: frozenset[str]) -> bool:
     """Two holders that may be one: equal, or one naming more of the same ("my sister" and
-    "my sister Anna"). The speaker (empty) is only the speaker."""
+    "my sister Anna"), of the same speaker. The speaker (empty) is only the speaker."""
+    va, vb = _voice(a), _voice(b)
+    if va != vb:
+        return False
+    if va:
+        a, b = a - va, b - vb
     if not a or not b:
         return a == b
     if a == UNRESOLVED or b == UNRESOLVED:
@@ -406,14 +449,17 @@ def replaces(new: Reading, old: Reading) -> Replacement | None:
                 continue
             label = nf.relation.split(":")[0].replace("_", " ")
             # A pronoun's slot is one of several others': only the likest one is replaced.
-            by_slot = nf.holder != UNRESOLVED
+            by_slot = not _unresolved(nf.holder)
             if nf.negated != of.negated:
                 if nf.value & of.value:
                     return Replacement(f"no longer so: {label}", 1.0, by_slot)
             elif not nf.negated and not (nf.value <= of.value or of.value <= nf.value):
                 return Replacement(f"a new value for {label}", 1.0, by_slot)
-    pronoun = not new.holders and any(f.holder == UNRESOLVED for f in new.fills)
-    if new.holders != old.holders and not (pronoun and old.holders):
+    voice = _voice(new.holders)
+    if voice != _voice(old.holders):
+        return None  # never across speakers
+    pronoun = not (new.holders - voice) and any(_unresolved(f.holder) for f in new.fills)
+    if new.holders != old.holders and not (pronoun and old.holders - voice):
         return None
     likeness = claims_mod.jaccard(new.tokens - new.old, old.tokens)
     if new.old and new.old <= old.tokens and not (new.tokens - new.old) <= old.tokens:
@@ -423,6 +469,10 @@ def replaces(new: Reading, old: Reading) -> Replacement | None:
     if new.corrects and likeness >= 0.4 and len(new.tokens & old.tokens) >= 2:
         return Replacement("corrected by a later statement", likeness, False)
     return None
+
+
+def _unresolved(holder: frozenset[str]) -> bool:
+    return holder >= UNRESOLVED
 
 
 def _same_relation(new: Reading, old: Reading) -> bool:

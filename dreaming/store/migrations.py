@@ -324,6 +324,20 @@ def _oversight(conn: Connection) -> None:
     )
 
 
+@migration("0011_speakers")
+def _speakers(conn: Connection) -> None:
+    """Who said a line, where a transcript names people (`corpus_lines.speaker`), and whose
+    "I" a candidate is (`candidates.speaker`). Both NULL for what was stored before: the
+    owner's, as it was read then."""
+    _run(
+        conn,
+        """
+        ALTER TABLE corpus_lines ADD COLUMN speaker VARCHAR;
+        ALTER TABLE candidates ADD COLUMN speaker VARCHAR
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

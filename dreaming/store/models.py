@@ -66,6 +66,9 @@ class CorpusLineRow(SQLModel, table=True):
     origin_class: str  # owner | agent | untrusted | system
     text: str
     text_hash: str
+    # Whom memory names as having said it (a sender of a session with several people);
+    # NULL for the owner of a one-to-one chat, the agent, and where no transcript names one.
+    speaker: str | None = None
 
 
 class CandidateRow(SQLModel, table=True):
@@ -94,6 +97,9 @@ class CandidateRow(SQLModel, table=True):
     stale: bool = False  # evidence changed; signals not yet recomputed (see refresh_stale)
     salience: float | None = None  # what the text tells, in [0, 1]; None: not yet scored
     features: str | None = None  # space-joined names of the salience features that fired
+    # Whose first-person claim it is ("I live in Leeds" said by Caroline): part of its
+    # identity, so two people's "I" never fold into one; NULL for the owner's and the rest.
+    speaker: str | None = None
 
 
 class CandidateEvidenceRow(SQLModel, table=True):

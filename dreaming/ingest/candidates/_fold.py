@@ -1,6 +1,12 @@
 """Folding: the claims of newly committed corpus lines joined to candidates (new ones or
 near-duplicates of existing ones), with one evidence row per line and the recalls of
-entries that were said again."""
+entries that were said again.
+
+A first-person claim of a line that names its speaker ("I live in Leeds", said by Caroline
+in a chat of several people) is that person's: the speaker is part of the candidate's key
+and guard (`candidates.speaker`), so Caroline's and Melanie's "I live in Leeds" stay two
+candidates, and neither recalls the other's entry. Everything else folds as before: the
+owner's claims, and claims that speak of no one in particular, whoever said them."""
 
 from __future__ import annotations
 
@@ -80,20 +86,23 @@ class Folder:
         memory: Path,
         dreams: Path,
         successors: Callable[[Collection[str]], Mapping[str, str | None]] = lambda _keys: {},
+        speakers: Callable[[], Mapping[str, frozenset[str]]] = dict,
     ) -> Folder:
         """`successors` tells, for MEMORY.md keys the database no longer has, the live entry
         each was merged into, or None for one that left memory otherwise (superseded); see
-        `lineage.successors` (the candidates cannot ask lineage: lineage writes them)."""
+        `lineage.successors` (the candidates cannot ask lineage: lineage writes them).
+        `speakers` gives the people each live entry names as having said it
+        (`lineage.spoken_by`)."""
         sim = settings.candidates.similarity
         index = claims_mod.SimilarityIndex(sim)
         by_key: dict[str, int] = {}
-        for cid, key, tokens in conn.execute(
-            select(CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens).where(
-                CANDIDATES.c.agent == agent
-            )
+        for cid, key, tokens, speaker in conn.execute(
+            select(
+                CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens, CANDIDATES.c.speaker
+            ).where(CANDIDATES.c.agent == agent)
         ):
             by_key[key] = cid
-            index.add(cid, frozenset(tokens.split()))
+            index.add(cid, frozenset(tokens.split()), speaker)
         # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
         # (that is how our output echoed back in a transcript is recognised, not re-promoted).
         entries = claims_mod.SimilarityIndex(sim)
@@ -120,16 +129,17 @@ class Folder:
             went = moved.get(old, old)
             if went is not None:
                 shown[old] = went
+        voices = speakers() if known else {}
         for old, body in sorted((known | lagging).items()):
             key = shown.get(old)
             if key is None:
                 continue  # superseded: no longer ours
-            tokens = claims_mod.content_tokens(body)
+            tokens, holder = _entry_claim(body, voices.get(key, frozenset()))
             if not tokens:
                 continue
-            entries.add(len(entry_keys), tokens)
+            entries.add(len(entry_keys), tokens, holder)
             entry_keys.append(key)
-            entry_by_claim_key[claims_mod.claim_key(tokens)] = key
+            entry_by_claim_key[claims_mod.held_key(claims_mod.claim_key(tokens), holder)] = key
         # Our diary quoted back in a conversation is our own output, not something said.
         echoes = claims_mod.EchoIndex()
         for entry in diary.entries(diary.read(dreams)):
@@ -139,10 +149,11 @@ class Folder:
             agent, settings, by_key, index, entries, entry_keys, entry_by_claim_key, echoes, shown
         )
 
-    def recalled_entry(self, claim: claims_mod.Claim) -> str | None:
-        if claim.key in self.entry_by_claim_key:
-            return self.entry_by_claim_key[claim.key]
-        hit = self.entries.best(claim.tokens)
+    def recalled_entry(self, claim: claims_mod.Claim, holder: str | None = None) -> str | None:
+        key = claims_mod.held_key(claim.key, holder)
+        if key in self.entry_by_claim_key:
+            return self.entry_by_claim_key[key]
+        hit = self.entries.best(claim.tokens, holder)
         return self.entry_keys[hit] if hit is not None else None
 
     def fold(self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]]) -> FoldStats:
@@ -175,14 +186,16 @@ class Folder:
         if "<!--" in body:
             body = self._gather_quoted_blocks(batch, line_id, row, body)
         cs = self.settings.candidates
+        speaker = row.get("speaker")
         for claim in claims_mod.extract(
             body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
         ):
-            entry = self.recalled_entry(claim)
+            holder = speaker if claim.first_person else None
+            entry = self.recalled_entry(claim, holder)
             if entry is not None:
                 batch.recalls.append(self._recall(entry, line_id, row))
                 continue
-            batch.evidence.append((self._candidate_of(batch, claim, now), line_id, row))
+            batch.evidence.append((self._candidate_of(batch, claim, holder, now), line_id, row))
 
     def _gather_quoted_blocks(
         self, batch: _Batch, line_id: int, row: dict[str, Any], body: str
@@ -206,27 +219,32 @@ class Folder:
             "observed_at": row["ts"],
         }
 
-    def _candidate_of(self, batch: _Batch, claim: claims_mod.Claim, now: datetime) -> int:
-        """The candidate a claim is evidence for: the one with its key, else the most similar,
-        else a new one of this batch (a negative id until it is inserted)."""
-        cid = self.by_key.get(claim.key)
+    def _candidate_of(
+        self, batch: _Batch, claim: claims_mod.Claim, holder: str | None, now: datetime
+    ) -> int:
+        """The candidate a claim (of `holder`, when it is a named speaker's own) is evidence
+        for: the one with its key, else the most similar of the same holder, else a new one
+        of this batch (a negative id until it is inserted)."""
+        key = claims_mod.held_key(claim.key, holder)
+        cid = self.by_key.get(key)
         if cid is None:
-            cid = self.index.best(claim.tokens)
+            cid = self.index.best(claim.tokens, holder)
         if cid is None:
             cid = -(len(batch.pending) + 1)
             batch.pending.append(
                 {
                     "agent": self.agent,
-                    "key": claim.key,
+                    "key": key,
                     "text": claim.text,
                     "tokens": " ".join(sorted(claim.tokens)),
                     "durable_cue": claim.durable_cue,
                     "updated_at": now,
                     "stale": True,
+                    "speaker": holder,
                 }
             )
-            self.by_key[claim.key] = cid
-            self.index.add(cid, claim.tokens)
+            self.by_key[key] = cid
+            self.index.add(cid, claim.tokens, holder)
         elif claim.durable_cue and cid > 0:
             batch.cue.add(cid)
         return cid
@@ -275,7 +293,27 @@ class Folder:
 # A new candidate names only these columns; the others take the defaults of the table's DDL
 # (the models' defaults: a test checks they agree), so SQLAlchemy does not fill a dozen
 # defaults per row in Python. Same SQLAlchemy types, so values bind as before.
-_NEW_COLUMNS = ("agent", "key", "text", "tokens", "durable_cue", "updated_at", "stale")
+_NEW_COLUMNS = (
+    "agent",
+    "key",
+    "text",
+    "tokens",
+    "durable_cue",
+    "updated_at",
+    "stale",
+    "speaker",
+)
+
+
+def _entry_claim(text: str, names: frozenset[str]) -> tuple[frozenset[str], str | None]:
+    """An entry's text as a claim: its content tokens (the names of the people it says said
+    it are none of them) and, for one person's first-person statement, that person."""
+    tokens = claims_mod.content_tokens(text)
+    if not names:
+        return tokens, None
+    tokens -= claims_mod.content_tokens(" ".join(names))
+    holder = next(iter(names)) if len(names) == 1 and claims_mod.speaks_of_self(text) else None
+    return tokens, holder
 
 
 _INSERT_NEW = insert(

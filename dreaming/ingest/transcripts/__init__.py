@@ -16,7 +16,7 @@ from ._discovery import (
     discover_event_log,
     discover_openclaw,
 )
-from ._inbound import ChatFacts, chat_facts
+from ._inbound import ChatFacts, chat_facts, head_senders
 from ._lines import DEFAULT_MAX_LINE_BYTES
 from ._reader import TranscriptReader
 from ._session_keys import session_kind_from_key
@@ -34,5 +34,6 @@ __all__ = [
     "discover_claude_project",
     "discover_event_log",
     "discover_openclaw",
+    "head_senders",
     "session_kind_from_key",
 ]

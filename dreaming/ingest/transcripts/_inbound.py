@@ -16,6 +16,11 @@ A group chat says so (`is_group_chat`, a group subject, channel or space); a dir
 carries the blocks without any of that. Cron runs start with `[cron:<job> <name>]` (or carry a
 `provenance` naming the cron tool) and heartbeats ask for `HEARTBEAT_OK`. Only the head of the
 file is read: the chat a session is in does not change half-way.
+
+The same blocks name each message's sender (`sender`): the `Sender` block's `name`, else the
+conversation info's `sender`, else the label without its id. OpenClaw's own clients (the
+control UI, the TUI, the CLI: `GATEWAY_CLIENT_IDS`) are the owner at a keyboard, not a
+person the transcript names.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dreaming.messages import SessionKind
+from dreaming.messages import SessionKind, Speaker
 
 # Enough for the first few dozen messages; a metadata block is a few hundred bytes.
 HEAD_BYTES = 256 * 1024
@@ -39,6 +44,34 @@ _BLOCK = re.compile(
     r"\s*(Conversation info|Sender) \(untrusted metadata\):\s*```json\s*(\{.*?\})\s*```", re.S
 )
 _GROUP_KEYS = ("group_subject", "group_channel", "group_space", "is_forum", "topic_id")
+# OpenClaw's gateway clients (src/gateway/protocol/client-info.ts): a sender of these ids is
+# one of the owner's own front ends, never a person of its own.
+GATEWAY_CLIENTS = frozenset(
+    {
+        "webchat-ui",
+        "openclaw-control-ui",
+        "openclaw-browser-copilot",
+        "openclaw-tui",
+        "webchat",
+        "cli",
+        "gateway-client",
+        "openclaw-macos",
+        "openclaw-linux",
+        "openclaw-ios",
+        "openclaw-watchos",
+        "openclaw-android",
+        "node-host",
+        "openclaw-worker",
+        "test",
+        "fingerprint",
+        "openclaw-probe",
+    }
+)
+MAX_NAME_CHARS = 40
+# What a name may hold once it is written into MEMORY.md ("Caroline: ..."): letters, digits,
+# spaces and the marks names use. Anything else (markup, colons, brackets) is dropped.
+_NAME_DROP = re.compile(r"[^\w .'\-]+")
+_LABEL_ID = re.compile(r"\s*\([^()]*\)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +81,10 @@ class ChatFacts:
     chat_type: str | None = None  # "group" or "direct"
     kind: SessionKind = SessionKind.INTERACTIVE
     participants: tuple[str, ...] = ()
+    senders: tuple[Speaker, ...] = ()  # the people the head's `Sender` blocks name
 
 
-def chat_facts(path: Path) -> ChatFacts | None:
-    """The chat an OpenClaw transcript's inbound metadata shows, or None when it shows none."""
+def _head_lines(path: Path) -> list[bytes] | None:
     try:
         with path.open("rb") as f:
             head = f.read(HEAD_BYTES)
@@ -60,9 +93,18 @@ def chat_facts(path: Path) -> ChatFacts | None:
     lines = head.split(b"\n")
     if len(head) == HEAD_BYTES:
         lines = lines[:-1]  # the last one may be cut
+    return lines
+
+
+def chat_facts(path: Path) -> ChatFacts | None:
+    """The chat an OpenClaw transcript's inbound metadata shows, or None when it shows none."""
+    lines = _head_lines(path)
+    if lines is None:
+        return None
     group = direct = False
     first = True
     participants: list[str] = []
+    senders: dict[str, Speaker] = {}
     for raw in lines:
         message = _message(raw)
         if message is None or message.get("role") != "user":
@@ -72,12 +114,13 @@ def chat_facts(path: Path) -> ChatFacts | None:
             kind = _internal_kind(message)
             if kind is not None:
                 return ChatFacts(kind=kind)
-        for name, body in _leading_blocks(_text(message.get("content"))):
-            try:
-                meta = json.loads(body)
-            except ValueError:
-                continue
-            if not isinstance(meta, dict):
+        text = _text(message.get("content"))
+        who = sender(text)
+        if who is not None:
+            senders.setdefault(who.id, who)
+        for name, body in _leading_blocks(text):
+            meta = _json_object(body)
+            if meta is None:
                 continue
             direct = True
             if name == "Conversation info" and _is_group(meta):
@@ -91,7 +134,72 @@ def chat_facts(path: Path) -> ChatFacts | None:
     return ChatFacts(
         chat_type="group" if group else "direct",
         participants=tuple(dict.fromkeys(participants))[:16],
+        senders=tuple(senders.values())[:16],
     )
+
+
+def head_senders(path: Path) -> tuple[Speaker, ...]:
+    """The people the `Sender` blocks at the head of an OpenClaw transcript name."""
+    out: dict[str, Speaker] = {}
+    for raw in _head_lines(path) or ():
+        message = _message(raw)
+        if message is not None and message.get("role") == "user":
+            who = sender(_text(message.get("content")))
+            if who is not None:
+                out.setdefault(who.id, who)
+    return tuple(out.values())
+
+
+def sender(text: str) -> Speaker | None:
+    """The person an inbound message's leading metadata blocks name as its sender, or None
+    (no blocks, one of OpenClaw's own clients, nothing that reads as a name)."""
+    if "(untrusted metadata)" not in text:
+        return None
+    info: dict[str, Any] = {}
+    who: dict[str, Any] = {}
+    for block, body in _leading_blocks(text):
+        meta = _json_object(body)
+        if meta is not None:
+            (who if block == "Sender" else info).update(meta)
+    ident = _field(who, "id") or _field(info, "sender_id")
+    label = _field(who, "label")
+    if ident is not None and ident.casefold() in GATEWAY_CLIENTS:
+        return None
+    if label is not None and label.casefold().split(" ", 1)[0] in GATEWAY_CLIENTS:
+        return None
+    raw = (
+        _field(who, "name")
+        or _field(info, "sender")
+        or (_LABEL_ID.sub("", label) if label else None)
+        or _field(who, "username")
+    )
+    name = clean_name(raw) if raw else None
+    if name is None:
+        return None
+    return Speaker(name=name, id=ident or name.casefold())
+
+
+def clean_name(raw: str) -> str | None:
+    """A sender's name as an entry may show it: one line of letters, digits, spaces and the
+    marks names use, at most MAX_NAME_CHARS; None when nothing of it is left."""
+    name = " ".join(_NAME_DROP.sub(" ", raw).split()).strip(" .'-")
+    return name[:MAX_NAME_CHARS].rstrip() or None
+
+
+def _field(meta: dict[str, Any], key: str) -> str | None:
+    value = meta.get(key)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _json_object(body: str) -> dict[str, Any] | None:
+    try:
+        meta = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def _leading_blocks(text: str) -> list[tuple[str, str]]:

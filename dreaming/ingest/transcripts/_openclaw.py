@@ -2,7 +2,8 @@
 
 Only `message` lines whose role is `user` or `assistant` are conversation; their `text` blocks
 are the words. Tool calls are kept only as the files they wrote. Every other line type the
-format defines carries no conversation and is passed over without counting.
+format defines carries no conversation and is passed over without counting. A user message's
+sender is the person its inbound `Sender` block names (`_inbound.sender`), if any.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from dreaming.messages import Kind, Message, Role, SkipReason
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
+from ._inbound import sender
 
 # Line types of the format that carry no conversation text (and name it: format detection
 # reads them too).
@@ -71,4 +73,5 @@ def parse_openclaw(
             blocks=blocks,
             message_id=str_or_none(obj.get("id")),
             writes=writes,
+            speaker=sender(blocks[0]) if role is Role.USER and blocks else None,
         )

@@ -406,3 +406,37 @@ def stated_at(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, 
                 out[key] = when
     out.update(owner)
     return out
+
+
+def spoken_by(
+    conn: Connection, agent: str, keys: Collection[str] | None = None
+) -> dict[str, frozenset[str]]:
+    """The people each entry (of `keys`, else every one with evidence) names as having said
+    it: the named speakers of its evidence lines (`corpus_lines.speaker`). An entry of the
+    owner's own words, or one stored before lines named anyone, has none."""
+    ev, lines = ENTRY_EVIDENCE.c, CORPUS_LINES.c
+    query = (
+        select(ev.entry_key, lines.speaker)
+        .select_from(
+            ENTRY_EVIDENCE.join(
+                CORPUS_LINES,
+                and_(
+                    lines.agent == ev.agent,
+                    lines.session_id == ev.session_id,
+                    lines.line == ev.line,
+                ),
+            )
+        )
+        .where(and_(ev.agent == agent, lines.speaker.is_not(None)))
+        .distinct()
+    )
+    found: dict[str, set[str]] = defaultdict(set)
+    if keys is None:
+        for key, speaker in conn.execute(query):
+            found[key].add(speaker)
+    else:
+        wanted = list(keys)
+        for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+            for key, speaker in conn.execute(query.where(ev.entry_key.in_(chunk))):
+                found[key].add(speaker)
+    return {k: frozenset(v) for k, v in found.items()}

@@ -11,11 +11,17 @@ A near-duplicate is a near-identical bag of words, or one bag holding nearly all
 other's (at least three words, inflections folded), said of one person: "My son is allergic
 to peanuts" never folds into "I'm allergic to peanuts", while "Our deploys happen on
 Fridays" is the speaker's own "We deploy on Fridays" (`_likeness.one_speaker`).
+
+Where the transcript names who said a statement, the entry remembers it (its evidence
+lines' speakers, `lineage.spoken_by`): one person's "I" is never another's, so Melanie's
+"I moved to Bristol" neither folds into nor supersedes Caroline's "I live in Leeds".
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dreaming.ingest import claims as claims_mod
@@ -35,7 +41,44 @@ from dreaming.phases.deep._likeness import (
     statement,
 )
 from dreaming.phases.deep._selection import Candidate, utterances
-from dreaming.phases.deep._wording import attributed
+from dreaming.phases.deep._wording import attributed, named
+
+
+@dataclass(frozen=True, slots=True)
+class Voice:
+    """Who an entry or a candidate names as having said it: `names` (empty: the owner or the
+    agent, implicit), the one person of them (`speaker`), and whose "I" it is (`holder`:
+    that person, for a first-person statement)."""
+
+    names: tuple[str, ...] = ()
+    speaker: str | None = None
+    holder: str | None = None
+
+    @classmethod
+    def of(cls, text: str, names: tuple[str, ...], holder: str | None = None) -> Voice:
+        return _voice_of(text, names, holder)
+
+    @classmethod
+    def _of(cls, text: str, names: tuple[str, ...], holder: str | None) -> Voice:
+        speaker = names[0] if len(names) == 1 else None
+        if holder is None and speaker is not None:
+            said = statement(text, named(names))
+            holder = speaker if claims_mod.speaks_of_self(said) else None
+        return cls(names, holder or speaker, holder)
+
+    def tokens(self, text: str) -> frozenset[str]:
+        """The content tokens of `text`, the names of who said it left out."""
+        tokens = claims_mod.content_tokens(text)
+        return tokens - claims_mod.content_tokens(" ".join(self.names)) if self.names else tokens
+
+    def reading(self, slots: slots_mod.Slots, text: str) -> slots_mod.Reading:
+        return slots.read(statement(text, named(self.names)), speaker=self.speaker)
+
+
+# Deep reads every live entry for each batch: an entry's voice is worked out once.
+@functools.lru_cache(maxsize=1 << 14)
+def _voice_of(text: str, names: tuple[str, ...], holder: str | None) -> Voice:
+    return Voice._of(text, names, holder)
 
 
 class _Memory:
@@ -49,6 +92,7 @@ class _Memory:
         similarity: float,
         slots: slots_mod.Slots,
         stated: Mapping[str, datetime],
+        spoken: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.live = live
         self.slots = slots
@@ -58,14 +102,17 @@ class _Memory:
         self.owned: list[Bag] = []
         self.readings: list[slots_mod.Reading] = []
         self.stated: list[datetime | None] = []
+        self.voices: list[Voice] = []
         self.gone: set[int] = set()  # superseded in this batch
         for i, (key, text) in enumerate(live):
+            voice = Voice.of(text, tuple(sorted((spoken or {}).get(key, ()))))
+            self.voices.append(voice)
             self.bags.append(bag(text))
             self.owned.append(owned(text))
-            self.readings.append(slots.read(statement(text)))
+            self.readings.append(voice.reading(slots, text))
             self.stated.append(stated.get(key))
-            self.index.add(i, claims_mod.content_tokens(text))
-            self.loose.add(i, self.bags[i])
+            self.index.add(i, voice.tokens(text), voice.holder)
+            self.loose.add(i, self.bags[i], voice.holder)
 
     def conflicts(self, reading: slots_mod.Reading) -> list[tuple[int, slots_mod.Replacement]]:
         """The live entries a statement would replace if said later: every entry of a slot
@@ -102,15 +149,18 @@ class _Memory:
         stated = self.stated[i]
         return when is not None and stated is not None and stated > when
 
-    def near_duplicate(self, tokens: frozenset[str], said: Bag, mine: Bag) -> int | None:
-        """The index of the entry that states what a candidate says, if one does."""
-        hit = self.index.best(tokens)
+    def near_duplicate(
+        self, tokens: frozenset[str], said: Bag, mine: Bag, holder: str | None = None
+    ) -> int | None:
+        """The index of the entry that states what a candidate (whose "I" is `holder`'s,
+        when a transcript names them) says, if one does."""
+        hit = self.index.best(tokens, holder)
         if hit is not None and one_speaker(self.bags[hit], self.owned[hit], said, mine) is None:
             hit = None
         if hit is None:
             # Looked up with and without the speaker: "our deploys" may be "we deploy".
             for query in (said, said ^ {SELF}):
-                near = self.loose.best(query)
+                near = self.loose.best(query, holder)
                 pair = (
                     None
                     if near is None
@@ -128,21 +178,23 @@ class _Memory:
         return text if self.bags[hit] <= said and 0 < len(extra) <= 2 else self.live[hit][1]
 
     def rewrite(self, hit: int, text: str, said: Bag, mine: Bag) -> None:
+        voice = self.voices[hit]
         self.live[hit] = (memory_file.entry_key(text), text)
         self.bags[hit] = said
         self.owned[hit] = mine
         self.index.discard(hit)
         self.loose.discard(hit)
-        self.index.add(hit, claims_mod.content_tokens(text))
-        self.loose.add(hit, said)
-        self.readings[hit] = self.slots.read(statement(text))
+        self.index.add(hit, voice.tokens(text), voice.holder)
+        self.loose.add(hit, said, voice.holder)
+        self.readings[hit] = voice.reading(self.slots, text)
 
-    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None) -> None:
-        self.index.add(len(self.live), claims_mod.content_tokens(text))
-        self.loose.add(len(self.live), said)
+    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> None:
+        self.index.add(len(self.live), voice.tokens(text), voice.holder)
+        self.loose.add(len(self.live), said, voice.holder)
+        self.voices.append(voice)
         self.bags.append(said)
         self.owned.append(mine)
-        self.readings.append(self.slots.read(statement(text)))
+        self.readings.append(voice.reading(self.slots, text))
         self.stated.append(when)
         self.live.append((memory_file.entry_key(text), text))
 
@@ -163,12 +215,14 @@ def decide(
     slots: slots_mod.Slots | None = None,
     stated: Mapping[str, datetime] | None = None,
     said_at: Mapping[int, datetime] | None = None,
+    spoken: Mapping[str, frozenset[str]] | None = None,
 ) -> list[lineage.Applied]:
     """One decision per utterance of `batch` against the `live` entries (key, text).
     `stated` gives when the owner last stated each live entry and `said_at` when the owner
     last said each candidate (by id), on the transcripts' clock: they decide which of two
-    values of a slot stands."""
-    memory = _Memory(live, similarity, slots or slots_mod.default_slots(), stated or {})
+    values of a slot stands. `spoken` gives the people each live entry names as having said
+    it (`lineage.spoken_by`): a statement is only ever compared with the same person's."""
+    memory = _Memory(live, similarity, slots or slots_mod.default_slots(), stated or {}, spoken)
     when = said_at or {}
     return [
         _decide_one(memory, c, also, when.get(c.id), max_chars=max_chars, registry=registry)
@@ -192,7 +246,8 @@ def _decide_one(
         )
     folded = tuple((o.id, o.key) for o in also)
     said, mine = bag(text), owned(text)
-    hit = memory.near_duplicate(c.tokens, said, mine)
+    voice = Voice.of(text, c.speakers, c.holder)
+    hit = memory.near_duplicate(c.tokens, said, mine, voice.holder)
     if hit is not None:
         key, old = memory.live[hit]
         keep = memory.merged_text(hit, text, said)
@@ -210,7 +265,7 @@ def _decide_one(
         )
     # Only the owner's word changes a fact: an agent-only line never replaces one.
     if c.owner_lines:
-        reading = memory.slots.read(statement(text))
+        reading = voice.reading(memory.slots, text)
         # An entry stated later that replaces this statement: it is an old value.
         newer = memory.replacing(reading, when)
         if newer:
@@ -218,9 +273,9 @@ def _decide_one(
         # A correction said before an entry corrects something older than it, not the entry.
         earlier = [p for p in memory.conflicts(reading) if not memory.stated_after(p[0], when)]
         if earlier:
-            return _supersede(memory, c, text, said, mine, when, earlier, folded)
+            return _supersede(memory, c, text, (said, mine, voice), when, earlier, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
-    memory.add(text, said, mine, when)
+    memory.add(text, said, mine, when, voice)
     return lineage.Applied(c.id, c.key, Action.ADD, (), text, "deterministic", why, folded)
 
 
@@ -242,16 +297,17 @@ def _supersede(
     memory: _Memory,
     c: Candidate,
     text: str,
-    said: Bag,
-    mine: Bag,
+    bags: tuple[Bag, Bag, Voice],
     when: datetime | None,
     conflicts: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
 ) -> lineage.Applied:
-    """`c`, said later, replaces the entries it conflicts with."""
+    """`c`, said later, replaces the entries it conflicts with. `bags`: what it says, what
+    it calls the speaker's, and who said it."""
     hits = [i for i, _ in conflicts]
     memory.retire(hits)
-    memory.add(text, said, mine, when)
+    said, mine, voice = bags
+    memory.add(text, said, mine, when, voice)
     why = "; ".join(dict.fromkeys(r.reason for _, r in conflicts))
     targets = tuple(memory.live[i][0] for i in hits)
     return lineage.Applied(

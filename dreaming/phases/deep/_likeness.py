@@ -15,10 +15,12 @@ SELF = "\x00self"  # stands for the speaker's "I" in a bag of words
 Bag = frozenset[str]
 
 
-def statement(text: str) -> str:
+def statement(text: str, names: str = "") -> str:
     """What an entry says: the date and attribution prefix of a deterministic entry is not
-    part of it."""
-    return text.split(": ", 1)[1] if _PREFIX.match(text) else text
+    part of it (the user, the agent, or the people `names` says said it)."""
+    if _PREFIX.match(text) or (names and text.startswith(f"{names}: ")):
+        return text.split(": ", 1)[1]
+    return text
 
 
 def bag(text: str) -> frozenset[str]:
@@ -95,7 +97,12 @@ _SPEAKER_SUBJECT = re.compile(
 _SPEAKER_POSSESSIVE = re.compile(r"(?<![\w'])(?:my|our)\s+([\w-]+(?:\s+[\w-]+)?)", re.IGNORECASE)
 
 
-_PREFIX = re.compile(r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): ", re.IGNORECASE)
+# A dated entry names whoever said it before the colon ("2026-03-08 — Caroline: ...").
+_PREFIX = re.compile(
+    r"^(?:(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent)"
+    r"|\d{4}-\d{2}-\d{2} — [^\W\d_][\w .',-]{0,120}?): ",
+    re.IGNORECASE,
+)
 
 
 def contains(a: frozenset[str], b: frozenset[str]) -> bool:

@@ -279,6 +279,7 @@ class DeepPhase:
         with self._reader() as conn:
             live = lineage.live_entries(conn, agent)
             stated = lineage.stated_at(conn, agent, [k for k, _ in live])
+            spoken = lineage.spoken_by(conn, agent, [k for k, _ in live])
             said_at = owner_said_at(conn, [c.id for c in batch])
         return _deterministic.decide(
             live,
@@ -289,6 +290,7 @@ class DeepPhase:
             slots=self.slots,
             stated=stated,
             said_at=said_at,
+            spoken=spoken,
         )
 
     # -- applying -----------------------------------------------------------------------------

@@ -41,6 +41,10 @@ class Candidate:
     last_seen: datetime | None = None
     features: str = ""
     first_line: int = 0  # corpus line first said in: the sentences of one utterance share it
+    holder: str | None = None  # whose first-person claim it is (`candidates.speaker`)
+    # The people who said it, where its lines name them and the owner did not say it too
+    # (the owner stays implicit); empty for the owner's and the agent's own.
+    speakers: tuple[str, ...] = ()
 
     @classmethod
     def of_row(cls, r: Mapping[Any, Any]) -> Candidate:
@@ -56,7 +60,13 @@ class Candidate:
             r["first_seen"],
             r["last_seen"],
             r["features"] or "",
+            holder=r.get("speaker"),
         )
+
+    @property
+    def voice(self) -> str | None:
+        """The one person it is said by, when its lines name one (see `speakers`)."""
+        return self.holder or (self.speakers[0] if len(self.speakers) == 1 else None)
 
     @property
     def said_by(self) -> str:
@@ -102,6 +112,7 @@ def _by_utterance(conn: Connection, selected: list[Candidate]) -> list[Candidate
         return selected
     first: dict[int, int] = {}
     ids = [c.id for c in selected]
+    said = speakers_of(conn, ids)
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
         first.update(
             conn.execute(
@@ -115,8 +126,31 @@ def _by_utterance(conn: Connection, selected: list[Candidate]) -> list[Candidate
     order: dict[int, list[Candidate]] = {}
     for c in selected:
         line = first.get(c.id, 0)
-        order.setdefault(line or -c.id, []).append(replace(c, first_line=line))
+        named = said.get(c.id, ())
+        order.setdefault(line or -c.id, []).append(replace(c, first_line=line, speakers=named))
     return [c for members in order.values() for c in members]
+
+
+def speakers_of(conn: Connection, candidate_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """Candidate id -> the people its user lines name, sorted; none where the owner (a user
+    line naming nobody) said it too."""
+    ev, lines = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
+    found: dict[int, set[str | None]] = {}
+    ids = list(candidate_ids)
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        rows = conn.execute(
+            select(ev.candidate_id, lines.speaker)
+            .select_from(CANDIDATE_EVIDENCE.join(CORPUS_LINES, lines.id == ev.corpus_line_id))
+            .where(and_(ev.candidate_id.in_(chunk), lines.role == "user"))
+            .distinct()
+        )
+        for cid, speaker in rows:
+            found.setdefault(cid, set()).add(speaker)
+    return {
+        cid: tuple(sorted(n for n in names if n is not None))
+        for cid, names in found.items()
+        if None not in names
+    }
 
 
 def utterances(batch: Sequence[Candidate]) -> list[tuple[Candidate, list[Candidate]]]:
@@ -155,7 +189,7 @@ def snippets(conn: Connection, candidate_id: int) -> list[str]:
     """Up to three evidence lines, each with who said it and when, so the model can tell
     a person's instruction from the agent's narration of it."""
     rows = conn.execute(
-        select(CORPUS_LINES.c.text, CORPUS_LINES.c.role, CORPUS_LINES.c.day)
+        select(CORPUS_LINES.c.text, CORPUS_LINES.c.role, CORPUS_LINES.c.day, CORPUS_LINES.c.speaker)
         .select_from(
             CANDIDATE_EVIDENCE.join(
                 CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
@@ -168,8 +202,8 @@ def snippets(conn: Connection, candidate_id: int) -> list[str]:
         .limit(3)
     ).all()
     return [
-        f"{day} {_SPEAKER.get(role, role)}: {claims_mod.clean(text).strip()[:300]}"
-        for text, role, day in rows
+        f"{day} {speaker or _SPEAKER.get(role, role)}: {claims_mod.clean(text).strip()[:300]}"
+        for text, role, day, speaker in rows
     ]
 
 

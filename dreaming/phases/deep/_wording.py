@@ -25,12 +25,21 @@ _INTERJECTION = re.compile(
 )
 
 
+def named(speakers: Sequence[str]) -> str:
+    """The people who said something, as an entry names them ("Caroline and Melanie")."""
+    if len(speakers) <= 1:
+        return "".join(speakers)
+    return f"{', '.join(speakers[:-1])} and {speakers[-1]}"
+
+
 def attributed(c: Candidate, also: Sequence[Candidate] = ()) -> str:
     """The deterministic path does not rephrase: it keeps the statements (the sentences of one
     utterance together, so each keeps the context its words need), says briefly who made
     them and when ("2026-03-08 — the user: ..."), so an agent reading MEMORY.md never
-    mistakes the user's "I" for its own, and "yesterday" keeps its date."""
-    speaker = "the user" if c.owner_lines else "the agent"
+    mistakes the user's "I" for its own, and "yesterday" keeps its date. Where the transcript
+    names who said it (several people talk in its session), the entry names them instead
+    ("Caroline: ..."); the owner stays "the user"."""
+    speaker = named(c.speakers) or ("the user" if c.owner_lines else "the agent")
     parts = []
     for one in sorted((c, *also), key=lambda x: x.id):  # ids follow the order they were said
         body = _INTERJECTION.sub("", claims_mod.clean(one.text).strip()).strip().strip('"“”')

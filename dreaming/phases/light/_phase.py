@@ -4,6 +4,7 @@ candidates refreshed and rescored once at the end; corpus files are written out 
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -104,6 +105,7 @@ class LightPhase:
             self.paths.memory_file(agent),
             self.paths.dreams_file(agent),
             lambda keys: lineage.successors(conn, agent, keys),
+            lambda: lineage.spoken_by(conn, agent),
         )
 
     def _reload_folder(self) -> Folder:
@@ -137,6 +139,8 @@ class LightPhase:
                 scan=may_have_changed(sf, cursors),
             )
             values = session_values(sf, decision.status, decision.reason, trust)
+            if existing is not None:
+                _add_participants(values, json.loads(existing.get("participants") or "[]"))
             planned.append((sf, decision, values, existing))
         return planned
 
@@ -247,6 +251,8 @@ class LightPhase:
         if read is None:
             return None  # unreadable now: nothing read, nothing concluded about its lines
         reader = read.reader
+        # The people its lines name are the session's participants: forget reaches them.
+        _add_participants(values, sorted({r["speaker"] for r in read.rows if r["speaker"]}))
         summary.bytes_read += max(reader.cursor.offset - (reader.started_at or 0), 0)
         if reader.format is not None:
             values["format"] = reader.format.value
@@ -272,6 +278,13 @@ class LightPhase:
         if gone:
             self.folder = self._reload_folder()
         return gone
+
+
+def _add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
+    """Add `more` to a session record's participants (JSON), keeping the order."""
+    have: list[str] = json.loads(values["participants"])
+    if any(p not in have for p in more):
+        values["participants"] = json.dumps(list(dict.fromkeys([*have, *more])))
 
 
 def _size(path: Path) -> int:

@@ -1,5 +1,15 @@
 """Reading what is new in one session file: its speech, stripped of what dreaming must not
-ingest and normalized, as corpus rows; the reader's skips are counted in the summary."""
+ingest and normalized, as corpus rows; the reader's skips are counted in the summary.
+
+Who said a line (`speaker`): where several people talk in one session - a group chat, or a
+chat whose transcript names more than one sender (two people talking, as LoCoMo's are) -
+each user line names its sender, and memory says whose it is ("Caroline: I ..."). In any
+other session the one person talking is the owner, who stays implicit (NULL), however the
+transcript names them. Senders are told apart by id; OpenClaw's own clients (control UI,
+TUI) are no sender. Whether several people talk is judged from this read and, when it reads
+on from a cursor, the senders at the head of the file; lines stored before a second person
+first spoke keep what they were read as (a rewrite of the file reads them again).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +21,11 @@ from typing import Any
 
 from dreaming.config import Settings
 from dreaming.ingest import corpus
-from dreaming.ingest.admission import origin_class
+from dreaming.ingest.admission import GROUP_CHATS, origin_class
 from dreaming.ingest.sessions import utc
 from dreaming.ingest.tags import Scope, TagRegistry
-from dreaming.ingest.transcripts import Cursor, TranscriptReader
-from dreaming.messages import Kind, Message, SessionFile
+from dreaming.ingest.transcripts import Cursor, TranscriptReader, head_senders
+from dreaming.messages import Format, Kind, Message, SessionFile, Speaker
 from dreaming.phases.light._summary import LightSummary
 
 
@@ -54,6 +64,7 @@ def read_new_lines(
     fallback_day = (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
     max_chars = settings.corpus.max_line_chars
     rows: list[dict[str, Any]] = []
+    senders: list[Speaker | None] = []
     newest: datetime | None = None
     for msg in reader:
         if msg.kind is not Kind.SPEECH:
@@ -68,10 +79,26 @@ def read_new_lines(
         if ts is not None and (newest is None or ts > newest):
             newest = ts
         rows.append(_row(sf, msg, ts, text, fallback_day))
+        senders.append(msg.speaker)
     summary.note_skips(sf, summary.skips - before)
     if not reader.completed:
         return None
+    if any(senders) and _several_people(sf, senders, reader):
+        for row, who in zip(rows, senders, strict=True):
+            row["speaker"] = who.name if who is not None else None
     return Read(reader, rows, newest)
+
+
+def _several_people(
+    sf: SessionFile, senders: list[Speaker | None], reader: TranscriptReader
+) -> bool:
+    """Whether more than one person talks in `sf` (see the module's docstring)."""
+    if sf.chat_type is not None and sf.chat_type.casefold() in GROUP_CHATS:
+        return True
+    ids = {s.id for s in senders if s is not None}
+    if len(ids) < 2 and reader.started_at and reader.format is Format.OPENCLAW:
+        ids.update(s.id for s in head_senders(sf.path))
+    return len(ids) > 1
 
 
 def _row(
@@ -87,4 +114,5 @@ def _row(
         "origin_class": origin_class(sf, msg).value,
         "text": text,
         "text_hash": corpus.text_hash(text),
+        "speaker": None,
     }

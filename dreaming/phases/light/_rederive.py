@@ -98,17 +98,20 @@ def purge_changed_lines(
     were (text, speaker or class changed, or the line is gone). Returns the candidates
     that lost evidence."""
     agent = sf.agent
-    fresh = {r["line"]: (r["text_hash"], r["role"], r["origin_class"]) for r in rows}
+    fresh = {
+        r["line"]: (r["text_hash"], r["role"], r["origin_class"], r.get("speaker")) for r in rows
+    }
     with engine.connect() as conn:
         stale = [
             line_id
-            for line_id, n, text_hash, role, cls in conn.execute(
+            for line_id, n, *stored in conn.execute(
                 select(
                     CORPUS_LINES.c.id,
                     CORPUS_LINES.c.line,
                     CORPUS_LINES.c.text_hash,
                     CORPUS_LINES.c.role,
                     CORPUS_LINES.c.origin_class,
+                    CORPUS_LINES.c.speaker,
                 ).where(
                     and_(
                         CORPUS_LINES.c.agent == agent,
@@ -116,7 +119,7 @@ def purge_changed_lines(
                     )
                 )
             )
-            if fresh.get(n) != (text_hash, role, cls)
+            if fresh.get(n) != tuple(stored)
         ]
         if not stale:
             return set()
