@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from dreaming import syntax
 from dreaming.config import Paths, Settings
 from dreaming.errors import WorkspaceFileError
 from dreaming.ingest import claims as claims_mod
@@ -69,9 +70,7 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    if not needles and not any(
-        f"dreaming:entry {k} " in content or f"<!-- {k} -->" in content for k in entry_keys
-    ):
+    if not needles and not any(syntax.mentions_key(content, k) for k in entry_keys):
         return content, 0
     doc = memory_file.parse(content)
     removed = 0

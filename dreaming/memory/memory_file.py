@@ -23,68 +23,52 @@ is and reported, never rewritten or moved.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import stat
-import tempfile
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dreaming.errors import WorkspaceFileError
-
-# The key carries its algorithm ("m:" = blake2b-64 of the normalized text) so a later change
-# of hash shows up as a different prefix instead of silently splitting the data.
-KEY_PREFIX = "m:"
-BLOCK_RE = re.compile(
-    r"<!-- dreaming:entry (?P<key>m:[0-9a-f]{16}) -->\n(?P<text>.*?)\n<!-- /dreaming:entry -->\n?",
-    re.DOTALL,
+# The syntax (key, line, block, heading) is `dreaming.syntax`'s; re-exported here for the
+# callers that reach it through the memory file.
+from dreaming.syntax import (
+    GROUP_TITLES,
+    GROUPS,
+    KEY_PREFIX,
+    MARKER_RE,
+    SEGMENT_RE,
+    atomic_write,
+    entry_key,
+    load_text,
+    normalize_entry_text,
+    one_line,
+    render_block,
+    render_heading,
+    render_line,
 )
-# One whole line; the key is the last comment of the line (the text is matched lazily up
-# to a comment that the end of the line follows).
-LINE_RE = re.compile(r"^- (?P<text>.+?) <!-- (?P<key>m:[0-9a-f]{16}) -->$\n?", re.MULTILINE)
-# A heading owns the blank line right before it, if there is one: the line that separates
-# its group from what comes before goes with it when an empty group is removed, so adding
-# and removing a group leaves the file as it was.
-HEADING_RE = re.compile(r"(?:^\n)?^## (?P<title>.+?) <!-- dreaming:group -->$\n?", re.MULTILINE)
-# All three in one pass. A block may start anywhere (as it always could); lines and
-# headings only at a line start. No two alternatives can start at the same character.
-_SEGMENT_RE = re.compile(
-    r"(?P<block><!-- dreaming:entry (?P<bkey>m:[0-9a-f]{16}) -->\n"
-    r"(?P<btext>(?s:.*?))\n<!-- /dreaming:entry -->\n?)"
-    r"|^- (?P<ltext>.+?) <!-- (?P<lkey>m:[0-9a-f]{16}) -->$\n?"
-    r"|(?:^\n)?^## (?P<title>.+?) <!-- dreaming:group -->$\n?",
-    re.MULTILINE,
-)
-# Anything entry text must never contain: our block markers, our heading marker and the
-# compact form's key comment (whitespace and case tolerated: a near miss is as suspect).
-MARKER_RE = re.compile(
-    r"<!--\s*(?:/?\s*dreaming:(?:entry|group)\b[^>]*|m:[0-9a-f]{16}\s*)-->", re.IGNORECASE
-)
-_WS = re.compile(r"\s+")
 
-# Managed groups in render order, and the titles of their headings.
-GROUPS: tuple[str, ...] = ("instructions", "people", "work", "preferences")
-GROUP_TITLES: dict[str, str] = {g: g.capitalize() for g in GROUPS}
-
-
-def normalize_entry_text(text: str) -> str:
-    """The form an entry's key is computed from: identical facts share a key."""
-    text = unicodedata.normalize("NFKC", text)
-    return _WS.sub(" ", text).strip().rstrip(".!").casefold()
-
-
-def entry_key(text: str) -> str:
-    digest = hashlib.blake2b(normalize_entry_text(text).encode("utf-8"), digest_size=8)
-    return KEY_PREFIX + digest.hexdigest()
-
-
-def one_line(text: str) -> str:
-    """Entry text as a compact line shows it: every whitespace run one space. The key does
-    not change (:func:`normalize_entry_text` collapses whitespace the same way)."""
-    return " ".join(text.split())
+__all__ = [
+    "GROUPS",
+    "GROUP_TITLES",
+    "KEY_PREFIX",
+    "MARKER_RE",
+    "Block",
+    "Document",
+    "Heading",
+    "Segment",
+    "apply_entries",
+    "atomic_write",
+    "default_group",
+    "entry_key",
+    "load_text",
+    "normalize_entry_text",
+    "one_line",
+    "parse",
+    "read",
+    "render_block",
+    "render_heading",
+    "render_line",
+    "tidy",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +140,7 @@ def parse(text: str) -> Document:
     everything else is operator text; `parse(text).render() == text` always."""
     segments: list[Segment] = []
     pos = 0
-    for m in _SEGMENT_RE.finditer(text):
+    for m in SEGMENT_RE.finditer(text):
         if m.start() > pos:
             segments.append(text[pos : m.start()])
         raw = m.group(0)
@@ -172,47 +156,8 @@ def parse(text: str) -> Document:
     return Document(tuple(segments))
 
 
-def render_line(key: str, text: str) -> str:
-    """The compact form of an entry, one line with its trailing newline."""
-    return f"- {one_line(text)} <!-- {key} -->\n"
-
-
-def render_block(key: str, text: str) -> str:
-    """The legacy block form, of files written before the compact form (no longer written;
-    tests of reading old files build them with it)."""
-    return f"<!-- dreaming:entry {key} -->\n{text}\n<!-- /dreaming:entry -->\n"
-
-
-def render_heading(group: str) -> str:
-    """A group's managed heading line (without the blank line before it)."""
-    return f"## {GROUP_TITLES.get(group, group)} <!-- dreaming:group -->\n"
-
-
 def read(path: Path) -> Document:
     return parse(load_text(path) or "")
-
-
-def load_text(path: Path) -> str | None:
-    """A workspace file's text with its line endings as "\n" (None: no such file). CRLF
-    files are written back as CRLF by `atomic_write`; what cannot be kept byte for byte (not
-    UTF-8, not a file) is refused with a clear error rather than rewritten."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise WorkspaceFileError(f"{path} is a directory, not a file") from None
-    except OSError as err:
-        raise WorkspaceFileError(f"{path}: cannot read it ({err.strerror or err})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise WorkspaceFileError(
-            f"{path}: not valid UTF-8 (byte {err.start}, line {line}); dreaming will not"
-            " rewrite a file it cannot read exactly: fix that byte and run again"
-        ) from None
-    return text.replace("\r\n", "\n")
 
 
 # -- grouping -------------------------------------------------------------------------------
@@ -423,50 +368,3 @@ def _has_entries(segments: Sequence[Segment], heading: int) -> bool:
         if isinstance(seg, Heading) or seg.strip():
             return False
     return False
-
-
-def atomic_write(path: Path, content: str) -> None:
-    """Write via a temp file in the same folder + fsync + rename: readers see old or new.
-
-    What the file was stays as it was: a symlink keeps pointing where it did (its target is
-    written, so a file shared through the link updates), the mode is kept (a new file gets
-    0644 less the umask, as any editor would make it, not mkstemp's 0600), and a CRLF file
-    stays CRLF."""
-    target = path.resolve() if path.is_symlink() else path
-    if target.is_dir():
-        raise WorkspaceFileError(f"{path} is a directory, not a file")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        before = target.stat()
-        mode = stat.S_IMODE(before.st_mode)
-        with target.open("rb") as fh:
-            # The first line ending says which kind the file uses: a small read, not the file.
-            head = fh.read(4096)
-        end = head.find(b"\n")
-        crlf = end > 0 and head[end - 1 : end] == b"\r"
-    except FileNotFoundError:
-        mode, crlf = 0o666 & ~_umask(), False
-    if crlf:
-        content = content.replace("\r\n", "\n").replace("\n", "\r\n")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    # Read, not set-and-restore: os.umask() would change it for every thread meanwhile.
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from dreaming.ingest.tags import Scope, TagRegistry
-from dreaming.memory.memory_file import MARKER_RE
+from dreaming.syntax import MARKER_RE
 
 DEFAULT_MAX_CHARS = 500
 EMPTY = "text is empty"

@@ -4,7 +4,6 @@ entries that were said again."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +20,7 @@ from sqlalchemy import (
     table,
 )
 
+from dreaming import syntax
 from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
@@ -292,14 +292,5 @@ _IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
 )
 
 
-# A managed entry as it looks in a corpus line (whitespace collapsed to single spaces): a
-# legacy block, or a compact line "- text <!-- m:... -->" (its line break is gone, so it
-# starts at a dash after a space or at the start; the text stops at the first "<", as
-# entry text has no markup). The conditional closes a block only where one was opened.
-# The text is possessive and bounded: each dash costs at most one scan of an entry's length.
-QUOTED_BLOCK = re.compile(
-    r"(?:(?P<block><!--\s*dreaming:entry\s+)|(?<!\S)-\s[^<]{1,2000}+<!--\s*)"
-    r"(?P<key>m:[0-9a-f]{16})\s*-->"
-    r"(?(block).*?<!--\s*/\s*dreaming:entry\s*-->)",
-    re.IGNORECASE | re.DOTALL,
-)
+# A managed entry quoted back in a corpus line (`syntax.QUOTED_ENTRY_RE`).
+QUOTED_BLOCK = syntax.QUOTED_ENTRY_RE
