@@ -77,7 +77,7 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     kept: list[memory_file.Segment] = []
     for seg in doc.segments:
         if isinstance(seg, memory_file.Block):
-            if seg.key in entry_keys or carries(seg.text, needles):
+            if seg.stands_for_any(entry_keys) or carries(seg.text, needles):
                 removed += seg.raw.count("\n") or 1
                 continue
             kept.append(seg)
@@ -130,7 +130,7 @@ def scrub_files(
 def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str]) -> bool:
     """Whether a MEMORY.md backup holds purged text or an entry the purge removes."""
     return carries(content, needles) or any(
-        b.key in entries for b in memory_file.parse(content).blocks
+        b.stands_for_any(entries) for b in memory_file.parse(content).blocks
     )
 
 

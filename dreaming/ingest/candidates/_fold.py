@@ -70,6 +70,11 @@ class Folder:
     entry_by_claim_key: dict[str, str]
     echoes: claims_mod.EchoIndex
     shown: dict[str, str]  # a key MEMORY.md or the database shows -> the entry it recalls
+    # `shown`'s keys by the short form MEMORY.md shows them in (and a quote repeats).
+    shown_index: syntax.KeyIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shown_index = syntax.KeyIndex(self.shown)
 
     @classmethod
     def load(
@@ -192,9 +197,9 @@ class Folder:
         of that entry, and none of its words are a claim (invariant 6). A forged block (a key
         we never wrote) is dropped from claims too, but recalls nothing."""
         for m in QUOTED_BLOCK.finditer(body):
-            entry = self.shown.get(m["key"])
-            if entry is not None:
-                batch.recalls.append(self._recall(entry, line_id, row))
+            recalled = {self.shown[k] for k in self.shown_index.find(m["key"])}
+            if len(recalled) == 1:
+                batch.recalls.append(self._recall(recalled.pop(), line_id, row))
         return QUOTED_BLOCK.sub(" ", body)
 
     def _recall(self, entry: str, line_id: int, row: dict[str, Any]) -> dict[str, Any]:
