@@ -17,8 +17,9 @@ Bag = frozenset[str]
 
 def statement(text: str) -> str:
     """What an entry says: the date and attribution prefix of a deterministic entry is not
-    part of it."""
-    return text.split(": ", 1)[1] if _PREFIX.match(text) else text
+    part of it (written now, "2026-03-08 The agent: ...", or before, "2026-03-08 — the
+    user: ...")."""
+    return _PREFIX.sub("", text, count=1)
 
 
 def bag(text: str) -> frozenset[str]:
@@ -95,7 +96,11 @@ _SPEAKER_SUBJECT = re.compile(
 _SPEAKER_POSSESSIVE = re.compile(r"(?<![\w'])(?:my|our)\s+([\w-]+(?:\s+[\w-]+)?)", re.IGNORECASE)
 
 
-_PREFIX = re.compile(r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): ", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): |^(?:\d{4}-\d{2}-\d{2} )?the agent: "
+    r"|^\d{4}-\d{2}-\d{2} ",
+    re.IGNORECASE,
+)
 
 
 def contains(a: frozenset[str], b: frozenset[str]) -> bool:
