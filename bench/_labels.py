@@ -25,7 +25,14 @@ MEMORY, SMALL_TALK = "memory", "smalltalk"
 KINDS = (MEMORY, SMALL_TALK)
 COLUMNS = ("conversation", "turns", "digest", "label")
 
-_PREFIX = re.compile(r"^\s*(?:-\s+)?\d{4}-\d{2}-\d{2} — the (?:user|agent)(?: and agent)?: ")
+# The framing the deterministic path puts before a statement, in every form it was written:
+# "2023-05-08 — the user: ", "2023-05-08 — Caroline: ", "2023-05-08 Caroline: ", a bare date,
+# "The agent: ", "Caroline: ".
+_NAME = r"[A-Z][\w'.-]{0,30}"
+_PREFIX = re.compile(
+    r"^\s*(?:-\s+)?(?:\d{4}-\d{2}-\d{2}\s+(?:—\s+)?)?"
+    rf"(?:(?:[Tt]he (?:user|agent)(?: and agent)?|{_NAME}(?: (?:and )?{_NAME}){{0,2}}):\s+)?"
+)
 _KEY_COMMENT = re.compile(r"<!--.*?-->")
 _WS = re.compile(r"\s+")
 

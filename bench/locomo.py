@@ -62,7 +62,11 @@ What it does, per conversation (one agent each, named by its `sample_id`, e.g. `
      "recall" is (a) and (b); "recall (evidence)" is (a) alone: the entry was built from
      the observation's turn, whatever it says (an upper bound for "recall").
    - Compression: live entries and MEMORY.md characters against turns and transcript
-     characters (the turns' text only, not the JSON around it).
+     characters (the turns' text only, not the JSON around it). "framing/entry" (JSON
+     `framing`, and `framing_chars` in all): MEMORY.md's characters beyond the statements
+     themselves (headings, bullets, key comments, line ends, and the date and speaker the
+     deterministic path writes before a statement), per live entry; overall, the sums'
+     ratio.
    - Cost: LLM calls (every attempt sent), input and output tokens and USD, from the
      agent's `llm_calls` table (rem and deep); 0 on the embedded default.
    - "match a fact": the share of entries that match at least one gold fact (a precision
@@ -490,19 +494,28 @@ class Pick:
     turns: frozenset[str]
 
 
-# The deterministic path's attribution ("2026-03-08 — the user: "): framing too, since a
-# candidate's text carries none, so a random pick pays it like a real entry.
-_ATTRIBUTION = re.compile(r"^\d{4}-\d{2}-\d{2} — the (?:user|agent): ")
+# The deterministic path's date and speaker before the statement: framing too, since a
+# candidate's text carries none, so a random pick pays it like a real entry. Both forms:
+# "2026-03-08 " and "2026-03-08 The agent: " now, "2026-03-08 — the user: " before.
+_ATTRIBUTION = re.compile(
+    r"^\d{4}-\d{2}-\d{2} — the (?:user|agent): |^(?:\d{4}-\d{2}-\d{2} )?The agent: "
+    r"|^\d{4}-\d{2}-\d{2} "
+)
+
+
+def framing_chars(memory_chars: int, entry_texts: Sequence[str]) -> int:
+    """MEMORY.md's characters beyond the statements themselves (headings, bullets, key
+    comments, newlines, and the date and speaker the deterministic path puts before a
+    statement); never below 0."""
+    return max(0, memory_chars - sum(len(_ATTRIBUTION.sub("", t, count=1)) for t in entry_texts))
 
 
 def framing(memory_chars: int, entry_texts: Sequence[str]) -> float:
-    """MEMORY.md's mean characters per live entry beyond the statement itself (heading,
-    bullet, key comment, newline, and the date and speaker the deterministic path puts
-    before it); DEFAULT_OVERHEAD without entries; never below 0."""
+    """MEMORY.md's mean framing characters per live entry (`framing_chars`);
+    DEFAULT_OVERHEAD without entries."""
     if not entry_texts:
         return DEFAULT_OVERHEAD
-    said = sum(len(_ATTRIBUTION.sub("", t)) for t in entry_texts)
-    return max(0.0, (memory_chars - said) / len(entry_texts))
+    return framing_chars(memory_chars, entry_texts) / len(entry_texts)
 
 
 def cost(pick: Pick, overhead: float) -> float:
@@ -749,6 +762,8 @@ def measure(
         "labelled": labelled,
         "turns_in_entries": len(covered),
         "memory_chars": memory_chars,
+        "framing_chars": framing_chars(memory_chars, [e.text for e in entries]),
+        "framing": round(overhead, 2) if entries else None,
         "random": rand,
         "qa_any_vs_random": ratio(real["qa_any"], rand["qa_any"]),
         "candidates": len(cands),
@@ -926,6 +941,7 @@ SUMMED = (
     "entries_small_talk",
     "turns_in_entries",
     "memory_chars",
+    "framing_chars",
     "candidates",
     "candidates_pending",
     "llm_calls",
@@ -957,6 +973,7 @@ def overall(per: dict[str, Any]) -> dict[str, Any]:
     n = out["entries"]
     out["small_talk"] = round(out["entries_small_talk"] / n, 4) if n else None
     out["labelled"] = labelled_overall([d["labelled"] for d in per.values()])
+    out["framing"] = round(out["framing_chars"] / n, 2) if n else None
     funnel: Counter[str] = Counter()
     gates: Counter[str] = Counter()
     cats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -1010,6 +1027,7 @@ def _row(d: dict[str, Any]) -> dict[str, str]:
         "labelled: matched/unmatched": f"{d['labelled']['matched']}/{d['labelled']['unmatched']}",
         "MEMORY chars": f"{d['memory_chars']:,}",
         "of transcript": _pct(d["memory_chars"], d["transcript_chars"]),
+        "framing/entry": f"{v:.1f}" if (v := d["framing"]) is not None else "-",
         "LLM calls": str(d["llm_calls"]),
         "tokens in/out": f"{d['input_tokens']:,}/{d['output_tokens']:,}",
         "light s": f"{d['times']['light']:.2f}",
@@ -1044,6 +1062,7 @@ SIZE = [
     "labelled: matched/unmatched",
     "MEMORY chars",
     "of transcript",
+    "framing/entry",
     "LLM calls",
     "tokens in/out",
 ]

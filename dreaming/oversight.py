@@ -168,13 +168,13 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
             # blocks they edited are left alone below.
             memory_sync.reconcile(engine, agent, path)
         current = memory_file.load_text(path) or ""
-        edited = {b.key for b in memory_file.parse(current).edited_blocks()}
+        edited = memory_file.parse(current)
         undo_id = None if dry_run else start_run(engine, agent, ["undo"], "undo")
         with engine.connect() as conn:
             tx = conn.begin()
             for rid in order:
                 entry_journal = journal.read(conn, agent, rid)
-                leave = sorted(set(entry_journal.entries) & edited)
+                leave = sorted(edited.edited_hold(entry_journal.entries))
                 restored, removed = _restore(conn, agent, entry_journal, leave)
                 review.reopen_accepted(conn, agent, rid)  # an accept undone: pending again
                 report.undone.append(rid)

@@ -85,7 +85,7 @@ def strays(conn: Connection, agent: str, current: str | None) -> Strays:
     lines: dict[str, memory_file.Block] = {}
     edited: list[str] = []
     for block in memory_file.parse(current).blocks:
-        if block.key in live or block.key in lines or block.key in edited:
+        if block.stands_for_any(live) or block.key in lines or block.key in edited:
             continue
         if block.edited:
             edited.append(block.key)
@@ -162,11 +162,14 @@ def known_keys(conn: Connection, agent: str, keys: Any) -> set[str]:
             select(MEMORY_BACKUPS.c.content).where(
                 and_(
                     MEMORY_BACKUPS.c.agent == agent,
-                    or_(*(MEMORY_BACKUPS.c.content.contains(k) for k in chunk)),
+                    # Every form of a line shows at least the key's first digits.
+                    or_(
+                        *(MEMORY_BACKUPS.c.content.contains(memory_file.shortest(k)) for k in chunk)
+                    ),
                 )
             )
         ):
-            found |= {k for k in chunk if k in content}
+            found |= memory_file.parse(content).holds(chunk)
     return found & set(wanted)
 
 

@@ -147,7 +147,7 @@ def _memory_file(
         return [str(err)]
     doc = memory_file.parse(content or "")
     problems = []
-    edited = {b.key for b in doc.edited_blocks()}
+    edited = doc.edited_keys(live)
     for key in sorted(edited):
         v.notes.append(f"MEMORY.md block {key} was edited by a person")
     blocks = [b.key for b in doc.blocks]
@@ -161,7 +161,7 @@ def _memory_file(
             f"block {key} has no live entry: the database retired it and MEMORY.md lags"
             " (an interrupted run; run again to rewrite it)"
         )
-    for key in sorted(set(live) - set(blocks)):
+    for key in sorted(set(live) - doc.holds(live)):
         problems.append(f"live entry {key} has no block in MEMORY.md")
     return problems
 

@@ -1030,7 +1030,8 @@ def test_forget_reaches_the_temp_file_of_a_crashed_night(
 # new input repeats it; the next light counts the file's lines as our entries (MEMORY.md may
 # lag behind the database) and once recorded a recall of a key that no entry has. It now
 # recalls the entry the old one went into (lineage.successors).
-ENTRY_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} — the user: (?P<said>.+)$")
+# An owner's statement, dated or not (the owner is implicit).
+ENTRY_TEXT = re.compile(r"^(?:\d{4}-\d{2}-\d{2} )?(?P<said>(?!The agent: ).+)$")
 
 
 def lagging_merge(runner: Runner, root: Path, trace: Trace) -> tuple[str, str, str]:

@@ -61,7 +61,7 @@ def execute(root: Path, sql: str, agent: str = "main") -> None:
 
 
 # A compact MEMORY.md entry line added in a unified diff.
-COMPACT_ADDED = re.compile(r"^\+- .+ <!-- m:[0-9a-f]{16} -->$", re.MULTILINE)
+COMPACT_ADDED = re.compile(r"^\+- .+ <!--m:[0-9a-f]{6}-->$", re.MULTILINE)
 
 
 def blocks(root: Path, agent: str = "main") -> list[mf.Block]:

@@ -129,8 +129,8 @@ def test_cli_dry_run_promote_and_entries(tmp_path: Path) -> None:
     dry = cli_run(root, "promote", "--dry-run", "--agent", "main")
     assert dry.exit_code == 0
     assert "preview: nothing written" in dry.stdout
-    assert re.search(r"^\+- .+ <!-- m:[0-9a-f]{16} -->$", dry.stdout, re.MULTILINE)
-    assert "<!-- m:" not in (root / "workspace/MEMORY.md").read_text()
+    assert re.search(r"^\+- .+ <!--m:[0-9a-f]{6}-->$", dry.stdout, re.MULTILINE)
+    assert "<!--m:" not in (root / "workspace/MEMORY.md").read_text()
     real = cli_run(root, "promote", "--apply", "--json")
     data = json.loads(real.stdout)
     assert data["agents"]["main"]["deep"]["actions"]["add"] >= 1

@@ -29,4 +29,4 @@ def test_demo_writes_demo_state_by_default_as_the_readme_and_make_demo_do(
     bob = next(a for a in report["agents"] if a["agent"] == "bob")
     lines = [b.text for b in read(Path(bob["memory"])).blocks]
     fridays = [line for line in lines if "Fridays" in line]
-    assert fridays == ["2026-03-03 — the user: We deploy on Fridays only after the QA sign-off."]
+    assert fridays == ["2026-03-03 We deploy on Fridays only after the QA sign-off."]

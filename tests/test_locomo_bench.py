@@ -165,6 +165,10 @@ def test_end_to_end_on_tiny_data(
     assert 0 <= r["recall_evidence"] <= d["gold"]
     want = round(d["qa_any"] / r["qa_any"], 3) if r["qa_any"] else None
     assert d["qa_any_vs_random"] == want
+    # Framing: MEMORY.md beyond the statements, per entry.
+    assert d["framing"] == round(d["framing_chars"] / d["entries"], 2)
+    assert 0 < d["framing_chars"] < d["memory_chars"]
+    assert run["overall"]["framing"] == round(d["framing_chars"] / d["entries"], 2)
     # Small talk: a share of the entries, with up to five examples.
     assert 0 <= d["entries_small_talk"] <= d["entries"]
     assert len(d["small_talk_examples"]) == min(5, d["entries_small_talk"])
@@ -224,6 +228,9 @@ def test_framing_is_memory_chars_beyond_entry_text_per_entry(locomo: ModuleType)
     assert locomo.framing(100, ["abc", "defg"]) == (100 - 7) / 2
     assert locomo.framing(0, []) == locomo.DEFAULT_OVERHEAD == 30
     assert locomo.framing(5, ["a longer entry text"]) == 0  # never negative
+    # The date and speaker the deterministic path writes are framing, in either form.
+    for dated in ("2026-03-08 abc", "2026-03-08 The agent: abc", "2026-03-08 — the user: abc"):
+        assert locomo.framing(100, [dated, "The agent: defg"]) == (100 - 7) / 2, dated
 
 
 def test_random_baseline_scores_its_selection_like_the_entries(locomo: ModuleType, tmp_path: Path):

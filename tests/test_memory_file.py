@@ -6,11 +6,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dreaming import syntax
 from dreaming.memory import memory_file as mf
 
 
 def entries_of(*texts: str) -> list[tuple[str, str]]:
     return [(mf.entry_key(t), t) for t in texts]
+
+
+def line(key: str, text: str) -> str:
+    """An entry line as a file with no other key sharing its first digits shows it."""
+    return mf.render_line(mf.shortest(key), text)
 
 
 def managed(doc: mf.Document) -> dict[str, str]:
@@ -30,7 +36,7 @@ def test_roundtrip_preserves_operator_text_and_lines() -> None:
     text = (
         "# Notes\n\nOperator line  with  spaces\n"
         + mf.render_heading("people")
-        + mf.render_line(key, fact)
+        + line(key, fact)
         + "tail without newline"
     )
     doc = mf.parse(text)
@@ -53,17 +59,27 @@ def test_legacy_blocks_are_still_read() -> None:
 
 def test_compact_line_forms() -> None:
     key = mf.entry_key("a fact")
+    short = key[:8]
     # The final newline is optional; the key is the comment that ends the line.
-    assert mf.parse(f"- a fact <!-- {key} -->").blocks[0].raw == f"- a fact <!-- {key} -->"
+    assert mf.parse(f"- a fact <!--{short}-->").blocks[0].raw == f"- a fact <!--{short}-->"
     other = "m:0123456789abcdef"
-    (block,) = mf.parse(f"- a fact <!-- {other} --> <!-- {key} -->\n").blocks
-    assert block.key == key and block.text == f"a fact <!-- {other} -->" and block.edited
+    (block,) = mf.parse(f"- a fact <!--{other}--> <!--{short}-->\n").blocks
+    assert block.key == short and block.text == f"a fact <!--{other}-->" and block.edited
+    # A line shows from 6 to 16 digits of its key (the older form: all 16, spaced).
+    for shown in (key[:n] for n in range(8, 19)):
+        (block,) = mf.parse(f"- a fact <!--{shown}-->\n").blocks
+        assert (block.key, block.shown, block.form, block.edited) == (key, shown, mf.LINE, False)
+    (block,) = mf.parse(f"- a fact <!-- {key} -->\n").blocks
+    assert (block.key, block.form, block.edited) == (key, mf.OLD_LINE, False)
     # Not at a line start, not the end of the line, or no text: operator text.
     for text in (
-        f"x - a fact <!-- {key} -->\n",
-        f"- a fact <!-- {key} --> more\n",
-        f"-  <!-- {key} -->\n",
-        f"* a fact <!-- {key} -->\n",
+        f"x - a fact <!--{short}-->\n",
+        f"- a fact <!--{short}--> more\n",
+        f"-  <!--{short}-->\n",
+        f"* a fact <!--{short}-->\n",
+        "- a fact <!--m:01234-->\n",  # too short to be a key
+        f"- a fact <!-- {short} -->\n",  # the older form shows the whole key
+        f"- a fact <!--{key}0-->\n",  # longer than a key
         "- a fact <!-- m:0123 -->\n",
     ):
         doc = mf.parse(text)
@@ -92,9 +108,15 @@ def test_one_line_keeps_the_key(text: str) -> None:
 
 def test_edited_entries_are_detected_and_kept() -> None:
     key = mf.entry_key("Original fact.")
-    for raw in (mf.render_block(key, "Edited by a person."), f"- Edited by Sam. <!-- {key} -->\n"):
+    for raw in (
+        mf.render_block(key, "Edited by a person."),
+        f"- Edited by Sam. <!-- {key} -->\n",
+        f"- Edited by Sam. <!--{key[:8]}-->\n",
+    ):
         doc = mf.parse(raw)
         assert doc.edited_blocks() and not doc.live_blocks()
+        # The edit stands for its entry, though only the key it showed is left to tell.
+        assert doc.holds([key, mf.entry_key("Other fact.")]) == {key}
         assert mf.apply_entries(doc, []).render() == raw
         # Still wanted: kept as it is, never added a second time.
         assert mf.apply_entries(doc, [(key, "Original fact.")]).render() == raw
@@ -108,6 +130,8 @@ def test_markers_are_recognised() -> None:
         "<!--dreaming:GROUP-->",
         "<!-- m:0011223344556677 -->",
         "<!--m:0011223344556677-->",
+        "<!--m:001122-->",
+        "<!-- m:00112233 -->",
     ):
         assert mf.MARKER_RE.search(f"a {text} b"), text
     assert not mf.MARKER_RE.search("<!-- hidden -->")
@@ -127,35 +151,31 @@ def test_new_file_is_grouped_in_group_order() -> None:
     k = [key for key, _ in entries]
     assert out == (
         "## Instructions <!-- dreaming:group -->\n"
-        f"- 2026-03-08 — the user: never change files other than MEMORY.md. <!-- {k[1]} -->\n"
+        f"- 2026-03-08 — the user: never change files other than MEMORY.md. <!--{k[1][:8]}-->\n"
         "\n## People <!-- dreaming:group -->\n"
-        f"- 2023-05-08 — the user: I went to a LGBTQ support group yesterday. <!-- {k[0]} -->\n"
+        f"- 2023-05-08 — the user: I went to a LGBTQ support group yesterday. <!--{k[0][:8]}-->\n"
         "\n## Work <!-- dreaming:group -->\n"
-        f"- The user works at ACME on the billing project. <!-- {k[3]} -->\n"
+        f"- The user works at ACME on the billing project. <!--{k[3][:8]}-->\n"
         "\n## Preferences <!-- dreaming:group -->\n"
-        f"- The user likes green tea. <!-- {k[2]} -->\n"
+        f"- The user likes green tea. <!--{k[2][:8]}-->\n"
     )
     assert mf.apply_entries(mf.parse(out), entries).render() == out
 
 
 def test_apply_entries_adds_keeps_and_removes() -> None:
     one, two, three = entries_of("one fact", "two fact", "three fact")
-    start = "# Memory\n\n" + mf.render_heading("people") + mf.render_line(*one) + "between\n"
-    start += mf.render_line(*two)
+    start = "# Memory\n\n" + mf.render_heading("people") + line(*one) + "between\n"
+    start += line(*two)
     rendered = mf.apply_entries(mf.parse(start), [two, three]).render()
     # "one" goes; "three" goes under the heading, whose run of entries ended at "between".
     assert rendered == (
-        "# Memory\n\n"
-        + mf.render_heading("people")
-        + mf.render_line(*three)
-        + "between\n"
-        + mf.render_line(*two)
+        "# Memory\n\n" + mf.render_heading("people") + line(*three) + "between\n" + line(*two)
     )
     assert mf.apply_entries(mf.parse(rendered), [two, three]).render() == rendered
     # Without "three", the heading has no entry of its own left and goes, with the blank
     # line before it (a heading owns that line).
     assert mf.apply_entries(mf.parse(rendered), [two]).render() == (
-        "# Memory\nbetween\n" + mf.render_line(*two)
+        "# Memory\nbetween\n" + line(*two)
     )
 
 
@@ -165,24 +185,24 @@ def test_new_entry_goes_under_its_existing_heading() -> None:
     start = (
         "# Memory\n\n"
         + mf.render_heading("people")
-        + mf.render_line(*a)
+        + line(*a)
         + "\n"  # a person's blank line inside the group
-        + mf.render_line(*b)
+        + line(*b)
         + "\n## Work <!-- dreaming:group -->\n"
-        + mf.render_line(*work)
+        + line(*work)
         + "\nOperator notes at the end.\n"
     )
     out = mf.apply_entries(mf.parse(start), [a, b, work, c]).render()
-    assert out == start.replace(mf.render_line(*b), mf.render_line(*b) + mf.render_line(*c))
+    assert out == start.replace(line(*b), line(*b) + line(*c))
     assert mf.apply_entries(mf.parse(out), [a, b, work, c]).render() == out
 
 
 def test_entry_under_a_heading_at_the_end_without_newline() -> None:
     a, b = entries_of("The user has a sister, Anna.", "The user has a cat.")
     heading = "## People <!-- dreaming:group -->\n"
-    for start in (heading[:-1], heading + mf.render_line(*a)[:-1]):
+    for start in (heading[:-1], heading + line(*a)[:-1]):
         out = mf.apply_entries(mf.parse(start), [a, b]).render()
-        assert out == heading + mf.render_line(*a) + mf.render_line(*b), start
+        assert out == heading + line(*a) + line(*b), start
 
 
 def test_heading_with_no_entries_is_removed_with_its_blank_line() -> None:
@@ -191,18 +211,16 @@ def test_heading_with_no_entries_is_removed_with_its_blank_line() -> None:
     both = mf.apply_entries(mf.parse(base), [a, b]).render()
     assert both.count("<!-- dreaming:group -->") == 2
     only_b = mf.apply_entries(mf.parse(both), [b]).render()
-    assert only_b == base + "\n## Work <!-- dreaming:group -->\n" + mf.render_line(*b)
+    assert only_b == base + "\n## Work <!-- dreaming:group -->\n" + line(*b)
     # Removing every entry gives back the operator's file, byte for byte.
     assert mf.apply_entries(mf.parse(only_b), []).render() == base
     assert mf.apply_entries(mf.parse(both), []).render() == base
     # A heading a person left empty goes too, with its group's blank line (the next
     # heading keeps its own, even where it now opens the file).
-    assert mf.apply_entries(mf.parse(both.replace(mf.render_line(*a), "")), [b]).render() == (
-        only_b
-    )
+    assert mf.apply_entries(mf.parse(both.replace(line(*a), "")), [b]).render() == (only_b)
     lone = "## People <!-- dreaming:group -->\n\n## Work <!-- dreaming:group -->\n"
-    assert mf.apply_entries(mf.parse(lone + mf.render_line(*b)), [b]).render() == (
-        "\n## Work <!-- dreaming:group -->\n" + mf.render_line(*b)
+    assert mf.apply_entries(mf.parse(lone + line(*b)), [b]).render() == (
+        "\n## Work <!-- dreaming:group -->\n" + line(*b)
     )
     # A heading followed by operator text has no entries of its own.
     assert mf.apply_entries(mf.parse("## People <!-- dreaming:group -->\nmine\n"), []).render() == (
@@ -213,14 +231,14 @@ def test_heading_with_no_entries_is_removed_with_its_blank_line() -> None:
 def test_operator_text_without_final_newline_is_kept() -> None:
     (a,) = entries_of("The user has a cat.")
     out = mf.apply_entries(mf.parse("no newline"), [a]).render()
-    assert out == "no newline\n\n## People <!-- dreaming:group -->\n" + mf.render_line(*a)
+    assert out == "no newline\n\n## People <!-- dreaming:group -->\n" + line(*a)
 
 
 def test_entry_text_is_rendered_on_one_line() -> None:
     text = "The user has\na  cat\tnamed Pixel. "
     ((key, _),) = entries_of(text)
     out = mf.apply_entries(mf.parse(""), [(key, text)]).render()
-    assert out.endswith(f"- The user has a cat named Pixel. <!-- {key} -->\n")
+    assert out.endswith(f"- The user has a cat named Pixel. <!--{key[:8]}-->\n")
     (block,) = mf.parse(out).blocks
     assert block.key == key and not block.edited
 
@@ -283,17 +301,110 @@ def test_legacy_file_is_converted_once_without_loss() -> None:
 
 def test_legacy_and_compact_copies_of_one_key_make_one_line() -> None:
     (a,) = entries_of("The user has a cat.")
-    start = mf.render_block(*a) + "## People <!-- dreaming:group -->\n" + mf.render_line(*a)
+    start = mf.render_block(*a) + "## People <!-- dreaming:group -->\n" + line(*a)
     out = mf.apply_entries(mf.parse(start), [a]).render()
-    assert out == "## People <!-- dreaming:group -->\n" + mf.render_line(*a)
+    assert out == "## People <!-- dreaming:group -->\n" + line(*a)
 
 
 def test_duplicate_lines_are_removed() -> None:
     (a,) = entries_of("The user has a cat.")
-    start = "## People <!-- dreaming:group -->\n" + mf.render_line(*a) * 2
+    start = "## People <!-- dreaming:group -->\n" + line(*a) * 2
     assert mf.apply_entries(mf.parse(start), [a]).render() == (
-        "## People <!-- dreaming:group -->\n" + mf.render_line(*a)
+        "## People <!-- dreaming:group -->\n" + line(*a)
     )
+
+
+# Two facts whose keys share their first six digits (m:ebb238e3... and m:ebb23894...).
+COLLIDING = ("The user has 2155 books.", "The user has 2345 books.")
+
+
+def test_keys_a_file_shows_are_the_shortest_that_tell_them_apart() -> None:
+    a, b, c = "m:ebb238e3da2d3a1b", "m:ebb2389400c2058f", "m:0123456789abcdef"
+    assert syntax.shown_keys([c]) == {c: "m:012345"}
+    assert syntax.shown_keys([a, b, c]) == {a: "m:ebb238e", b: "m:ebb2389", c: "m:012345"}
+    # A key shown by a line a person edited (its whole key unknown) is told apart too.
+    assert syntax.shown_keys([a], ["m:ebb238"]) == {a: "m:ebb238e"}
+    assert syntax.shown_keys([a], ["m:ebb238e3"]) == {a: "m:ebb238e3d"}
+    assert syntax.shown_keys([a, a[:-1] + "c"]) == {a: a, a[:-1] + "c": a[:-1] + "c"}
+    assert syntax.matches("m:ebb238", a) and not syntax.matches("m:ebb23", a)
+    assert syntax.KeyIndex([a, b, c]).find("m:ebb238") == [a, b]
+    assert syntax.KeyIndex([a, b, c]).find("m:ebb238e") == [a]
+    assert syntax.KeyIndex([a, b, c]).find(a) == [a] and syntax.KeyIndex([a]).find("m:ebb2") == []
+
+
+def test_a_collision_within_a_file_lengthens_those_keys() -> None:
+    (a, b), (c,) = entries_of(*COLLIDING), entries_of("The user has a cat.")
+    assert a[0][:8] == b[0][:8] and a[0][8] != b[0][8]
+    first = mf.apply_entries(mf.parse(""), [a, c]).render()
+    assert first == mf.render_heading("people") + line(*a) + line(*c)
+    both = mf.apply_entries(mf.parse(first), [a, c, b]).render()
+    # Both colliding keys show one digit more; the lines stay where they were.
+    assert both == (
+        mf.render_heading("people")
+        + mf.render_line(a[0][:9], a[1])
+        + line(*c)
+        + mf.render_line(b[0][:9], b[1])
+    )
+    # Read back, each line maps to its whole key exactly.
+    assert [(x.key, x.edited) for x in mf.parse(both).blocks] == [
+        (a[0], False),
+        (c[0], False),
+        (b[0], False),
+    ]
+    assert mf.apply_entries(mf.parse(both), [a, c, b]).render() == both
+    # When the other one leaves, the key shows six digits again: a file's keys depend on
+    # which keys it holds, not on how it got there.
+    assert mf.apply_entries(mf.parse(both), [a, c]).render() == first
+    # A person's edit of a line keeps standing for its entry (by the key it shows), and the
+    # other entry's key is told apart from the key the edit shows.
+    edited = both.replace("2155 books", "2156 books")
+    assert mf.parse(edited).holds([a[0], b[0], c[0]]) == {a[0], b[0], c[0]}
+    assert mf.parse(edited).edited_hold([a[0], b[0], c[0]]) == {a[0]}
+    assert mf.apply_entries(mf.parse(edited), [a, c, b]).render() == edited
+    # With its entry gone the edit stays, and still the other key shows more digits.
+    assert mf.apply_entries(mf.parse(edited), [c, b]).render() == edited
+
+
+def test_older_compact_lines_are_rewritten_once_in_place() -> None:
+    a, b = entries_of("The user has a cat.", "The user works at ACME.")
+    start = (
+        "# Memory\n\n"
+        + mf.render_heading("people")
+        + "- The  user has a CAT. <!-- "
+        + a[0]
+        + " -->\n"  # a person's harmless touch
+        + "Operator text  kept.\n"
+        + mf.render_heading("work")
+        + mf.render_old_line(*b).rstrip("\n")  # the file's last line, no newline
+    )
+    out = mf.apply_entries(mf.parse(start), [a, b]).render()
+    assert out == (
+        "# Memory\n\n"
+        + mf.render_heading("people")
+        + f"- The  user has a CAT. <!--{a[0][:8]}-->\n"
+        + "Operator text  kept.\n"
+        + mf.render_heading("work")
+        + line(*b).rstrip("\n")
+    )
+    assert [x.form for x in mf.parse(out).blocks] == [mf.LINE, mf.LINE]
+    assert mf.apply_entries(mf.parse(out), [a, b]).render() == out
+    # A person's edit in the older form is theirs: left as it is.
+    edited = mf.render_old_line(a[0], "The user has two cats.")
+    assert mf.apply_entries(mf.parse(edited), [a]).render() == edited
+
+
+def test_a_short_key_a_person_edited_is_scrubbed_with_its_entry() -> None:
+    from dreaming.forget import scrub_text
+    from dreaming.forget._scrub import backup_carries
+
+    a, b = entries_of("The user has a cat.", "The user works at ACME.")
+    content = mf.render_heading("people") + f"- The user has two cats. <!--{a[0][:8]}-->\n"
+    content += line(*b)
+    doc = mf.parse(content)
+    assert doc.edited_hold([a[0], b[0]]) == {a[0]} and doc.holds([a[0], b[0]]) == {a[0], b[0]}
+    assert backup_carries(content, [], [a[0]])
+    cleaned, removed = scrub_text(content, [], {a[0]})
+    assert cleaned == mf.render_heading("people") + line(*b) and removed == 1
 
 
 @pytest.mark.parametrize(
@@ -344,14 +455,18 @@ PIECE = st.one_of(
             "## ",
             " <!-- dreaming:group -->",
             "m:0123456789abcdef",
+            "<!--m:012345-->",
             "## People <!-- dreaming:group -->\n",
             "## Work <!-- dreaming:group -->",
         ]
     ),
+    FACT.map(lambda f: line(mf.entry_key(f), f)),
+    FACT.map(lambda f: line(mf.entry_key(f), f)[:-1]),
     FACT.map(lambda f: mf.render_line(mf.entry_key(f), f)),
-    FACT.map(lambda f: mf.render_line(mf.entry_key(f), f)[:-1]),
+    FACT.map(lambda f: mf.render_old_line(mf.entry_key(f), f)),
     FACT.map(lambda f: mf.render_block(mf.entry_key(f), f)),
     FACT.map(lambda f: f"- {mf.one_line(f)} <!-- m:0123456789abcdef -->\n"),
+    FACT.map(lambda f: f"- {mf.one_line(f)} <!--m:012345-->\n"),
     st.sampled_from(mf.GROUPS).map(mf.render_heading),
 )
 
@@ -384,8 +499,11 @@ def _check_applied(doc: mf.Document, entries: list[tuple[str, str]]) -> mf.Docum
     assert mf.apply_entries(again, entries).render() == rendered
     live = [b.key for b in again.live_blocks()]
     assert len(live) == len(set(live)) and set(live) <= {k for k, _ in entries}
-    assert {k for k, _ in entries} <= set(live) | {b.key for b in again.edited_blocks()}
-    assert all(b.compact for b in again.live_blocks())
+    assert {k for k, _ in entries} == again.holds(k for k, _ in entries)
+    # Every line in the current form, showing its key as the file's keys say.
+    assert all(b.form == mf.LINE for b in again.live_blocks())
+    shown = syntax.shown_keys(live, (b.shown for b in again.edited_blocks()))
+    assert all(b.shown == shown[b.key] for b in again.live_blocks())
     return again
 
 
@@ -395,9 +513,11 @@ LINE = st.one_of(
         lambda t: t + "\n"
     ),
     st.sampled_from(["\n", "## People <!-- dreaming:group -->\n", "- not ours\n"]),
-    FACT.map(lambda f: mf.render_line(mf.entry_key(f), f)),
+    FACT.map(lambda f: line(mf.entry_key(f), f)),
+    FACT.map(lambda f: mf.render_old_line(mf.entry_key(f), f)),
     FACT.map(lambda f: mf.render_block(mf.entry_key(f), f)),
     FACT.map(lambda f: f"- {mf.one_line(f)} <!-- m:0123456789abcdef -->\n"),
+    FACT.map(lambda f: f"- {mf.one_line(f)} <!--m:012345-->\n"),
     st.sampled_from(mf.GROUPS).map(mf.render_heading),
 )
 
@@ -412,7 +532,7 @@ def test_apply_entries_on_whole_lines(lines: list[str], facts: list[str]) -> Non
     edited = [(b.key, b.text) for b in doc.edited_blocks()]
     assert [(b.key, b.text) for b in again.edited_blocks()] == edited
     assert sorted(b.key for b in again.live_blocks()) == sorted(
-        {k for k, _ in entries} - {k for k, _ in edited}
+        {k for k, _ in entries} - doc.edited_hold(k for k, _ in entries)
     )
 
     def operator_lines(d: mf.Document) -> list[str]:
@@ -443,7 +563,7 @@ def test_scrub_drops_entries_of_removed_keys_in_both_forms() -> None:
     cleaned, removed = scrub_text(content, [], {a[0], c[0]})
     assert managed(mf.parse(cleaned)) == dict([b])
     # The People heading lost its only line and went with it; the rest is untouched.
-    assert cleaned == "# Memory\n\n## Work <!-- dreaming:group -->\n" + mf.render_line(*b)
+    assert cleaned == "# Memory\n\n## Work <!-- dreaming:group -->\n" + line(*b)
     assert removed == 3 + 1 + 1
     assert scrub_text(cleaned, [], {a[0], c[0]}) == (cleaned, 0)
     # A needle in an entry's text drops that entry too.

@@ -84,8 +84,10 @@ def test_a_fact_said_once_in_passing_survives_recurring_small_talk(tmp_path: Pat
     assert "Porto" in joined
     for chatter in ("means a lot", "Good to see you", "Talk to you soon", "awesome"):
         assert chatter not in joined, lines
-    # Attributed briefly, with the date it was said.
-    assert any(line.startswith("2026-03-04 — the user:") and "shellfish" in line for line in lines)
+    # The owner implicit; an event keeps the day it was said, a standing fact needs none.
+    assert "By the way, my daughter Emma is allergic to shellfish." in lines
+    assert "2026-03-06 We moved to Porto last month, the new flat is great." in lines
+    assert not any("the user" in line.casefold() for line in lines), lines
 
 
 def test_coding_sessions_keep_standing_instructions_not_narration(tmp_path: Path) -> None:
@@ -211,7 +213,7 @@ def test_agent_only_claims_wait_unless_the_setting_allows(tmp_path: Path, agent_
     joined = "\n".join(memory_lines(tmp_path))
     assert ("Frankfurt" in joined) is agent_only
     if agent_only:
-        assert "the agent:" in joined
+        assert "The agent: " in joined
 
 
 def test_restatements_merge_but_another_persons_fact_stays_apart(tmp_path: Path) -> None:

@@ -218,12 +218,12 @@ def test_a_bare_promote_previews_and_apply_writes(tmp_path: Path) -> None:
     # Each decision shows the candidate as it was said and why; the diff follows.
     assert re.search(r'^  add +".+"$', out, re.MULTILINE), out
     assert re.search(r"^ +why \(deterministic\): .+", out, re.MULTILINE)
-    assert re.search(r"^\+- .+ <!-- m:[0-9a-f]{16} -->$", out, re.MULTILINE)
+    assert re.search(r"^\+- .+ <!--m:[0-9a-f]{6}-->$", out, re.MULTILINE)
     assert invoke(root, "promote", "--dry-run", "--agent", "main").stdout == out
 
     applied = invoke(root, "promote", "--apply", "--agent", "main")
     assert applied.exit_code == 0 and "preview" not in applied.stdout
-    assert "<!-- m:" in memory_text(root)
+    assert "<!--m:" in memory_text(root)
     assert invoke(root, "promote", "--apply", "--dry-run").exit_code == 2
 
 
@@ -250,7 +250,7 @@ def test_a_preview_that_asked_the_model_is_a_run_and_runs_add_up_to_status(
     assert preview.exit_code == 0, preview.output
     [run] = json.loads(preview.stdout)["runs"]
     assert run["outcome"] == "preview" and run["run_id"] is not None
-    assert "<!-- m:" not in memory_text(root)
+    assert "<!--m:" not in memory_text(root)
     listed = json.loads(invoke(root, "runs", "--agent", "main", "--json").stdout)["runs"]
     mine = next(r for r in listed if r["id"] == run["run_id"])
     assert mine["outcome"] == "preview" and mine["llm_calls"] >= 1 and mine["cost_usd"] > 0

@@ -204,3 +204,61 @@ def test_stages_do_not_import_what_drives_them() -> None:
         if target.startswith(DRIVERS)
     ]
     assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+# -- one owner for the on-disk syntax -------------------------------------------------------
+
+SYNTAX = "dreaming.syntax"
+# How our markers and the key pattern are spelled: in a string literal anywhere but the
+# syntax module, they are a second copy of the syntax that a change would miss.
+SPELLED_SYNTAX = re.compile(r"dreaming:(?:entry|group|diary)|m:\[0-9a-f\]|\[0-9a-f\]\{1[0-9]\}")
+
+
+def _string_literals(tree: ast.AST) -> Iterator[ast.Constant]:
+    """String constants that are not docstrings (a docstring may show the syntax)."""
+    docstrings = {
+        id(body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and (body := node.body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                yield node
+
+
+def test_the_syntax_is_spelled_in_one_module() -> None:
+    spelled = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.value[:60]!r}"
+        for name, path in MODULES.items()
+        if name != SYNTAX
+        for node in _string_literals(ast.parse(path.read_text()))
+        if SPELLED_SYNTAX.search(node.value)
+    ]
+    assert not spelled, "build it from dreaming.syntax:\n" + "\n".join(spelled)
+    own = [
+        node.value
+        for node in _string_literals(ast.parse(MODULES[SYNTAX].read_text()))
+        if SPELLED_SYNTAX.search(node.value)
+    ]
+    assert own, "the finder sees the syntax where it is spelled"
+
+
+def test_the_syntax_is_the_ground_floor() -> None:
+    """It imports nothing of the package but its errors: every stage can build from it."""
+    assert _imports(SYNTAX, MODULES[SYNTAX]) <= {"dreaming.errors"}
+
+
+def test_ingest_reads_memory_only_to_recognise_our_own_output() -> None:
+    """Ingestion imports memory only where it recognises MEMORY.md and the diary echoed back
+    (invariant 6); writing a file atomically is the syntax module's, not memory's."""
+    reaching = {
+        name
+        for name, path in MODULES.items()
+        if name.startswith("dreaming.ingest")
+        and any(t.startswith("dreaming.memory") for t in _imports(name, path))
+    }
+    assert reaching == {"dreaming.ingest.candidates._fold"}

@@ -146,7 +146,8 @@ def test_a_direct_chat_names_nobody(tmp_path: Path) -> None:
     oc.session("main", "dm", turns, key="agent:main:telegram:dm:sam", chatType="direct")
     night(tmp_path)
     entries = memory(tmp_path)
-    assert "the user: I'm allergic" in entry(entries, "peanuts")
+    # The owner is implicit: the line is the statement, with no name before it.
+    assert entry(entries, "peanuts").startswith("I'm allergic"), entries
     assert not any("Sam" in e for e in entries), entries
     assert {r[0] for r in sql(tmp_path, "SELECT speaker FROM corpus_lines")} == {None}
 

@@ -687,7 +687,7 @@ def test_after_the_database_is_lost_the_next_night_adopts_memory_md_itself(
         p.unlink()
     report = json.loads(cmd(fake.root, "run", "--json").stdout)
     (main,) = [r for r in report["runs"] if r["agent"] == "main"]
-    assert len(main["adopted"]) == before.count("<!-- m:")
+    assert len(main["adopted"]) == before.count("<!--m:")
     assert "French" in memory(fake.root)
     code, output = verified(fake.root)
     assert code == 0 and "adopted from MEMORY.md" in output, output
@@ -716,7 +716,7 @@ def test_a_duplicated_managed_line_is_reported_when_it_is_removed(fake: FakeOpen
     report = json.loads(cmd(fake.root, "run", "--json").stdout)
     deep = report["agents"]["main"]["deep"]
     (key,) = deep["memory"]["duplicates_removed"]
-    assert key in line
+    assert key[:8] in line
     assert path.read_text().count(line.strip()) == 1
     text = cmd(fake.root, "run").stdout
     assert "appeared more than once" not in text  # reported once, when it happened

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from dreaming import syntax
 from dreaming.config import Paths, Settings
 from dreaming.errors import WorkspaceFileError
 from dreaming.ingest import claims as claims_mod
@@ -69,16 +70,14 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    if not needles and not any(
-        f"dreaming:entry {k} " in content or f"<!-- {k} -->" in content for k in entry_keys
-    ):
+    if not needles and not any(syntax.mentions_key(content, k) for k in entry_keys):
         return content, 0
     doc = memory_file.parse(content)
     removed = 0
     kept: list[memory_file.Segment] = []
     for seg in doc.segments:
         if isinstance(seg, memory_file.Block):
-            if seg.key in entry_keys or carries(seg.text, needles):
+            if seg.stands_for_any(entry_keys) or carries(seg.text, needles):
                 removed += seg.raw.count("\n") or 1
                 continue
             kept.append(seg)
@@ -132,7 +131,7 @@ def scrub_files(
 def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str]) -> bool:
     """Whether a MEMORY.md backup holds purged text or an entry the purge removes."""
     return carries(content, needles) or any(
-        b.key in entries for b in memory_file.parse(content).blocks
+        b.stands_for_any(entries) for b in memory_file.parse(content).blocks
     )
 
 

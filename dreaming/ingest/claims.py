@@ -16,15 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dreaming import syntax
+
 # Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
 # "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
 _ENVELOPE = re.compile(r"\[(?:[A-Z][a-z]{2} )?\d{4}-\d{2}-\d{2}[^\]]{0,40}\]\s*")
 _DIRECTIVE = re.compile(r"\[\[[a-z_:0-9 -]{1,60}\]\]\s*")
 # Our markers: MEMORY.md blocks and group headings, DREAMS.md entries, and the key comment
-# that ends a compact MEMORY.md entry line ("- The user ... <!-- m:0123456789abcdef -->").
-_OUR_MARKERS = re.compile(
-    r"<!--\s*(?:/?\s*dreaming:(?:entry|diary|group)\b[^>]*?|m:[0-9a-f]{16}\s*)-->", re.IGNORECASE
-)
+# that ends a compact MEMORY.md entry line.
+_OUR_MARKERS = syntax.OWN_MARKER_RE
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _TICK_APOSTROPHE = re.compile(r"(?<=[^\W\d_])`(?=[^\W\d_])")
 # A sentence ends at . ! ? (or a closing quote or bracket right after one) before a space,

@@ -21,9 +21,9 @@ from typing import IO, Any, TypedDict
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, bindparam, delete, insert, select
 
-from dreaming.memory.memory_file import atomic_write
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
+from dreaming.syntax import atomic_write
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -77,7 +77,7 @@ WRITE_BATCH = 32  # temp files open at once, whose fsyncs run together
 
 def write_days(folder: Path, days: Iterable[tuple[str, str]]) -> int:
     """Write many days' files (day, content) as `write_day` does - temp file in the folder,
-    fsync, rename over the old file (`memory_file.atomic_write`), or unlink when empty - but
+    fsync, rename over the old file (`syntax.atomic_write`), or unlink when empty - but
     fsync a batch of temp files at once, from a few threads: the disk's flushes overlap instead
     of queueing. Every file is still on disk before its rename. Returns the days written."""
     folder.mkdir(parents=True, exist_ok=True)

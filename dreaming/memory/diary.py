@@ -17,13 +17,9 @@ from pathlib import Path
 
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
-from dreaming.memory.memory_file import atomic_write, load_text
-
-ENTRY_RE = re.compile(
-    r"<!-- dreaming:diary (?P<day>\d{4}-\d{2}-\d{2}) -->\n(?P<body>.*?)\n"
-    r"<!-- /dreaming:diary -->\n?",
-    re.DOTALL,
-)
+from dreaming.syntax import DIARY_RE as ENTRY_RE
+from dreaming.syntax import atomic_write, load_text
+from dreaming.syntax import render_diary as render_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +30,6 @@ class DiaryEntry:
 
 def entries(text: str) -> list[DiaryEntry]:
     return [DiaryEntry(m["day"], m["body"]) for m in ENTRY_RE.finditer(text)]
-
-
-def render_entry(day: str, body: str) -> str:
-    return f"<!-- dreaming:diary {day} -->\n{body}\n<!-- /dreaming:diary -->\n"
 
 
 def with_entry(text: str, day: str, body: str) -> str:

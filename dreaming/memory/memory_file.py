@@ -1,17 +1,17 @@
 """MEMORY.md: parse into operator text, managed headings and hash-addressed entries, render back.
 
 Operator text is preserved byte for byte: a document is a list of segments whose raw
-text concatenates to exactly the file that was read. Managed entries come in two forms:
-
-- the compact form written now, one markdown list line per entry, grouped under a few
-  managed headings (the file is pasted into the agent's context on every turn, so every
-  character of framing is paid on every turn)::
+text concatenates to exactly the file that was read. Managed entries are written one
+markdown list line each, grouped under a few managed headings; the file is pasted into the
+agent's context on every turn, so every character of framing is paid on every turn, and a
+line carries only its text and its key as the file shows it (`dreaming.syntax`)::
 
       ## People <!-- dreaming:group -->
-      - The user is allergic to peanuts. <!-- m:3f9a1c2b4d5e6f70 -->
+      - 2026-03-08 I'm allergic to peanuts. <!--m:3f9a1c-->
 
-- the legacy block form of older files, read as well and rewritten once into the compact
-  form by :func:`apply_entries`::
+Files of two older forms are read as well and rewritten once by :func:`apply_entries`:
+lines showing the whole key, ``- The user is allergic to peanuts. <!-- m:3f9a1c2b4d5e6f70 -->``,
+and legacy blocks::
 
       <!-- dreaming:entry m:3f9a1c2b4d5e6f70 -->
       The user is allergic to peanuts.
@@ -23,89 +23,111 @@ is and reported, never rewritten or moved.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import stat
-import tempfile
-import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dreaming.errors import WorkspaceFileError
-
-# The key carries its algorithm ("m:" = blake2b-64 of the normalized text) so a later change
-# of hash shows up as a different prefix instead of silently splitting the data.
-KEY_PREFIX = "m:"
-BLOCK_RE = re.compile(
-    r"<!-- dreaming:entry (?P<key>m:[0-9a-f]{16}) -->\n(?P<text>.*?)\n<!-- /dreaming:entry -->\n?",
-    re.DOTALL,
+# The syntax (key, line, block, heading) is `dreaming.syntax`'s; re-exported here for the
+# callers that reach it through the memory file.
+from dreaming import syntax
+from dreaming.syntax import (
+    GROUP_TITLES,
+    GROUPS,
+    KEY_PREFIX,
+    MARKER_RE,
+    SEGMENT_RE,
+    atomic_write,
+    entry_key,
+    load_text,
+    normalize_entry_text,
+    one_line,
+    render_block,
+    render_heading,
+    render_line,
+    render_old_line,
+    shortest,
 )
-# One whole line; the key is the last comment of the line (the text is matched lazily up
-# to a comment that the end of the line follows).
-LINE_RE = re.compile(r"^- (?P<text>.+?) <!-- (?P<key>m:[0-9a-f]{16}) -->$\n?", re.MULTILINE)
-# A heading owns the blank line right before it, if there is one: the line that separates
-# its group from what comes before goes with it when an empty group is removed, so adding
-# and removing a group leaves the file as it was.
-HEADING_RE = re.compile(r"(?:^\n)?^## (?P<title>.+?) <!-- dreaming:group -->$\n?", re.MULTILINE)
-# All three in one pass. A block may start anywhere (as it always could); lines and
-# headings only at a line start. No two alternatives can start at the same character.
-_SEGMENT_RE = re.compile(
-    r"(?P<block><!-- dreaming:entry (?P<bkey>m:[0-9a-f]{16}) -->\n"
-    r"(?P<btext>(?s:.*?))\n<!-- /dreaming:entry -->\n?)"
-    r"|^- (?P<ltext>.+?) <!-- (?P<lkey>m:[0-9a-f]{16}) -->$\n?"
-    r"|(?:^\n)?^## (?P<title>.+?) <!-- dreaming:group -->$\n?",
-    re.MULTILINE,
-)
-# Anything entry text must never contain: our block markers, our heading marker and the
-# compact form's key comment (whitespace and case tolerated: a near miss is as suspect).
-MARKER_RE = re.compile(
-    r"<!--\s*(?:/?\s*dreaming:(?:entry|group)\b[^>]*|m:[0-9a-f]{16}\s*)-->", re.IGNORECASE
-)
-_WS = re.compile(r"\s+")
 
-# Managed groups in render order, and the titles of their headings.
-GROUPS: tuple[str, ...] = ("instructions", "people", "work", "preferences")
-GROUP_TITLES: dict[str, str] = {g: g.capitalize() for g in GROUPS}
-
-
-def normalize_entry_text(text: str) -> str:
-    """The form an entry's key is computed from: identical facts share a key."""
-    text = unicodedata.normalize("NFKC", text)
-    return _WS.sub(" ", text).strip().rstrip(".!").casefold()
+__all__ = [
+    "GROUPS",
+    "GROUP_TITLES",
+    "KEY_PREFIX",
+    "MARKER_RE",
+    "Block",
+    "Document",
+    "Heading",
+    "Segment",
+    "apply_entries",
+    "atomic_write",
+    "default_group",
+    "entry_key",
+    "load_text",
+    "normalize_entry_text",
+    "one_line",
+    "parse",
+    "read",
+    "render_block",
+    "render_heading",
+    "render_line",
+    "render_old_line",
+    "shortest",
+    "tidy",
+]
 
 
-def entry_key(text: str) -> str:
-    digest = hashlib.blake2b(normalize_entry_text(text).encode("utf-8"), digest_size=8)
-    return KEY_PREFIX + digest.hexdigest()
-
-
-def one_line(text: str) -> str:
-    """Entry text as a compact line shows it: every whitespace run one space. The key does
-    not change (:func:`normalize_entry_text` collapses whitespace the same way)."""
-    return " ".join(text.split())
+# The forms of a managed entry in a file.
+LINE = "line"  # written now
+OLD_LINE = "old line"  # a line showing the whole key, as the first compact form did
+LEGACY = "block"  # a legacy `dreaming:entry` block
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One managed entry as it stands in the file: a compact line or a legacy block."""
+    """One managed entry as it stands in the file: a line or a legacy block."""
 
+    # The whole key; of an entry a person edited, the key as the file shows it (the text no
+    # longer tells the rest): `stands_for` matches it.
     key: str
     text: str
     raw: str
     # Whether a person changed the text since we wrote it (it no longer hashes to its key).
     # Computed once at parse time: a large MEMORY.md is parsed on every write.
     edited: bool = False
-    # The form: a compact list line (True) or a legacy `dreaming:entry` block (False).
-    compact: bool = True
+    form: str = LINE
+    shown: str = ""  # the key as the file shows it
+
+    @property
+    def compact(self) -> bool:
+        """A list line (either form), not a legacy block."""
+        return self.form != LEGACY
 
     @classmethod
-    def of(cls, key: str, text: str, raw: str | None = None, *, compact: bool = True) -> Block:
-        if raw is None:
-            raw = render_line(key, text) if compact else render_block(key, text)
-            text = one_line(text) if compact else text
-        return cls(key, text, raw, entry_key(text) != key, compact)
+    def of(cls, key: str, text: str, *, shown: str | None = None, compact: bool = True) -> Block:
+        """The entry `key` rendered: a line showing `shown` (default: the whole key), or a
+        legacy block."""
+        if not compact:
+            return cls(key, text, render_block(key, text), entry_key(text) != key, LEGACY, key)
+        text, shown = one_line(text), shown or key
+        return cls(key, text, render_line(shown, text), entry_key(text) != key, LINE, shown)
+
+    @classmethod
+    def read(cls, shown: str, text: str, raw: str, form: str) -> Block:
+        """A block as a file shows it: known by its whole key when the text hashes to one
+        the shown key stands for, else edited."""
+        whole = entry_key(text)
+        if syntax.matches(shown, whole):
+            return cls(whole, text, raw, False, form, shown)
+        return cls(shown, text, raw, True, form, shown)
+
+    def stands_for(self, key: str) -> bool:
+        """Whether this is the entry of the whole key `key` (a person's edit of it too)."""
+        return syntax.matches(self.shown, key) if self.edited else key == self.key
+
+    def stands_for_any(self, keys: Collection[str]) -> bool:
+        if not self.edited:
+            return self.key in keys
+        return any(syntax.matches(self.shown, k) for k in keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,20 +172,38 @@ class Document:
     def edited_blocks(self) -> list[Block]:
         return [b for b in self.blocks if b.edited]
 
+    def holds(self, keys: Iterable[str]) -> set[str]:
+        """Those of `keys` (whole keys) that an entry of this file stands for, edited or not."""
+        keys = list(keys)
+        live = {b.key for b in self.live_blocks()}
+        return {k for k in keys if k in live} | self.edited_hold(keys)
+
+    def edited_keys(self, known: Collection[str]) -> set[str]:
+        """The keys of the entries a person edited: the whole key of each that stands for one
+        of `known`, else the key it shows."""
+        return {next((k for k in known if b.stands_for(k)), b.key) for b in self.edited_blocks()}
+
+    def edited_hold(self, keys: Iterable[str]) -> set[str]:
+        """Those of `keys` (whole keys) whose entry a person edited here."""
+        edited = self.edited_blocks()
+        return {k for k in keys if any(b.stands_for(k) for b in edited)} if edited else set()
+
 
 def parse(text: str) -> Document:
-    """Any text: compact entry lines, legacy blocks and managed headings are recognised,
-    everything else is operator text; `parse(text).render() == text` always."""
+    """Any text: entry lines of either form, legacy blocks and managed headings are
+    recognised, everything else is operator text; `parse(text).render() == text` always."""
     segments: list[Segment] = []
     pos = 0
-    for m in _SEGMENT_RE.finditer(text):
+    for m in SEGMENT_RE.finditer(text):
         if m.start() > pos:
             segments.append(text[pos : m.start()])
         raw = m.group(0)
         if m["block"] is not None:
-            segments.append(Block.of(m["bkey"], m["btext"], raw, compact=False))
+            segments.append(Block.read(m["bkey"], m["btext"], raw, LEGACY))
         elif m["lkey"] is not None:
-            segments.append(Block.of(m["lkey"], m["ltext"], raw))
+            segments.append(Block.read(m["lkey"], m["ltext"], raw, LINE))
+        elif m["okey"] is not None:
+            segments.append(Block.read(m["okey"], m["ltext"], raw, OLD_LINE))
         else:
             segments.append(Heading(m["title"].strip().casefold(), raw))
         pos = m.end()
@@ -172,47 +212,8 @@ def parse(text: str) -> Document:
     return Document(tuple(segments))
 
 
-def render_line(key: str, text: str) -> str:
-    """The compact form of an entry, one line with its trailing newline."""
-    return f"- {one_line(text)} <!-- {key} -->\n"
-
-
-def render_block(key: str, text: str) -> str:
-    """The legacy block form, of files written before the compact form (no longer written;
-    tests of reading old files build them with it)."""
-    return f"<!-- dreaming:entry {key} -->\n{text}\n<!-- /dreaming:entry -->\n"
-
-
-def render_heading(group: str) -> str:
-    """A group's managed heading line (without the blank line before it)."""
-    return f"## {GROUP_TITLES.get(group, group)} <!-- dreaming:group -->\n"
-
-
 def read(path: Path) -> Document:
     return parse(load_text(path) or "")
-
-
-def load_text(path: Path) -> str | None:
-    """A workspace file's text with its line endings as "\n" (None: no such file). CRLF
-    files are written back as CRLF by `atomic_write`; what cannot be kept byte for byte (not
-    UTF-8, not a file) is refused with a clear error rather than rewritten."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise WorkspaceFileError(f"{path} is a directory, not a file") from None
-    except OSError as err:
-        raise WorkspaceFileError(f"{path}: cannot read it ({err.strerror or err})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise WorkspaceFileError(
-            f"{path}: not valid UTF-8 (byte {err.start}, line {line}); dreaming will not"
-            " rewrite a file it cannot read exactly: fix that byte and run again"
-        ) from None
-    return text.replace("\r\n", "\n")
 
 
 # -- grouping -------------------------------------------------------------------------------
@@ -256,17 +257,23 @@ def apply_entries(
     entries: Sequence[tuple[str, str]],
     group_of: Callable[[str], str] = default_group,
 ) -> Document:
-    """A document whose managed entries are exactly `entries` (key, text), in compact form.
+    """A document whose managed entries are exactly `entries` (key, text), as lines.
 
-    A wanted compact line stays where it is, byte for byte; unwanted lines and blocks go.
-    Wanted legacy blocks and new entries are written as lines at the end of their group's
-    run of lines, under its managed heading (a group without one gets a heading appended at
-    the end of the file). Person-edited entries, in either form, stay as they are and are
-    never added a second time. Headings left with no entry under them go, with the blank
-    line before them. Operator text is never changed: where something between two pieces
-    of it was removed they meet, keeping the line break of a block that began mid-line, and
-    a line break is added where one of our lines must start a line. Deterministic, and
-    applying the result again changes nothing. `group_of(text)` must return one of GROUPS.
+    A wanted line stays where it is, byte for byte, its key shown as the file's keys say
+    (`syntax.shown_keys`: a line of the older form, or one whose key must now show more or
+    fewer digits, gets its key comment rewritten, its text kept); unwanted lines and blocks
+    go. Wanted legacy blocks and new entries are written as lines at the end of their
+    group's run of lines, under its managed heading (a group without one gets a heading
+    appended at the end of the file). Person-edited entries, in any form, stay as they are
+    and are never added a second time: an edit stands for every wanted key that starts with
+    the key it shows (one a person edited before a later key with the same first digits
+    came is taken as that key's too: a chance of one in 16.7 million per such pair).
+    Headings left with no entry under them go, with the blank line before them. Operator
+    text is never changed: where something between two pieces of it was removed they meet,
+    keeping the line break of a block that began mid-line, and a line break is added where
+    one of our lines must start a line. Deterministic (the file depends only on the entries
+    and the operator's text, not on how many writes brought them), and applying the result
+    again changes nothing. `group_of(text)` must return one of GROUPS.
     """
     out, settled = _apply_once(doc, entries, group_of)
     if settled:
@@ -300,19 +307,12 @@ def _apply_once(
         if one_line(text):
             wanted.setdefault(key, text)
     # A person-edited entry still stands for its key: never add a second copy beside it.
-    placed: set[str] = {b.key for b in doc.edited_blocks()}
-    kept: list[Segment] = []
-    settled = True
-    for seg in doc.segments:
-        if isinstance(seg, Block) and not seg.edited:
-            if seg.compact and seg.key in wanted and seg.key not in placed:
-                placed.add(seg.key)
-                kept.append(seg)
-            else:
-                # Unwanted, a second copy, or a legacy block to rewrite below.
-                settled &= _drop(kept, seg)
-            continue
-        kept.append(seg)
+    placed = doc.edited_hold(wanted)
+    # How the file shows each key depends on the keys it holds, edited entries' included.
+    shown = syntax.shown_keys(
+        (k for k in wanted if k not in placed), (b.shown for b in doc.edited_blocks())
+    )
+    kept, settled = _kept_lines(doc, wanted, placed, shown)
     pending: dict[str, list[Block]] = {}
     for key, text in wanted.items():
         if key in placed:
@@ -320,7 +320,7 @@ def _apply_once(
         group = group_of(text)
         if group not in GROUPS:
             raise ValueError(f"group_of returned {group!r}, not one of {GROUPS}")
-        pending.setdefault(group, []).append(Block.of(key, text))
+        pending.setdefault(group, []).append(Block.of(key, text, shown=shown[key]))
     homeless: list[str] = []
     for group in GROUPS:
         if group not in pending:
@@ -359,6 +359,36 @@ def _apply_once(
             kept.extend(pending[group])
             starts_file = False
     return tidy(Document(tuple(kept))), settled
+
+
+def _kept_lines(
+    doc: Document, wanted: Mapping[str, str], placed: set[str], shown: Mapping[str, str]
+) -> tuple[list[Segment], bool]:
+    """The document's segments without unwanted entries and second copies, and whether
+    what went stood on whole lines of its own. A wanted line stays where it is with its text
+    as it is, showing its key as `shown` says (a line of the older form is rewritten so);
+    a wanted legacy block goes, to be written as a line. Adds the keys kept to `placed`."""
+    kept: list[Segment] = []
+    settled = True
+    for seg in doc.segments:
+        if isinstance(seg, Block) and not seg.edited:
+            if seg.compact and seg.key in wanted and seg.key not in placed:
+                placed.add(seg.key)
+                kept.append(_showing(seg, shown[seg.key]))
+            else:
+                # Unwanted, a second copy, or a legacy block to rewrite below.
+                settled &= _drop(kept, seg)
+            continue
+        kept.append(seg)
+    return kept, settled
+
+
+def _showing(line: Block, shown: str) -> Block:
+    """`line` in the current form showing its key as `shown`: as it is when it does."""
+    if line.form == LINE and line.shown == shown:
+        return line
+    raw = syntax.reshow_line(line.raw, shown)
+    return Block(line.key, line.text, raw, False, LINE, shown)
 
 
 def _drop(kept: list[Segment], seg: Block) -> bool:
@@ -423,50 +453,3 @@ def _has_entries(segments: Sequence[Segment], heading: int) -> bool:
         if isinstance(seg, Heading) or seg.strip():
             return False
     return False
-
-
-def atomic_write(path: Path, content: str) -> None:
-    """Write via a temp file in the same folder + fsync + rename: readers see old or new.
-
-    What the file was stays as it was: a symlink keeps pointing where it did (its target is
-    written, so a file shared through the link updates), the mode is kept (a new file gets
-    0644 less the umask, as any editor would make it, not mkstemp's 0600), and a CRLF file
-    stays CRLF."""
-    target = path.resolve() if path.is_symlink() else path
-    if target.is_dir():
-        raise WorkspaceFileError(f"{path} is a directory, not a file")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        before = target.stat()
-        mode = stat.S_IMODE(before.st_mode)
-        with target.open("rb") as fh:
-            # The first line ending says which kind the file uses: a small read, not the file.
-            head = fh.read(4096)
-        end = head.find(b"\n")
-        crlf = end > 0 and head[end - 1 : end] == b"\r"
-    except FileNotFoundError:
-        mode, crlf = 0o666 & ~_umask(), False
-    if crlf:
-        content = content.replace("\r\n", "\n").replace("\n", "\r\n")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    # Read, not set-and-restore: os.umask() would change it for every thread meanwhile.
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022

@@ -89,8 +89,8 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
             needs_write = dirty or (current is None and bool(live))
         else:
             doc = memory_file.parse(current)
-            report.edited_by_person = sorted(b.key for b in doc.edited_blocks())
-            present = {b.key for b in doc.blocks}
+            report.edited_by_person = sorted(doc.edited_keys(live))
+            present = doc.holds(live)
             report.removed_by_person = sorted(k for k in live if k not in present)
             if report.removed_by_person:
                 remove_entries(conn, agent, report.removed_by_person)

@@ -45,7 +45,7 @@ import re
 import unicodedata
 
 from dreaming.ingest.tags import Scope, TagRegistry
-from dreaming.memory.memory_file import MARKER_RE
+from dreaming.syntax import MARKER_RE
 
 DEFAULT_MAX_CHARS = 500
 EMPTY = "text is empty"

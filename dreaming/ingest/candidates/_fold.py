@@ -10,7 +10,6 @@ owner's claims, and claims that speak of no one in particular, whoever said them
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +26,7 @@ from sqlalchemy import (
     table,
 )
 
+from dreaming import syntax
 from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
@@ -76,6 +76,11 @@ class Folder:
     entry_by_claim_key: dict[str, str]
     echoes: claims_mod.EchoIndex
     shown: dict[str, str]  # a key MEMORY.md or the database shows -> the entry it recalls
+    # `shown`'s keys by the short form MEMORY.md shows them in (and a quote repeats).
+    shown_index: syntax.KeyIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shown_index = syntax.KeyIndex(self.shown)
 
     @classmethod
     def load(
@@ -205,9 +210,9 @@ class Folder:
         of that entry, and none of its words are a claim (invariant 6). A forged block (a key
         we never wrote) is dropped from claims too, but recalls nothing."""
         for m in QUOTED_BLOCK.finditer(body):
-            entry = self.shown.get(m["key"])
-            if entry is not None:
-                batch.recalls.append(self._recall(entry, line_id, row))
+            recalled = {self.shown[k] for k in self.shown_index.find(m["key"])}
+            if len(recalled) == 1:
+                batch.recalls.append(self._recall(recalled.pop(), line_id, row))
         return QUOTED_BLOCK.sub(" ", body)
 
     def _recall(self, entry: str, line_id: int, row: dict[str, Any]) -> dict[str, Any]:
@@ -330,14 +335,5 @@ _IDS_OF_KEYS = select(CANDIDATES.c.key, CANDIDATES.c.id).where(
 )
 
 
-# A managed entry as it looks in a corpus line (whitespace collapsed to single spaces): a
-# legacy block, or a compact line "- text <!-- m:... -->" (its line break is gone, so it
-# starts at a dash after a space or at the start; the text stops at the first "<", as
-# entry text has no markup). The conditional closes a block only where one was opened.
-# The text is possessive and bounded: each dash costs at most one scan of an entry's length.
-QUOTED_BLOCK = re.compile(
-    r"(?:(?P<block><!--\s*dreaming:entry\s+)|(?<!\S)-\s[^<]{1,2000}+<!--\s*)"
-    r"(?P<key>m:[0-9a-f]{16})\s*-->"
-    r"(?(block).*?<!--\s*/\s*dreaming:entry\s*-->)",
-    re.IGNORECASE | re.DOTALL,
-)
+# A managed entry quoted back in a corpus line (`syntax.QUOTED_ENTRY_RE`).
+QUOTED_BLOCK = syntax.QUOTED_ENTRY_RE

@@ -107,7 +107,7 @@ def _fit_merge(
 def _fit_add(
     d: lineage.Applied, text: str, size: int, groups: set[str], limit: int
 ) -> tuple[lineage.Applied, int] | None:
-    grow = len(memory_file.render_line(memory_file.entry_key(text), text))
+    grow = len(memory_file.render_line(memory_file.shortest(memory_file.entry_key(text)), text))
     group = salience.group_of(text)
     if group not in groups:  # its heading comes with it, after a blank line
         grow += len(memory_file.render_heading(group)) + 1
@@ -180,9 +180,10 @@ def _proposal_detail(
         sessions |= {o.session_id for o in lineage.candidate_lineage(conn, agent, cid).origins}
     for key in targets:
         sessions |= {o.session_id for o in lineage.entry_lineage(conn, agent, key).origins}
-    diff = [f"-{memory_file.render_line(k, t)}" for k, t in targets.items()]
+    diff = [f"-{memory_file.render_line(memory_file.shortest(k), t)}" for k, t in targets.items()]
     if d.text is not None:
-        diff.append(f"+{memory_file.render_line(memory_file.entry_key(d.text), d.text)}")
+        new = memory_file.shortest(memory_file.entry_key(d.text))
+        diff.append(f"+{memory_file.render_line(new, d.text)}")
     detail = {
         "candidate_text": texts.get(d.candidate_id),
         "evidence": snippets(conn, d.candidate_id),

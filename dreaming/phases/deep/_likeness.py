@@ -17,9 +17,12 @@ Bag = frozenset[str]
 
 def statement(text: str, names: str = "") -> str:
     """What an entry says: the date and attribution prefix of a deterministic entry is not
-    part of it (the user, the agent, or the people `names` says said it)."""
-    if _PREFIX.match(text) or (names and text.startswith(f"{names}: ")):
-        return text.split(": ", 1)[1]
+    part of it: written now, "2026-03-08 The agent: ...", "2026-03-08 Caroline: ..." (the
+    people `names` says said it) or a bare "2026-03-08 ...", or before, "2026-03-08 — the
+    user: ..." and "2026-03-08 — Caroline: ..."."""
+    text = _PREFIX.sub("", text, count=1)
+    if names and text.startswith(f"{names}: "):
+        return text[len(names) + 2 :]
     return text
 
 
@@ -97,10 +100,12 @@ _SPEAKER_SUBJECT = re.compile(
 _SPEAKER_POSSESSIVE = re.compile(r"(?<![\w'])(?:my|our)\s+([\w-]+(?:\s+[\w-]+)?)", re.IGNORECASE)
 
 
-# A dated entry names whoever said it before the colon ("2026-03-08 — Caroline: ...").
+# Older entries: "2026-03-08 — the user: ", "2026-03-08 — Caroline: "; newer ones: a bare
+# date, "The agent: " (the name a speaker is given is stripped by `statement` itself).
 _PREFIX = re.compile(
-    r"^(?:(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent)"
-    r"|\d{4}-\d{2}-\d{2} — [^\W\d_][\w .',-]{0,120}?): ",
+    r"^(?:\d{4}-\d{2}-\d{2} — )?the (?:user|agent): "
+    r"|^\d{4}-\d{2}-\d{2} — [^\W\d_][\w .',-]{0,120}?: "
+    r"|^(?:\d{4}-\d{2}-\d{2} )?the agent: |^\d{4}-\d{2}-\d{2} ",
     re.IGNORECASE,
 )
 

@@ -1,5 +1,6 @@
-"""How the deterministic path words an entry: the speaker's own sentences, tidied, with who
-said them and when."""
+"""How the deterministic path words an entry: the speaker's own sentences, tidied, with the
+day they were said where that day carries time, and who said them where it was not the
+owner (the agent, or a person a transcript of several people names)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.salience import Feature
 from dreaming.phases.deep._selection import Candidate, day
 
 # Scripts whose sentences need no full stop added (a Japanese instruction often has none).
@@ -25,6 +27,20 @@ _INTERJECTION = re.compile(
 )
 
 
+# What makes the day a statement was said part of what it says: it tells of an event, or
+# it has a time word ("yesterday", "next month", "on Fridays"). A standing instruction holds
+# whenever it was given.
+_DATED = frozenset({Feature.EVENT, Feature.TIME})
+_TIMELESS = frozenset({Feature.INSTRUCTION})
+
+
+def dated(features: str) -> bool:
+    """Whether a statement with these salience features (a candidate's `features`) carries
+    time, so its entry keeps the day it was said."""
+    found = set(features.split())
+    return bool(found & _DATED) and not found & _TIMELESS
+
+
 def named(speakers: Sequence[str]) -> str:
     """The people who said something, as an entry names them ("Caroline and Melanie")."""
     if len(speakers) <= 1:
@@ -34,12 +50,13 @@ def named(speakers: Sequence[str]) -> str:
 
 def attributed(c: Candidate, also: Sequence[Candidate] = ()) -> str:
     """The deterministic path does not rephrase: it keeps the statements (the sentences of one
-    utterance together, so each keeps the context its words need), says briefly who made
-    them and when ("2026-03-08 — the user: ..."), so an agent reading MEMORY.md never
-    mistakes the user's "I" for its own, and "yesterday" keeps its date. Where the transcript
-    names who said it (several people talk in its session), the entry names them instead
-    ("Caroline: ..."); the owner stays "the user"."""
-    speaker = named(c.speakers) or ("the user" if c.owner_lines else "the agent")
+    utterance together, so each keeps the context its words need). The owner is implicit, as
+    in a person's own notes: MEMORY.md is the agent's memory of what its owner said, and
+    every character of it is paid on every turn. Where the statements carry time the day
+    they were said comes first ("2026-03-08 I moved to Bristol last week."), so "yesterday"
+    keeps its date; an agent-only statement says so ("The agent: ..."), so the agent never
+    mistakes its own words for its owner's. Where the transcript names who said it (several
+    people talk in its session), the entry names them ("Caroline: ...")."""
     parts = []
     for one in sorted((c, *also), key=lambda x: x.id):  # ids follow the order they were said
         body = _INTERJECTION.sub("", claims_mod.clean(one.text).strip()).strip().strip('"“”')
@@ -52,5 +69,9 @@ def attributed(c: Candidate, also: Sequence[Candidate] = ()) -> str:
     text = "".join(
         p if i == 0 or _CJK_END.search(parts[i - 1]) else f" {p}" for i, p in enumerate(parts)
     )
+    if c.speakers:
+        text = f"{named(c.speakers)}: {text}"
+    elif not c.owner_lines:
+        text = f"The agent: {text}"
     first = day(c.first_seen)
-    return f"{first} — {speaker}: {text}" if first else f"{speaker[0].upper()}{speaker[1:]}: {text}"
+    return f"{first} {text}" if first and any(dated(x.features) for x in (c, *also)) else text
