@@ -124,6 +124,7 @@ def main() -> None:
         _run,
         _runs,
         _scheduler,
+        _search,
         _status,
         _tags,
         _verify,
