@@ -89,7 +89,7 @@ def search_agent(
             select(ORIGINS.c.entry_key, func.count())
             .where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.in_(keys)))
             .group_by(ORIGINS.c.entry_key)
-        ).tuples()
+        )
     }
     return [
         Hit(agent, key, rows[key][0], rows[key][1], counts.get(key, 0), score)
