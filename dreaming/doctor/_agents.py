@@ -20,13 +20,12 @@ SHOWN_VIOLATIONS = 2  # of an agent's verify violations, in its one line
 
 def check_coexist(d: Diagnosis, paths: Paths, agents: list[str]) -> None:
     """One writer per MEMORY.md: agents whose memory OpenClaw's own dreaming consolidates."""
-    writes = paths.settings.openclaw.coexist == "write"
     clear: list[str] = []
     for agent in agents:
         owner = paths.dreaming_owner(agent)
         if owner is None:
             clear.append(agent)
-        elif writes:
+        elif paths.not_written(agent) is None:  # [openclaw] coexist = "write"
             d.add(
                 "coexist",
                 Level.WARN,
@@ -39,8 +38,10 @@ def check_coexist(d: Diagnosis, paths: Paths, agents: list[str]) -> None:
             d.add(
                 "coexist",
                 Level.WARN,
-                f"agent {agent}: {owner.refusal()} (its nights run light only)",
-                f'set {owner.change} in {owner.file}, or [openclaw] coexist = "write"',
+                f"agent {agent}: MEMORY.md and DREAMS.md not written: {owner.plugin} dreaming"
+                f" consolidates it ({owner.because} in {owner.file}); its nights run light only",
+                f'set {owner.change} in {owner.file}, or [openclaw] coexist = "write" in'
+                " dreaming.toml to write them as well",
                 agent,
             )
     if clear:
