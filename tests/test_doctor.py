@@ -227,3 +227,12 @@ def test_a_state_folder_that_is_not_writable(demo: Path, monkeypatch: pytest.Mon
     [bad] = found(report(demo, code=1), "state", "fail")
     assert bad["message"] == f"{home} is not writable by this user: runs cannot record their state"
     assert "make it writable" in bad["fix"]
+
+
+def test_an_agent_database_that_cannot_be_opened_fails_that_agent_alone(demo: Path) -> None:
+    (demo / "dreaming" / "agents" / "bob.sqlite").write_bytes(b"not a database" * 100)
+    doc = report(demo, code=1)
+    [bad] = found(doc, "verify", "fail")
+    assert bad["agent"] == "bob" and "not a database" in bad["message"]
+    [passed] = found(doc, "verify", "ok")
+    assert passed["message"] == "verify passes for 1 agent (main)"

@@ -16,6 +16,7 @@ from dreaming.messages import SessionFile
 from dreaming.verify import Verdict, verify, verify_without_state
 
 SHOWN_VIOLATIONS = 2  # of an agent's verify violations, in its one line
+VERIFY_FIX = "see `dreaming verify`"
 
 
 def check_coexist(d: Diagnosis, paths: Paths, agents: list[str]) -> None:
@@ -178,21 +179,25 @@ def check_verify(d: Diagnosis, app: App, discovered: Mapping[str, list[SessionFi
     """`dreaming verify` on every agent with state (and on MEMORY.md of those without)."""
     try:
         stateful = app.agents_with_state()
-        verdicts = [verify(app.engine(a, create=False), app.paths, a) for a in stateful]
     except (DreamingError, SQLAlchemyError) as err:
-        d.add("verify", Level.FAIL, f"cannot open an agent's state: {err}", "see `dreaming verify`")
+        d.add("verify", Level.FAIL, f"cannot list the agents' state: {err}", VERIFY_FIX)
         return
-    for agent in sorted(set(discovered) - set(stateful)):
+    verdicts: list[Verdict] = []
+    for agent in sorted(set(stateful) | set(discovered)):
         try:
-            verdicts.append(verify_without_state(app.paths, agent))
-        except DreamingError as err:
-            d.add("verify", Level.FAIL, f"agent {agent}: {err}", "see `dreaming verify`", agent)
+            if agent in stateful:
+                verdicts.append(verify(app.engine(agent, create=False), app.paths, agent))
+            else:
+                verdicts.append(verify_without_state(app.paths, agent))
+        except (DreamingError, SQLAlchemyError) as err:
+            message = " ".join(str(err).split())[:300]
+            d.add("verify", Level.FAIL, f"agent {agent}: {message}", VERIFY_FIX, agent)
     passed = [v.agent for v in verdicts if v.ok and v.agent in stateful]
     for v in verdicts:
         if not v.ok:
             _violations(d, v)
     if passed:
-        d.add("verify", Level.OK, f"verify passes for {names(sorted(passed), 'agent')}")
+        d.add("verify", Level.OK, f"verify passes for {names(passed, 'agent')}")
     elif not stateful:
         d.add("verify", Level.OK, "no agent has state yet: `dreaming run` makes it")
 
