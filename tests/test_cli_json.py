@@ -28,6 +28,7 @@ def test_every_command_but_the_services_takes_json() -> None:
     from dreaming.cli import (  # noqa: F401  (registers every command, as main() does)
         _candidates,
         _demo,
+        _doctor,
         _entries,
         _forget,
         _jobs,
@@ -35,6 +36,7 @@ def test_every_command_but_the_services_takes_json() -> None:
         _run,
         _runs,
         _scheduler,
+        _search,
         _status,
         _tags,
         _verify,
@@ -42,7 +44,7 @@ def test_every_command_but_the_services_takes_json() -> None:
     )
 
     found = dict(commands(cli))
-    assert {"jobs init", "scheduler status", "tags strip"} <= set(found)
+    assert {"jobs init", "scheduler status", "tags strip", "entries search", "doctor"} <= set(found)
     # A group that only dispatches to its subcommands prints nothing of its own.
     acting = {
         path: command

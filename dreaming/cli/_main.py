@@ -113,6 +113,7 @@ def main() -> None:
     from dreaming.cli import (  # noqa: F401  (registers commands)
         _candidates,
         _demo,
+        _doctor,
         _entries,
         _forget,
         _jobs,
@@ -124,6 +125,7 @@ def main() -> None:
         _run,
         _runs,
         _scheduler,
+        _search,
         _status,
         _tags,
         _verify,

@@ -7,10 +7,13 @@ entry that is gone (a purge must reach it too: invariant 4).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, text
+from collections.abc import Collection, Iterable
 
-from dreaming.ingest.claims import query_words
+from sqlalchemy import Connection, bindparam, text
+
+from dreaming.ingest.claims import STOPWORDS, query_words, words
 from dreaming.store.dialect import is_postgres
+from dreaming.store.statuses import EntryStatus
 
 
 def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
@@ -61,14 +64,12 @@ def search(conn: Connection, agent: str, query_text: str, limit: int) -> list[st
         return []
     if is_postgres(conn):
         return _search_postgres(conn, agent, tokens, limit)
-    # Every token quoted: user text must never be parsed as FTS5 query syntax.
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
     rows = conn.execute(
         text(
             "SELECT key FROM entries_fts WHERE entries_fts MATCH :m AND agent = :a "
             "ORDER BY bm25(entries_fts) LIMIT :n"
         ),
-        {"m": match, "a": agent, "n": limit},
+        {"m": _fts5_match(tokens), "a": agent, "n": limit},
     )
     return [r[0] for r in rows]
 
@@ -87,3 +88,54 @@ def _search_postgres(conn: Connection, agent: str, tokens: list[str], limit: int
         params | {"a": agent, "n": limit},
     )
     return [r[0] for r in rows]
+
+
+def _fts5_match(tokens: Iterable[str]) -> str:
+    """An FTS5 query OR-ing `tokens`, each quoted: user text must never be parsed as FTS5
+    query syntax (`"`, `*`, `^`, `-`, `:`, `NEAR`, `AND`/`OR`/`NOT`, parentheses)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+def search_words(query_text: str) -> list[str]:
+    """The words a person's query is searched by: its content words, numbers included
+    (`eu-west-1`), else, for a query of nothing but stopwords, every word it has. Only word
+    characters: nothing of the query's punctuation reaches the index's query syntax."""
+    found = list(dict.fromkeys(w.casefold() for w in words(query_text)))
+    content = [w for w in found if w not in STOPWORDS]
+    return content or found
+
+
+def ranked(
+    conn: Connection,
+    agent: str,
+    tokens: Collection[str],
+    limit: int,
+    statuses: Collection[str] = (EntryStatus.LIVE,),
+) -> list[tuple[str, float]]:
+    """(key, score) of the agent's indexed entries that hold any of `tokens`, best first
+    (higher scores are better: FTS5's bm25 negated, PostgreSQL's ts_rank_cd). Only entries
+    whose `entries.status` is in `statuses`: the index holds live entries today; an entry
+    status that stays in the index (entries moved out of MEMORY.md to an archive) is
+    searched by passing its status here."""
+    if not tokens or limit <= 0 or not statuses:
+        return []
+    params: dict[str, object] = {"a": agent, "n": limit, "s": [str(s) for s in statuses]}
+    if is_postgres(conn):
+        parts = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(tokens)))
+        params |= {f"w{i}": t for i, t in enumerate(tokens)}
+        query = (
+            f"SELECT f.key, ts_rank_cd(f.tsv, q.query) AS score FROM entries_fts f"
+            f" JOIN entries e ON e.agent = f.agent AND e.key = f.key, (SELECT {parts}) AS q(query)"
+            " WHERE f.agent = :a AND e.status IN :s AND f.tsv @@ q.query"
+            " ORDER BY score DESC, f.key LIMIT :n"
+        )
+    else:
+        params["m"] = _fts5_match(tokens)
+        query = (
+            "SELECT entries_fts.key, -bm25(entries_fts) AS score FROM entries_fts"
+            " JOIN entries e ON e.agent = entries_fts.agent AND e.key = entries_fts.key"
+            " WHERE entries_fts MATCH :m AND entries_fts.agent = :a AND e.status IN :s"
+            " ORDER BY score DESC, entries_fts.key LIMIT :n"
+        )
+    stmt = text(query).bindparams(bindparam("s", expanding=True))
+    return [(r[0], float(r[1])) for r in conn.execute(stmt, params)]
