@@ -254,3 +254,49 @@ def summaries_carrying(
     """Ids of the agent's runs whose summary `carries` (purged text)."""
     rows = conn.execute(select(RUNS.c.id, RUNS.c.summary).where(RUNS.c.agent == agent))
     return [i for i, summary in rows if carries(summary)]
+
+
+# What a purge writes in place of the theme words and diary text of a REM run whose window
+# read a purged session (the same mark forget leaves for any redacted value).
+FORGOTTEN = "[forgotten]"
+
+
+def rem_summaries(conn: Connection, agent: str) -> list[tuple[int, dict[str, Any]]]:
+    """(run id, REM phase summary) of every recorded run of the agent that ran REM, dry runs
+    included: what a purge checks for themes and diary text derived from its sessions."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    rows = conn.execute(
+        select(RUNS.c.id, RUNS.c.summary).where(
+            and_(RUNS.c.agent == agent, RUNS.c.summary.is_not(None))
+        )
+    )
+    for run_id, text in rows:
+        try:
+            summary = json.loads(text)
+        except ValueError:
+            continue
+        phases = summary.get("phases") if isinstance(summary, dict) else None
+        rem = phases.get("rem") if isinstance(phases, dict) else None
+        if isinstance(rem, dict):
+            out.append((int(run_id), rem))
+    return out
+
+
+def forget_rem(summary: Any) -> Any:
+    """`summary` with its REM themes and diary text replaced by FORGOTTEN: `runs show` says
+    a theme was forgotten, never what it was. Counts stay; the sessions read stay (their ids
+    are tombstones' too)."""
+    if not isinstance(summary, dict):
+        return summary
+    rem = (summary.get("phases") or {}).get("rem")
+    if not isinstance(rem, dict):
+        return summary
+    rem["themes"] = [
+        {**t, "concept": FORGOTTEN, "related": []} if isinstance(t, dict) else FORGOTTEN
+        for t in rem.get("themes") or []
+    ]
+    for key in ("diary_text", "example", "quotes"):
+        if rem.get(key):
+            rem[key] = FORGOTTEN
+    rem["forgotten"] = True
+    return summary

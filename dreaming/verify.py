@@ -20,10 +20,10 @@ from dreaming.ingest import corpus, sources
 from dreaming.ingest.admission import Status, admit
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.transcripts import Cursor, cursor_is_valid
-from dreaming.memory import memory_file
+from dreaming.memory import diary, memory_file
 from dreaming.memory.lineage import ADOPTED, live_entries
 from dreaming.repair import strays
-from dreaming.runs import Outcome
+from dreaming.runs import FORGOTTEN, Outcome, rem_summaries
 from dreaming.store import state
 from dreaming.store.migrations import MIGRATIONS, applied
 from dreaming.store.state import StateKey
@@ -84,6 +84,7 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
         _check(v, "text_from_unlisted_sessions", _text_sources(conn, paths, agent, live))
         _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
+        _check(v, "diary_from_forgotten_sessions", _diary_derived(conn, paths, agent))
         _check(v, "admission", _admission(conn, paths, agent))
         _check(v, "transcripts_unchanged", _transcripts(conn, agent))
         corpus_files = _corpus_files(conn, paths, agent)
@@ -287,6 +288,42 @@ def _tombstoned(conn: Connection, paths: Paths, agent: str) -> list[str]:
             .distinct()
         ).all()
         problems += [f"{label} from forgotten session {r[0]}" for r in rows]
+    return problems
+
+
+def _diary_derived(conn: Connection, paths: Paths, agent: str) -> list[str]:
+    """A diary entry whose recorded window read a forgotten session, or a REM run summary
+    that still names the themes or diary text of a night that read one: what REM derived
+    from it without quoting it, which a purge removes (invariant 4)."""
+    gone = set(file_tombstones(paths, agent)) | {
+        s
+        for (s,) in conn.execute(select(TOMBSTONES.c.session_id).where(TOMBSTONES.c.agent == agent))
+    }
+    if not gone:
+        return []
+    problems = []
+    windows = diary.windows(conn, agent)
+    try:
+        written = diary.entries(diary.read(paths.dreams_file(agent)))
+    except WorkspaceFileError:
+        written = []  # the memory_file check names a file it cannot read
+    for entry in written:
+        read = sorted(windows.get(entry.day, set()) & gone)
+        if read:
+            problems.append(
+                f"DREAMS.md entry {entry.day} was written from forgotten session(s)"
+                f" {', '.join(read)}: `dreaming forget --session {read[0]}` removes it"
+            )
+    for run_id, rem in rem_summaries(conn, agent):
+        read = sorted(set(rem.get("read_sessions") or ()) & gone)
+        said = rem.get("diary_text") or any(
+            isinstance(t, dict) and t.get("concept") != FORGOTTEN for t in rem.get("themes") or ()
+        )
+        if read and said and not rem.get("forgotten"):
+            problems.append(
+                f"run {run_id}'s REM summary keeps themes or diary text from forgotten"
+                f" session(s) {', '.join(read)}"
+            )
     return problems
 
 

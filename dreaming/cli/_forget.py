@@ -25,6 +25,8 @@ STEPS = [
             "memory_backups",
             "llm_calls",
             "run_summaries",
+            "diary_entries",
+            "report_files",
         ],
     ),
     ("origins and tombstones", ["origins", "tombstones"]),
@@ -50,6 +52,19 @@ def format_report(r: dict[str, Any]) -> str:
         )
     for path, n in r["file_lines_removed"].items():
         out.append(f"     {path}: {n} line(s) quoting purged text")
+    for day in r["diary_entries_removed"]:
+        out.append(f"     DREAMS.md entry {day}: its night read a purged session; removed")
+    if r["run_summaries_redacted"]:
+        runs_ = ", ".join(map(str, r["run_summaries_redacted"]))
+        out.append(f"     run summaries redacted (themes, diary text, purged quotes): {runs_}")
+    verb = "would remove" if r["dry_run"] else "removed"
+    for f in r["report_files"]:
+        what = {
+            "remove": f"mentions what is purged: {verb}",
+            "keep": "mentions nothing purged: kept",
+            "missing": "no longer there",
+        }[f["action"]]
+        out.append(f"     report file {f['path']}: {what}")
     out.append(
         f"  6. files the agent wrote in these sessions (reported, not edited): "
         f"{len(r['curated_writes'])}"

@@ -10,6 +10,7 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, note, printable
 from dreaming.errors import StateError
+from dreaming.forget import record_report
 from dreaming.report import build_report, render
 
 
@@ -37,11 +38,17 @@ def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: s
     day: date | None = since.date() if since is not None else None
     # Control characters of stored text shown as escapes, in the file as on stdout: a page
     # piped to a terminal (or `cat`) must not drive it.
-    html = printable(render(build_report(ctx.app, agents, day)))
+    built = build_report(ctx.app, agents, day)
+    html = printable(render(built))
     if out == "-":
         echo(html, nl=False)
         return
     path = Path(out).expanduser()
+    # Recorded before it is written: `forget` removes the page if it shows what it purges.
+    for section in built.agents:
+        if ctx.app.has_state(section.agent):
+            with ctx.app.engine(section.agent, create=False).begin() as conn:
+                record_report(conn, section.agent, path)
     try:
         path.write_text(html, encoding="utf-8")
     except OSError as err:

@@ -9,7 +9,11 @@ Steps, each reported with counts (invariants 3, 4 and 5):
                 line of a memory file (MEMORY.md, DREAMS.md, daily notes) quoting a snippet goes
 3. index        search-index rows of removed entries
 4. state        candidates, recalls, cursors; MEMORY.md backups and LLM call records that
-                carry purged text; run summaries are redacted
+                carry purged text; run summaries are redacted; what REM derived without
+                quoting (`_derived`): the diary entries whose window read a purged session
+                go, and the themes and diary text of the runs that read one are redacted,
+                with REM's LLM calls in those runs; report files (`_reports`) that mention
+                a purged session or its text are listed and removed
 5. tombstones   origin rows deleted, one tombstone per session: nothing re-ingests it
 6. writes       files the agent wrote during the sessions are reported, never edited
 
@@ -21,7 +25,8 @@ interrupted after the commit is completed by the next `forget` or run.
 
 The parts are private modules of this package: ``_select`` (which sessions a selector
 names), ``_purge`` (the plan, the counts and the transaction), ``_complete`` (files, the
-completion and the vacuum) and ``_scrub`` (finding purged text wherever it was copied);
+completion and the vacuum), ``_scrub`` (finding purged text wherever it was copied),
+``_derived`` (what REM read) and ``_reports`` (report files);
 everything outside the package imports from here.
 """
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from ._complete import complete_pending
 from ._purge import Purge, PurgeReport, Scope
+from ._reports import record_report, report_files
 from ._scrub import needles_of, scrub_text, snippets_of
 from ._select import Selector, Target, parse_since, resolve
 
@@ -41,6 +47,8 @@ __all__ = [
     "complete_pending",
     "needles_of",
     "parse_since",
+    "record_report",
+    "report_files",
     "resolve",
     "scrub_text",
     "snippets_of",

@@ -1,12 +1,14 @@
 """Completing a purge after its database part committed: the tombstone file, the memory
-files, the corpus files and MEMORY.md, the backups taken meanwhile, then the `purges` row
-and a vacuum, so the purged text is gone from the bytes on disk too. A purge interrupted
-anywhere here is completed by the next `forget` or run."""
+files (the diary entries whose window read a purged session, then every line quoting purged
+text), the report files that mention it, the corpus files and MEMORY.md, the backups taken
+meanwhile, then the `purges` row and a vacuum, so the purged text is gone from the bytes on
+disk too. A purge interrupted anywhere here is completed by the next `forget` or run."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Engine, and_, select, text, update
 
@@ -17,6 +19,8 @@ from dreaming.memory import memory_sync
 from dreaming.store.dialect import is_postgres
 from dreaming.store.tables import PURGES
 
+from ._derived import remove_entries
+from ._reports import keep_recorded, plan_reports, unlink_reports
 from ._scrub import backup_carries, needles_of, scrub_backups, scrub_files
 
 
@@ -32,8 +36,8 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         ).all()
     for purge_id, snippets_json, report_json in pending:
         snippets = set(json.loads(snippets_json or "[]"))
-        entries = json.loads(report_json or "{}").get("entries_removed", [])
-        _complete(engine, paths, agent, purge_id, snippets, entries)
+        report = json.loads(report_json or "{}")
+        _complete(engine, paths, agent, purge_id, snippets, report)
     if pending and engine.dialect.name == "postgresql":
         _vacuum_postgres(engine)
     elif pending:
@@ -58,11 +62,19 @@ def _complete(
     agent: str,
     purge_id: int,
     snippets: set[str],
-    entries: list[str],
+    report: dict[str, Any],
 ) -> None:
-    """One pending purge: its memory files, the corpus files and MEMORY.md, the backups taken
-    meanwhile, then its row completed (the crash points `forget.*` fall between these)."""
+    """One pending purge: its memory files, the report files, the corpus files and MEMORY.md,
+    the backups taken meanwhile, then its row completed (the crash points `forget.*` fall
+    between these)."""
+    entries: list[str] = report.get("entries_removed", [])
+    remove_entries(paths, agent, report.get("diary_entries_removed", []))
     scrub_files(paths, agent, snippets, entries, dry=False)
+    # The sessions this forget tombstoned, by id (a rederive's report names none).
+    sessions = [s["session_id"] for s in report.get("sessions", []) if s["status"] == "resolved"]
+    with engine.connect() as conn:
+        listing = plan_reports(conn, paths, agent, sessions, needles_of(snippets), entries)
+    reports_removed = unlink_reports(listing)
     faults.checkpoint("forget.after_files")
     corpus.flush_files(engine, agent, paths.corpus_dir(agent))
     memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
@@ -75,6 +87,7 @@ def _complete(
             if backup_carries(content, needles, entries)
         ]
         scrub_backups(conn, carrying, needles, entries)
+        keep_recorded(conn, agent, reports_removed)
         faults.checkpoint("forget.before_complete")
         conn.execute(
             update(PURGES)

@@ -18,12 +18,14 @@ from dreaming.ingest import candidates, corpus
 from dreaming.ingest import tombstones as tombstones_mod
 from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import calls_carrying, forget_calls
-from dreaming.memory import journal, lineage, memory_sync, review
+from dreaming.memory import diary, journal, lineage, memory_sync, review
 from dreaming.messages import SessionFile
 from dreaming.store import cursors
 from dreaming.store.tables import PURGES
 
+from . import _derived
 from ._complete import complete_pending
+from ._reports import plan_reports
 from ._scrub import (
     backup_carries,
     carries,
@@ -68,6 +70,8 @@ class Plan:
     calls: list[int] = field(default_factory=list)  # LLM call records carrying it
     backups: list[int] = field(default_factory=list)  # MEMORY.md backups carrying it
     runs: list[int] = field(default_factory=list)  # run summaries carrying it
+    derived: _derived.Derived = field(default_factory=_derived.Derived)  # REM's, unquoted
+    reports: list[dict[str, Any]] = field(default_factory=list)  # report files known
 
     def holds_purged(self, text: str | None) -> bool:
         return carries(text, self.needles)
@@ -85,6 +89,9 @@ class PurgeReport:
     emptied: list[str] = field(default_factory=list)
     file_lines_removed: dict[str, int] = field(default_factory=dict)
     curated_writes: list[dict[str, Any]] = field(default_factory=list)
+    diary_entries: list[str] = field(default_factory=list)  # days of DREAMS.md entries removed
+    run_summaries: list[int] = field(default_factory=list)  # runs whose summary is redacted
+    report_files: list[dict[str, Any]] = field(default_factory=list)  # path, action
     purge_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,6 +117,9 @@ class PurgeReport:
             "mixed_lineage": self.mixed_lineage,
             "file_lines_removed": self.file_lines_removed,
             "curated_writes": self.curated_writes,
+            "diary_entries_removed": self.diary_entries,
+            "run_summaries_redacted": self.run_summaries,
+            "report_files": self.report_files,
             "nothing_left": self.nothing_left,
         }
 
@@ -175,6 +185,7 @@ class Purge:
             if backup_carries(content, plan.needles, plan.entries)
         ]
         plan.runs = runs.summaries_carrying(conn, a, plan.holds_purged)
+        plan.derived = derived = _derived.find(conn, self.paths, a, ids, plan.days)
         return {
             "corpus_lines": len(plan.line_ids),
             "entries": len(plan.entries),
@@ -187,8 +198,9 @@ class Purge:
             else lineage.count_origins(conn, a, keys=plan.entries),
             "cursors": cursors.count_sessions(conn, a, ids) if scope.whole else 0,
             "memory_backups": len(plan.backups),
-            "llm_calls": len(plan.calls),
-            "run_summaries": len(plan.runs),
+            "llm_calls": len(set(plan.calls) | set(derived.rem_calls)),
+            "run_summaries": len(set(plan.runs) | set(derived.rem_runs)),
+            "diary_entries": len(derived.diary_days),
             "review_proposals": review.forget_sessions(
                 conn, a, ids, plan.holds_purged, dry_run=True
             ),
@@ -233,10 +245,21 @@ class Purge:
         with self.engine.connect() as conn:
             plan = self._plan(conn, scope)
             report.counts = self._count(conn, scope, plan)
+            # A page names the sessions it shows by id: one naming a session this forget
+            # tombstones shows what it derived (after the purge, a page lists it only as
+            # forgotten). A rederive's sessions stay.
+            named = [t.session_id for t in new_tombstones if t.resolved] if forget else []
+            plan.reports = plan_reports(
+                conn, self.paths, self.agent, named, plan.needles, plan.entries
+            )
+        report.counts["report_files"] = sum(1 for r in plan.reports if r["action"] == "remove")
         report.counts["tombstones"] = len(new_tombstones)
         report.entries_removed = plan.entries
         report.mixed_lineage = plan.mixed
         report.emptied = plan.emptied
+        report.diary_entries = plan.derived.diary_days
+        report.run_summaries = sorted(set(plan.runs) | set(plan.derived.rem_runs))
+        report.report_files = plan.reports
         report.file_lines_removed = scrub_files(
             self.paths, self.agent, plan.snippets, plan.entries, dry=True
         )
@@ -294,8 +317,13 @@ class Purge:
         )
         if scope.whole:
             cursors.forget_sessions(conn, a, ids)
-        forget_calls(conn, plan.calls)
+        forget_calls(conn, sorted(set(plan.calls) | set(plan.derived.rem_calls)))
         runs.redact_summaries(conn, plan.runs, lambda summary: redact(summary, needles))
+        # What REM derived without quoting (theme words, a model's diary): the themes and
+        # diary text of every run whose window read a purged session, and the windows of
+        # the diary entries the file step removes.
+        runs.redact_summaries(conn, plan.derived.rem_runs, runs.forget_rem)
+        diary.forget_days(conn, a, plan.derived.window_days)
         backups = ((i, memory_sync.backup(conn, i)) for i in plan.backups)
         scrub_backups(conn, backups, needles, plan.entries)
         # Undo images and review proposals hold the purged text too: they go, and a run

@@ -7,16 +7,29 @@
 
 Writing the entry of a date that already has one replaces it, so re-running REM for the same
 night is idempotent.
+
+Each entry's window (the sessions REM read for it) is kept in the `diary_windows` table,
+which this module owns: REM records it before it writes the entry, every run of that day
+adding to it, so the table lists every session an entry may draw on. A purge removes the
+entries whose window read one of its sessions (`without_days`) and their rows
+(`forget_days`); an entry with no recorded window (written before windows were kept) is
+decided from days by forget.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import Connection, and_, delete, select
+
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
+from dreaming.store.dialect import insert_ignore
+from dreaming.store.tables import DIARY_WINDOWS
 from dreaming.syntax import DIARY_RE as ENTRY_RE
 from dreaming.syntax import atomic_write, load_text
 from dreaming.syntax import render_diary as render_entry
@@ -55,6 +68,56 @@ def write_entry(path: Path, day: str, body: str) -> bool:
         return False
     atomic_write(path, new)
     return True
+
+
+def without_days(text: str, days: Collection[str]) -> tuple[str, list[str]]:
+    """`text` without the diary entries of `days` (operator text kept byte for byte), and
+    the days whose entries were removed."""
+    removed: list[str] = []
+    out: list[str] = []
+    at = 0
+    for m in ENTRY_RE.finditer(text):
+        if m["day"] in days:
+            out.append(text[at : m.start()])
+            at = m.end()
+            removed.append(m["day"])
+    out.append(text[at:])
+    return "".join(out), removed
+
+
+def remove_days(path: Path, days: Collection[str]) -> list[str]:
+    """Remove the entries of `days` from DREAMS.md. Returns the days removed."""
+    current = read(path)
+    new, removed = without_days(current, days)
+    if removed:
+        atomic_write(path, new)
+    return removed
+
+
+# -- windows: the sessions each entry's night read (the `diary_windows` table) ------------------
+
+
+def record_window(conn: Connection, agent: str, day: str, sessions: Iterable[str]) -> None:
+    """Add `sessions` to the window of `day`'s entry (before the entry is written)."""
+    rows = [{"agent": agent, "day": day, "session_id": s} for s in sorted(set(sessions))]
+    if rows:
+        conn.execute(insert_ignore(conn, DIARY_WINDOWS), rows)
+
+
+def windows(conn: Connection, agent: str) -> dict[str, set[str]]:
+    """day -> the sessions its entry's window read, for every day with a recorded window."""
+    w = DIARY_WINDOWS.c
+    out: dict[str, set[str]] = defaultdict(set)
+    for day, session_id in conn.execute(select(w.day, w.session_id).where(w.agent == agent)):
+        out[day].add(session_id)
+    return dict(out)
+
+
+def forget_days(conn: Connection, agent: str, days: Collection[str]) -> None:
+    """A purge's part here: the windows of the entries it removed."""
+    if days:
+        w = DIARY_WINDOWS.c
+        conn.execute(delete(DIARY_WINDOWS).where(and_(w.agent == agent, w.day.in_(list(days)))))
 
 
 # -- quoting: the whole sentences a person said, without the markdown around them ------------

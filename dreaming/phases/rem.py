@@ -11,6 +11,11 @@ Each theme quotes one whole sentence a person said, without its markdown, never 
 or small talk (`diary.quotable`), the owner's first. The diary entry is a short narrative by
 the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
 metadata (scores, line references), and the diary is never read back as input.
+
+What the window read is recorded, so a purge can find what it derived: the sessions of every
+piece of evidence of the window's candidates go into the entry's window (`diary_windows`,
+written before the entry) and into the run summary (`read_sessions`). Forget removes the
+entry and redacts the summary's themes and diary text when one of them is purged.
 """
 
 from __future__ import annotations
@@ -89,11 +94,13 @@ class RemSummary:
     fallback: str | None = None
     degraded: str | None = None  # the model failed, so the deterministic diary stood in
     dry_run: bool = False
+    read_sessions: list[str] = field(default_factory=list)  # every session the window read
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent,
             "day": self.day,
+            "read_sessions": self.read_sessions,
             "candidates_in_window": self.candidates_in_window,
             "themes": [
                 {
@@ -145,6 +152,7 @@ class RemPhase:
             summary.day = clock.date().isoformat()
             since = clock - timedelta(days=self.settings.lookback_days)
             rows = _window(conn, agent, since)
+            summary.read_sessions = _sessions_read(conn, [r.id for r in rows])
             found = self._themes(conn, agent, rows, _evidence(conn, [r.id for r in rows]))
             previous_boosts = {
                 cid: boost
@@ -178,6 +186,9 @@ class RemPhase:
             if changes:
                 candidates.set_boosts(conn, changes)
                 candidates.rescore(conn, agent, self.paths.settings)
+            # Before the entry: a crash between the two leaves a window listing too much,
+            # never an entry drawing on a session its window does not name.
+            diary.record_window(conn, agent, summary.day, summary.read_sessions)
         summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
         _set_mark(self.engine, agent, newest_line)
         return summary
@@ -381,6 +392,16 @@ def _window(conn: Connection, agent: str, since: datetime) -> list[Any]:
             )
         ).all()
     )
+
+
+def _sessions_read(conn: Connection, ids: Sequence[int]) -> list[str]:
+    """Every session with evidence on the window's candidates, whoever said it: what the
+    themes, their quotes and the diary may draw on."""
+    if not ids:
+        return []
+    e = CANDIDATE_EVIDENCE.c
+    query = select(e.session_id).where(e.candidate_id.in_(ids)).distinct()
+    return sorted(str(r[0]) for r in conn.execute(query))
 
 
 def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]:

@@ -338,6 +338,22 @@ def _speakers(conn: Connection) -> None:
     )
 
 
+@migration("0012_diary_windows")
+def _diary_windows(conn: Connection) -> None:
+    """The sessions REM's window read for each diary entry, so a purge of one of them takes
+    the entry (and the run summaries' themes) with it. Empty for entries written before:
+    forget decides those from days."""
+    _run(
+        conn,
+        """
+        CREATE TABLE diary_windows (
+            agent VARCHAR NOT NULL, day VARCHAR NOT NULL, session_id VARCHAR NOT NULL,
+            PRIMARY KEY (agent, day, session_id));
+        CREATE INDEX ix_diary_windows_session ON diary_windows (agent, session_id)
+        """,
+    )
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(

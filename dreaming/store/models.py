@@ -147,6 +147,18 @@ class TombstoneRow(SQLModel, table=True):
     detail: str = "{}"  # JSON
 
 
+class DiaryWindowRow(SQLModel, table=True):
+    """(day, session): a session REM's window read for the diary entry of that day. Written
+    before the entry, so every session an entry may draw on is listed; forget removes the
+    entries whose window read a purged session (`dreaming.memory.diary`)."""
+
+    __tablename__ = "diary_windows"
+
+    agent: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+
+
 class CorpusDirtyDayRow(SQLModel, table=True):
     """Days whose corpus file must be rewritten from the table (set in the same transaction
     as the lines, cleared after the file is written), so a crash in between is repaired."""
