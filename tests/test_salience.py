@@ -348,9 +348,14 @@ def test_a_time_word_alone_does_not_make_a_thin_line_clear(text: str) -> None:
         "Can't wait for our trip to the coast with the kids next month.",
         "A gift from my aunt in my home country, Norway.",  # a place, not a listener
         "Hey Lena, I had to close my bank account.",
-        # what happened, in enough telling words, or with a name or a time
+        # what happened, in enough telling words, or with a name, a number or a milestone
         "I won the regional chess tournament.",
         "Yesterday I took the kids to the aquarium.",
+        "I got a puppy two weeks ago!",
+        "I graduated last week!",
+        "We're not married yet but we've been together for three years.",
+        "I'm volunteering as a mentor at a local school.",
+        "I'm hooked on this great game called Stardew Valley.",
         "My new number is 555 0134, let me know if it doesn't work.",
     ],
 )
@@ -365,3 +370,4 @@ def test_the_name_a_line_is_said_to_is_no_name_in_it() -> None:
         assert Feature.NAMES not in assess(text).features, text
     for text in ("A gift from my aunt in my home country, Norway.", "I met Lena at the gym."):
         assert Feature.NAMES in assess(text).features, text
+    assert Feature.NUMBERS in assess("We adopted two kittens in May.").features

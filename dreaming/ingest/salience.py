@@ -352,6 +352,14 @@ _TOLD = frozenset({Feature.FACT, Feature.NAMES, Feature.NUMBERS})
 _HOLDER = re.compile(r"\b(?:he|she|they|his|her|hers|their|him|them)\b", re.IGNORECASE)
 _KATAKANA = re.compile(r"[\u30a0-\u30ffー]{2,}")
 _DIGIT = re.compile(r"\d")
+# A number said in words counts as one in digits ("two days ago", "three kids"); "one" is
+# mostly a pronoun ("one of my favourites"), so it does not.
+_NUMBER_WORDS = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    r"eighty|ninety|hundred|thousand|dozen)\b",
+    re.IGNORECASE,
+)
 _NOT_NAMES = frozenset(
     [
         "I",
@@ -609,7 +617,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.FACT)
     if _names(body, words):
         found.add(Feature.NAMES)
-    if _DIGIT.search(body):
+    if _DIGIT.search(body) or _NUMBER_WORDS.search(body):
         found.add(Feature.NUMBERS)
     # A need is someone's: "Allergies can be tough", "a gluten-free crust" name no holder.
     if Feature.CONSTRAINT in found and not found & _HOLDERS and not _HOLDER.search(body):
