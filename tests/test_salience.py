@@ -299,6 +299,7 @@ def clears(text: str) -> bool:
         "Golden Retrievers are truly awesome.",
         "Practice is key to success.",
         "Painting has the power to bring people together.",
+        "Nature has a way of humbling us and reminding us that we're small.",
         "Injuries can be tough.",  # a health word, but nobody's need
         "Saturday's launch party will be so much fun.",
         # looking forward, said as a feeling
@@ -315,6 +316,9 @@ def clears(text: str) -> bool:
         "I've had him for three years now.",
         "When I got it, I felt all sorts of things.",
         "Thankfully, they loved the canyon tour a lot!",
+        # a caption for a thing pointed at
+        "Last night I made this tasty stew, so good!",
+        "These mugs I bought yesterday remind me of home.",
     ],
 )
 def test_appraisals_reactions_and_bare_pronouns_are_small_talk(text: str) -> None:
@@ -357,6 +361,9 @@ def test_a_time_word_alone_does_not_make_a_thin_line_clear(text: str) -> None:
         "I'm volunteering as a mentor at a local school.",
         "I'm hooked on this great game called Stardew Valley.",
         "My new number is 555 0134, let me know if it doesn't work.",
+        "I made this quilt to show my path as a mother of three.",  # it says what it is
+        "Took a short trip last week to Porto to clear my mind.",  # the "I" dropped, as in chat
+        "Moreover, Max is already old, he is 8 years old.",
     ],
 )
 def test_specific_lines_of_the_speaker_clear_the_gate(text: str) -> None:
@@ -371,3 +378,9 @@ def test_the_name_a_line_is_said_to_is_no_name_in_it() -> None:
     for text in ("A gift from my aunt in my home country, Norway.", "I met Lena at the gym."):
         assert Feature.NAMES in assess(text).features, text
     assert Feature.NUMBERS in assess("We adopted two kittens in May.").features
+
+
+def test_call_me_sets_a_rule_only_as_a_name() -> None:
+    assert Feature.INSTRUCTION in assess("Call me Bob from now on.").features
+    said = assess("If you are ever in town, call me at the store!")
+    assert Feature.INSTRUCTION not in said.features, said

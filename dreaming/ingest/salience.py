@@ -240,6 +240,7 @@ class Lexicon:
     anticipation: Cues
     offer: Cues
     pronoun_object: Cues
+    demonstrative_object: Cues
     preference_of_view: Cues
     pronoun_subject: Cues
     narration: Cues
@@ -288,6 +289,7 @@ class Lexicon:
             anticipation=Cues(lists.get("anticipation", ())),
             offer=Cues(lists.get("offer", ())),
             pronoun_object=Cues(lists.get("pronoun_object", ())),
+            demonstrative_object=Cues(lists.get("demonstrative_object", ())),
             preference_of_view=Cues(lists.get("preference_of_view", ())),
             pronoun_subject=Cues(lists.get("pronoun_subject", ())),
             narration=both("narration"),
@@ -488,7 +490,8 @@ def _names(text: str, words: Sequence[str]) -> bool:
 # A discourse marker before a statement ("Reminder: My manager is ...", "FYI, our cluster
 # ...") hides the sentence start that a named fact is anchored at.
 _LEAD = re.compile(
-    r"^(?:(?:reminder|fyi|heads up|note|btw|by the way|just so you know|p\.?s\.?)\s*[:,.!-]*"
+    r"^(?:(?:reminder|fyi|heads up|note|btw|by the way|just so you know|p\.?s\.?|moreover|also|"
+    r"plus|anyway|besides|and|so|oh|well|actually)\s*[:,.!-]*"
     r"|(?:hey|hi|hello|hiya|oh|wow|thanks|yeah|yes|ok|okay|well)[,!.]*(?:\s+[A-Z][a-z]+)?\s*[,!.]+)"
     r"\s+",
     re.IGNORECASE,
@@ -504,8 +507,10 @@ def _without_lead(body: str) -> str:
 
 
 # A bare pronoun for what a light verb was done to leaves a line small talk below this many
-# telling words (`pronoun_object` in the lexicon).
+# telling words (`pronoun_object` in the lexicon); a thing pointed at ("I made this dish"),
+# below SHOWN_WORDS (`demonstrative_object`).
 PRONOUN_WORDS = 4
+SHOWN_WORDS = 3
 
 
 def telling(tokens: Iterable[str], lex: Lexicon) -> int:
@@ -540,10 +545,9 @@ def _smalltalk(
         return True  # a reaction to the listener, however much it seems to tell
     if lex.offer.hit(text) and not found & _TOLD:
         return True  # "shoot me a question anytime you need!"
-    if (
-        Feature.NAMES not in found
-        and lex.pronoun_object.hit(text)
-        and telling(tokens, lex) < PRONOUN_WORDS
+    if Feature.NAMES not in found and (
+        (lex.pronoun_object.hit(text) and telling(tokens, lex) < PRONOUN_WORDS)
+        or (lex.demonstrative_object.hit(text) and telling(tokens, lex) < SHOWN_WORDS)
     ):
         return True  # "I took it at the beach last month": took what?
     if found & {Feature.PREFERENCE, Feature.EVENT}:
