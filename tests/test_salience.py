@@ -319,6 +319,7 @@ def clears(text: str) -> bool:
         # a caption for a thing pointed at
         "Last night I made this tasty stew, so good!",
         "These mugs I bought yesterday remind me of home.",
+        "I came across this spot while hiking.",  # "across" tells nothing
     ],
 )
 def test_appraisals_reactions_and_bare_pronouns_are_small_talk(text: str) -> None:
