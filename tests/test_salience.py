@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dreaming.config import ConfigError, parse_settings
-from dreaming.ingest.claims import extract, sentences, words
+from dreaming.config import ConfigError, DeepSettings, parse_settings
+from dreaming.ingest.claims import content_tokens, extract, sentences, words
 from dreaming.ingest.salience import Feature, Lexicon, Salience, assess, group_of, lexicon_for
-from dreaming.ingest.scoring import Rarity, Signals, score
+from dreaming.ingest.scoring import Rarity, Signals, clarity, score, telling_words
 
 
 def signals(
@@ -281,3 +281,107 @@ def test_task_talk_in_a_coding_session_earns_little_but_rules_in_it_count() -> N
     assert chatter.value <= 0.1
     rule = assess("Never edit package-lock.json by hand.")
     assert Feature.INSTRUCTION in rule.features and rule.value >= 0.8
+
+
+def clears(text: str) -> bool:
+    """Whether the owner saying `text` once clears deep's default gate."""
+    found = assess(text)
+    words = telling_words(content_tokens(text))
+    return clarity(found.value, found.features, words, 1, 0) >= DeepSettings().min_score
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an appraisal or a generalisation with no holder
+        "The Colosseum is so cool!",
+        "Basil is indeed delicious!",
+        "Golden Retrievers are truly awesome.",
+        "Practice is key to success.",
+        "Painting has the power to bring people together.",
+        "Nature has a way of humbling us and reminding us that we're small.",
+        "Injuries can be tough.",  # a health word, but nobody's need
+        "Saturday's launch party will be so much fun.",
+        # looking forward, said as a feeling
+        "Can't wait for the big premiere tomorrow!",
+        "Can't wait to go back next summer.",
+        # the listener's news, appraised; hearsay; a reminder; an offer
+        "I love how you turn your stories into songs.",
+        "I bet you never expected a fourth kitten this year!",
+        "I heard they make a great lasagna there!",
+        "This photo reminds me of a road trip we took last year.",
+        "I love to help, so just send me a question whenever you need!",
+        # what a light verb was done to, said as a bare pronoun; a bare "they" as the subject
+        "I took it at the lake last week.",
+        "I've had him for three years now.",
+        "When I got it, I felt all sorts of things.",
+        "Thankfully, they loved the canyon tour a lot!",
+        # a caption for a thing pointed at
+        "Last night I made this tasty stew, so good!",
+        "These mugs I bought yesterday remind me of home.",
+        "I came across this spot while hiking.",  # "across" tells nothing
+    ],
+)
+def test_appraisals_reactions_and_bare_pronouns_are_small_talk(text: str) -> None:
+    found = assess(text)
+    assert found.zero, found
+    assert not clears(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We had a great time last weekend.",  # says when, not what
+        "I learned that the hard way last year.",
+        "I got a great pic last night.",
+        "Something funny happened yesterday.",
+        "Hey Lena, it's been ages since we talked.",
+        "I climbed this last spring!",
+    ],
+)
+def test_a_time_word_alone_does_not_make_a_thin_line_clear(text: str) -> None:
+    assert not clears(text), assess(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the same shapes, the speaker's own
+        "Gardening is my stress relief too.",
+        "Knitting is a big part of my life, not just a hobby.",
+        "The Hobbit is my favorite book.",
+        "Can't wait for our trip to the coast with the kids next month.",
+        "A gift from my aunt in my home country, Norway.",  # a place, not a listener
+        "Hey Lena, I had to close my bank account.",
+        # what happened, in enough telling words, or with a name, a number or a milestone
+        "I won the regional chess tournament.",
+        "Yesterday I took the kids to the aquarium.",
+        "I got a puppy two weeks ago!",
+        "I graduated last week!",
+        "We're not married yet but we've been together for three years.",
+        "I'm volunteering as a mentor at a local school.",
+        "I'm hooked on this great game called Stardew Valley.",
+        "My new number is 555 0134, let me know if it doesn't work.",
+        "I made this quilt to show my path as a mother of three.",  # it says what it is
+        "Took a short trip last week to Porto to clear my mind.",  # the "I" dropped, as in chat
+        "Moreover, Max is already old, he is 8 years old.",
+    ],
+)
+def test_specific_lines_of_the_speaker_clear_the_gate(text: str) -> None:
+    found = assess(text)
+    assert not found.zero, found
+    assert clears(text), found
+
+
+def test_the_name_a_line_is_said_to_is_no_name_in_it() -> None:
+    for text in ("Hey Lena, it's been ages since we talked.", "I won't give up, Lena!"):
+        assert Feature.NAMES not in assess(text).features, text
+    for text in ("A gift from my aunt in my home country, Norway.", "I met Lena at the gym."):
+        assert Feature.NAMES in assess(text).features, text
+    assert Feature.NUMBERS in assess("We adopted two kittens in May.").features
+
+
+def test_call_me_sets_a_rule_only_as_a_name() -> None:
+    assert Feature.INSTRUCTION in assess("Call me Bob from now on.").features
+    said = assess("If you are ever in town, call me at the store!")
+    assert Feature.INSTRUCTION not in said.features, said

@@ -190,7 +190,8 @@ def test_the_verdict_is_the_statements_own() -> None:
 
 def _combinations() -> list[frozenset[Feature]]:
     """Every set of features a clear statement can have at its least salient: each rule
-    alone, each kind with each detail, a fact alone, a disclosure that is an event."""
+    alone, each kind with each detail, a fact alone, a disclosure that is an event or a
+    preference."""
     sets = [frozenset({r}) for r in RULES]
     # A disclosure is always in the first person (salience requires it).
     kinds = [
@@ -200,6 +201,9 @@ def _combinations() -> list[frozenset[Feature]]:
     sets += [k | {d} for k in kinds for d in DETAILS]
     sets += [frozenset({Feature.FACT})]
     sets += [frozenset({Feature.DISCLOSURE, Feature.EVENT, Feature.FIRST_PERSON})]
+    # ... or what they like, in enough telling words
+    sets += [frozenset({Feature.DISCLOSURE, Feature.PREFERENCE, Feature.FIRST_PERSON})]
+    sets += [frozenset({Feature.EVENT, Feature.PREFERENCE})]
     return sets
 
 
@@ -219,6 +223,8 @@ def test_every_shape_of_clear_statement_clears_the_default_gate(features: frozen
         "We had so much fun rehearsing!",  # an event, no detail
         "Yoga is great for your body and mind.",  # no kind
         "I feel like a different person now.",
+        "We had a great time last weekend.",  # a time word, but nothing said of what
+        "I took it at the pier last month.",  # took what?
     ],
 )
 def test_what_the_text_does_not_make_clear_is_held_back_however_rare(text: str) -> None:

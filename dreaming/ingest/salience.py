@@ -20,7 +20,7 @@ import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _sre  # type: ignore[import-not-found]
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -68,7 +68,7 @@ WEIGHTS: Mapping[Feature, float] = {
     Feature.NUMBERS: 0.20,
     Feature.NAMES: 0.15,
     Feature.FIRST_PERSON: 0.10,
-    Feature.PREFERENCE: 0.05,
+    Feature.PREFERENCE: 0.10,
     Feature.DENSE: 0.05,
 }
 
@@ -236,6 +236,13 @@ class Lexicon:
     time: Cues
     smalltalk_line: Cues
     reaction: Cues
+    appraisal: Cues
+    anticipation: Cues
+    offer: Cues
+    pronoun_object: Cues
+    demonstrative_object: Cues
+    preference_of_view: Cues
+    pronoun_subject: Cues
     narration: Cues
     banner: Cues
     request: Cues
@@ -247,6 +254,14 @@ class Lexicon:
     fact_named: re.Pattern[str] | None
     fragment_starts: frozenset[str]
     smalltalk_words: frozenset[str]
+    thin_words: frozenset[str]
+
+    @functools.cached_property
+    def chatter(self) -> frozenset[str]:
+        """The content tokens that tell nothing: small talk and thin words, stemmed as
+        claims' tokens are, and the negation mark."""
+        words = self.smalltalk_words | self.thin_words
+        return frozenset({claims_mod.NEGATED, *(claims_mod.stem(w) for w in words)})
 
     @classmethod
     def build(cls, extra: Mapping[str, Sequence[str]] | None = None) -> Lexicon:
@@ -270,6 +285,13 @@ class Lexicon:
             time=both("time"),
             smalltalk_line=Cues((), lists.get("smalltalk_cjk", ())),
             reaction=Cues(lists.get("reaction", ())),
+            appraisal=Cues(lists.get("appraisal", ())),
+            anticipation=Cues(lists.get("anticipation", ())),
+            offer=Cues(lists.get("offer", ())),
+            pronoun_object=Cues(lists.get("pronoun_object", ())),
+            demonstrative_object=Cues(lists.get("demonstrative_object", ())),
+            preference_of_view=Cues(lists.get("preference_of_view", ())),
+            pronoun_subject=Cues(lists.get("pronoun_subject", ())),
             narration=both("narration"),
             banner=both("banner"),
             request=both("request"),
@@ -284,6 +306,7 @@ class Lexicon:
                 w.replace("\\", "") for w in lists.get("fragment_starts", ())
             ),
             smalltalk_words=frozenset(w.casefold() for w in lists.get("smalltalk_words", ())),
+            thin_words=frozenset(w.casefold() for w in lists.get("thin_words", ())),
         )
 
 
@@ -326,8 +349,19 @@ class Salience:
         return " ".join(sorted(f.value for f in self.features))
 
 
+_HOLDERS = frozenset({Feature.FIRST_PERSON, Feature.NAMES})
+_TOLD = frozenset({Feature.FACT, Feature.NAMES, Feature.NUMBERS})
+_HOLDER = re.compile(r"\b(?:he|she|they|his|her|hers|their|him|them)\b", re.IGNORECASE)
 _KATAKANA = re.compile(r"[\u30a0-\u30ffー]{2,}")
 _DIGIT = re.compile(r"\d")
+# A number said in words counts as one in digits ("two days ago", "three kids"); "one" is
+# mostly a pronoun ("one of my favourites"), so it does not.
+_NUMBER_WORDS = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    r"eighty|ninety|hundred|thousand|dozen)\b",
+    re.IGNORECASE,
+)
 _NOT_NAMES = frozenset(
     [
         "I",
@@ -391,15 +425,62 @@ _NOT_NAMES = frozenset(
         "Awesome",
         "Love",
         "Please",
+        "Here",
+        "There",
+        "Thankfully",
+        "Unfortunately",
+        "Luckily",
+        "Honestly",
+        "Plus",
+        "Anyway",
+        "Btw",
+        "BTW",
+        "FYI",
+        "OMG",
+        "LOL",
+        "TBH",
+        "IMO",
+        "PS",
     ]
 )
+
+# Whom a line is said to is no fact in it: a name after a greeting ("Hey Gina, ..."), a name
+# opening the line before a comma ("Jolene, since we talked ..."), or closing an exclamation
+# or a line to the listener (", Gina!", "Have faith in yourself, Jon.").
+_GREETED = re.compile(
+    r"^(?:(?:hey|hi|hello|hiya|yo|oh|wow|aw+|thanks|thank you|congrats|dear|sorry|yeah|yes|"
+    r"haha|ha|ok|okay|well)[,!.]*\s+)+([A-Z][a-z]+)\b",
+    re.IGNORECASE,
+)
+_OPENING = re.compile(r"^([A-Z][a-z]+)\s*,")
+_CLOSING = re.compile(r",\s*([A-Z][a-z]+)\s*([!?.]*)\s*\W*$")
+_LISTENER = re.compile(r"\b(?:you|your|yours|yourself)\b", re.IGNORECASE)
+
+
+def _vocatives(text: str) -> frozenset[str]:
+    """The names `text` is said to (see _GREETED, _OPENING, _CLOSING)."""
+    found = set()
+    for m in (_GREETED.match(text), _OPENING.match(text)):
+        if m is not None and m.group(1)[:1].isupper():
+            found.add(m.group(1))
+    end = _CLOSING.search(text)
+    if end is not None and ("!" in end.group(2) or "?" in end.group(2) or _LISTENER.search(text)):
+        found.add(end.group(1))
+    return frozenset(found)
 
 
 def _names(text: str, words: Sequence[str]) -> bool:
     """A proper noun: a capitalised word past the first (not a sentence opener such as "The"),
-    an acronym (LGBTQ, MCP), or a katakana word (Japanese names and loanwords)."""
+    an acronym (LGBTQ, MCP), or a katakana word (Japanese names and loanwords). The name of
+    the listener ("Hey Gina", "Thanks, Mel!") names nobody's fact."""
+    called = _vocatives(text) if text.isascii() else frozenset()
     for w in words[1:]:
-        if w[:1].isupper() and w not in _NOT_NAMES and (w[1:].islower() or w.isupper()):
+        if (
+            w[:1].isupper()
+            and w not in _NOT_NAMES
+            and (w[1:].islower() or w.isupper())
+            and w not in called
+        ):
             return True
     if words and len(words[0]) > 1 and words[0].isupper() and words[0] not in _NOT_NAMES:
         return True
@@ -409,7 +490,10 @@ def _names(text: str, words: Sequence[str]) -> bool:
 # A discourse marker before a statement ("Reminder: My manager is ...", "FYI, our cluster
 # ...") hides the sentence start that a named fact is anchored at.
 _LEAD = re.compile(
-    r"^(?:reminder|fyi|heads up|note|btw|by the way|just so you know|p\.?s\.?)\s*[:,.!-]*\s+",
+    r"^(?:(?:reminder|fyi|heads up|note|btw|by the way|just so you know|p\.?s\.?|moreover|also|"
+    r"plus|anyway|besides|and|so|oh|well|actually)\s*[:,.!-]*"
+    r"|(?:hey|hi|hello|hiya|oh|wow|thanks|yeah|yes|ok|okay|well)[,!.]*(?:\s+[A-Z][a-z]+)?\s*[,!.]+)"
+    r"\s+",
     re.IGNORECASE,
 )
 
@@ -422,17 +506,50 @@ def _without_lead(body: str) -> str:
     return rest[:1].upper() + rest[1:]
 
 
-def _smalltalk(text: Text, words: list[str], lex: Lexicon, found: set[Feature]) -> bool:
-    """Small talk: fewer than two words left once acknowledgements and stopwords are removed
-    (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A disclosure or
-    a fact needs two such words as well; a rule, a constraint, a preference ("I love hiking")
-    or an event ("I had a great time at the park") is never small talk."""
+# A bare pronoun for what a light verb was done to leaves a line small talk below this many
+# telling words (`pronoun_object` in the lexicon); a thing pointed at ("I made this dish"),
+# below SHOWN_WORDS (`demonstrative_object`).
+PRONOUN_WORDS = 4
+SHOWN_WORDS = 3
+
+
+def telling(tokens: Iterable[str], lex: Lexicon) -> int:
+    """How many of a claim's content tokens tell something: not the negation mark, not the
+    words of small talk ("awesome", "thanks"), not the thin words that say nothing specific
+    (light verbs, vague nouns, appraisals, time words: `thin_words`)."""
+    chatter = lex.chatter
+    return sum(1 for t in tokens if t not in chatter)
+
+
+def _smalltalk(
+    text: Text, words: list[str], tokens: frozenset[str], lex: Lexicon, found: set[Feature]
+) -> bool:
+    """Small talk: an appraisal or a generalisation with no holder ("The Eiffel Tower is so
+    cool!", "Allergies can be tough"), a reaction to the listener or a caption, looking
+    forward said as a feeling ("Can't wait for tomorrow's grand opening!"), what a light verb
+    was done to said as a bare pronoun with little else ("I took it at the beach last
+    month"); or fewer than two words left once acknowledgements and stopwords are removed
+    (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A rule is never
+    small talk, a constraint only as an appraisal; a disclosure or a fact needs two such
+    words; a preference ("I love hiking") or an event ("I had a great time at the park")
+    passes that count (`scoring.clear` weighs how much it tells)."""
     if not text.ascii and lex.smalltalk_line.hit(text):
         return True
-    if found & {Feature.INSTRUCTION, Feature.CONSTRAINT}:
+    if Feature.INSTRUCTION in found:
         return False
-    if lex.reaction.hit(text):
+    if lex.appraisal.hit(text):
+        return True  # what someone thinks of a thing ("Allergies can be tough"): nobody's
+    if Feature.CONSTRAINT in found:
+        return False
+    if lex.reaction.hit(text) or lex.anticipation.hit(text):
         return True  # a reaction to the listener, however much it seems to tell
+    if lex.offer.hit(text) and not found & _TOLD:
+        return True  # "shoot me a question anytime you need!"
+    if Feature.NAMES not in found and (
+        (lex.pronoun_object.hit(text) and telling(tokens, lex) < PRONOUN_WORDS)
+        or (lex.demonstrative_object.hit(text) and telling(tokens, lex) < SHOWN_WORDS)
+    ):
+        return True  # "I took it at the beach last month": took what?
     if found & {Feature.PREFERENCE, Feature.EVENT}:
         return False
     informative = bool(found & {Feature.DISCLOSURE, Feature.FACT})
@@ -504,8 +621,15 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.FACT)
     if _names(body, words):
         found.add(Feature.NAMES)
-    if _DIGIT.search(body):
+    if _DIGIT.search(body) or _NUMBER_WORDS.search(body):
         found.add(Feature.NUMBERS)
+    # A need is someone's: "Allergies can be tough", "a gluten-free crust" name no holder.
+    if Feature.CONSTRAINT in found and not found & _HOLDERS and not _HOLDER.search(body):
+        found.discard(Feature.CONSTRAINT)
+    # Liking what is in view ("I love the dark sky", "I love how art lets us ...") appraises
+    # it; what someone likes to do or have ("I love taking walks") is their preference.
+    if Feature.PREFERENCE in found and lex.preference_of_view.hit(prepared):
+        found.discard(Feature.PREFERENCE)
     # "Remember ..." is a rule to keep only when it names something to keep.
     if found & _SPECIFIC and lex.remember.hit(prepared):
         found.add(Feature.INSTRUCTION)
@@ -519,11 +643,13 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.REQUEST)
     # A line that cannot stand on its own ("It is called Dorado", "Is nowhere near the city")
     # is no memory, unless a rule or a constraint is said in it.
-    if not found & _RULES and lex.fragment_lines.hit(prepared):
-        found.add(Feature.FRAGMENT)
-    elif _smalltalk(prepared, words, lex, found):
-        found.add(Feature.SMALLTALK)
     tokens = claims_mod.tokens_of(words)
+    if not found & _RULES and (
+        lex.fragment_lines.hit(prepared) or lex.pronoun_subject.hit(prepared)
+    ):
+        found.add(Feature.FRAGMENT)
+    elif _smalltalk(prepared, words, tokens, lex, found):
+        found.add(Feature.SMALLTALK)
     content = len(tokens) - (claims_mod.NEGATED in tokens)  # the mark is no word
     if words and content / len(words) >= 0.5 and content >= 4:
         found.add(Feature.DENSE)

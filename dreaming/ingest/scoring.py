@@ -24,15 +24,13 @@ words.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.admission import OriginClass
-from dreaming.ingest.salience import ZEROING, Feature, default_lexicon
+from dreaming.ingest.salience import ZEROING, Feature, default_lexicon, telling
 
 W_RARITY, W_RECENCY, W_CORROBORATION = 0.75, 0.10, 0.10
 # What a clear statement earns in `clarity` where the score has W_RARITY * rarity: as much.
@@ -44,12 +42,19 @@ RULES = frozenset({Feature.INSTRUCTION, Feature.CONSTRAINT})
 KINDS = frozenset({Feature.DISCLOSURE, Feature.FACT, Feature.EVENT})
 # ... and the specific details that make it clear.
 DETAILS = frozenset({Feature.NAMES, Feature.NUMBERS, Feature.TIME})
+NAMED = frozenset({Feature.NAMES, Feature.NUMBERS})
 # A relation (a fact: works at, lives in, runs on, is called) carries its value, so it is
-# clear as said. Without a detail, the speaker telling what happened to them (a disclosure
-# that is an event: "I took a dog grooming course") is clear in this many telling words
-# (`telling_words`); fewer do not say what happened ("I got it because it reminded me of
-# something I love" has four).
-EVENT_WORDS = 5
+# clear as said. A detail makes a statement clear only beside what it is a detail of, in
+# telling words (`telling_words`: what is left once small talk and thin words, the light
+# verbs, vague nouns, appraisals and time words, are gone): a name or a number beside one
+# ("Last week, I got a new Ferrari!"), a time word beside DETAIL_WORDS ("Yesterday I took the
+# kids to the museum"; "We had a great time last weekend" and "I took it at the beach last
+# month" say when, not what). Without a detail, the speaker telling what happened to them or
+# what they like (a disclosure that is an event or a preference: "I took a dog grooming
+# course") is clear in EVENT_WORDS telling words; fewer do not say what ("I got it because
+# it reminded me of something I love").
+DETAIL_WORDS = 2
+EVENT_WORDS = 3
 # Density: (REFERENCE_CHARS / (characters + FRAMING_CHARS)) ** 0.5, so an 80-character
 # claim counts as it is, a 20-character one 1.4 times, a 200-character one 0.7 times.
 REFERENCE_CHARS, FRAMING_CHARS = 120, 40
@@ -90,10 +95,11 @@ def speaker_weight(owner_lines: int, agent_lines: int, features: frozenset[Featu
 
 def clear(features: frozenset[Feature], words: int) -> bool:
     """Whether the text makes the statement clear: a rule or a constraint; a fact (a relation
-    and its value); a disclosure or an event with a specific detail; or the speaker telling
-    what happened to them (a disclosure that is an event) in at least EVENT_WORDS telling
-    words (`words`). Talk about the task at hand (TECHNICAL) is clear only as a rule; what
-    zeroes a claim never is."""
+    and its value); a disclosure or an event with a name or a number and a telling word
+    (`words`), or a time word and DETAIL_WORDS of them; or the speaker telling what happened
+    to them or what they like (a disclosure that is an event or a preference) in at least
+    EVENT_WORDS telling words. Talk about the task at hand (TECHNICAL) is clear only as a
+    rule; what zeroes a claim never is."""
     if features & ZEROING:
         return False
     if features & RULES:
@@ -101,22 +107,20 @@ def clear(features: frozenset[Feature], words: int) -> bool:
     kinds = features & KINDS
     if not kinds or Feature.TECHNICAL in features:
         return False
-    if Feature.FACT in kinds or features & DETAILS:
+    if Feature.FACT in kinds:
         return True
-    return len(kinds) >= 2 and words >= EVENT_WORDS
+    if features & NAMED and words >= 1:
+        return True
+    if Feature.TIME in features and words >= DETAIL_WORDS:
+        return True
+    return len(kinds | (features & {Feature.PREFERENCE})) >= 2 and words >= EVENT_WORDS
 
 
 def telling_words(tokens: Iterable[str]) -> int:
-    """How many of a claim's content tokens tell something: not the negation mark, not the
-    words of small talk ("awesome", "great", "thanks")."""
-    chatter = _chatter()
-    return sum(1 for t in tokens if t not in chatter)
-
-
-@functools.cache
-def _chatter() -> frozenset[str]:
-    words = default_lexicon().smalltalk_words
-    return frozenset({claims_mod.NEGATED, *(claims_mod.stem(w) for w in words)})
+    """How many of a claim's content tokens tell something (`salience.telling`, with the
+    built-in lexicon): not the negation mark, not the words of small talk ("awesome",
+    "thanks"), not thin words ("got", "time", "last", "weekend")."""
+    return telling(tokens, default_lexicon())
 
 
 def clarity(
