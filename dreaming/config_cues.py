@@ -53,6 +53,14 @@ class SalienceSettings(_Strict):
     directive_clause: tuple[str, ...] = ()
     directive_target: tuple[str, ...] = ()
     directive_object: tuple[str, ...] = ()
+    thin_words: tuple[str, ...] = ()
+    appraisal: tuple[str, ...] = ()
+    anticipation: tuple[str, ...] = ()
+    offer: tuple[str, ...] = ()
+    pronoun_object: tuple[str, ...] = ()
+    demonstrative_object: tuple[str, ...] = ()
+    pronoun_subject: tuple[str, ...] = ()
+    preference_of_view: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> SalienceSettings:

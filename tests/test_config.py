@@ -173,3 +173,16 @@ def test_key_variables_that_say_so_are_accepted(tmp_path: Path, variable: str) -
         f'api_key_env = "{variable}"\n',
     )
     assert load_settings(p).llm.profiles["x"].api_key_env == variable
+
+
+def test_every_cue_list_of_the_lexicon_can_be_extended_in_settings() -> None:
+    """A cue list the lexicon has but `[salience]` does not know could not be extended."""
+    import tomllib
+    from importlib import resources
+
+    from dreaming.config_cues import SalienceSettings
+
+    lists = tomllib.loads(
+        resources.files("dreaming.ingest").joinpath("lexicon.toml").read_text("utf-8")
+    )
+    assert set(lists) <= set(SalienceSettings.model_fields)
