@@ -198,7 +198,9 @@ class DeepSettings(_Strict):
     entries_per_candidate: int = Field(default=5, ge=0, le=50)
     max_entry_chars: int = Field(default=500, ge=40)
     max_retire_fraction: float = Field(default=0.25, ge=0, le=1)
-    max_memory_chars: int = Field(default=20_000, ge=200)
+    # Deprecated: MEMORY.md's size is `[memory] max_chars` now (what does not fit is archived,
+    # not held back). Still read as that budget when `[memory]` sets none.
+    max_memory_chars: int | None = Field(default=None, ge=200)
     runaway_skip_batches: int = Field(default=3, ge=1)
     on_budget: Literal["wait", "deterministic"] = "wait"
     # The endpoint failed for good this run (retries did not cure it): the remaining
@@ -248,14 +250,50 @@ class FleetSettings(_Strict):
 
 class AgentSettings(_Strict):
     workspace: Path | None = None
+    # This agent's MEMORY.md budget, over `[memory]`'s (see MemorySettings).
+    max_chars: int | None = Field(default=None, ge=100)
+    max_lines: int | None = Field(default=None, ge=1)
 
 
 class MemorySettings(_Strict):
     """MEMORY.md and DREAMS.md. A link to a file outside the agent's workspace is refused
     (a night must not write where the operator did not mean it to) unless its target is in
-    one of `link_targets`."""
+    one of `link_targets`.
+
+    The capacity budget bounds the whole MEMORY.md, operator text included: `max_chars`
+    (default: the agent's `bootstrapMaxChars`, what OpenClaw loads of it) and `max_lines`
+    (default: none for OpenClaw; a Claude Code agent loads the first 200 lines). Entries
+    that do not fit move to an archive the agent searches but does not load, the least
+    valuable first: an entry's value halves every `half_life_days` on the agent's clock
+    since it was last said (`dreaming.memory.capacity`). `[agents.<id>]` may set its own
+    `max_chars` and `max_lines`."""
 
     link_targets: tuple[Path, ...] = ()
+    max_chars: int | None = Field(default=None, ge=100)
+    max_lines: int | None = Field(default=None, ge=1)
+    half_life_days: float = Field(default=180.0, gt=0)
+
+
+# Claude Code loads the first 200 lines of a project's MEMORY.md (auto memory).
+CLAUDE_CODE_MAX_LINES = 200
+# The archive of entries that did not fit MEMORY.md: in the workspace's memory/ folder, which
+# OpenClaw's memory search indexes (Claude Code reads its memory folder's files on demand).
+ARCHIVE_NAME = "dreaming-archive.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """How big one agent's MEMORY.md may be, and what set each bound (for `status`)."""
+
+    max_chars: int | None  # None: no bound
+    max_lines: int | None
+    half_life_days: float = 180.0
+    chars_from: str = ""  # "bootstrapMaxChars", "[memory] max_chars", ...
+    lines_from: str = ""
+
+    @classmethod
+    def unbounded(cls) -> Capacity:
+        return cls(None, None)
 
 
 class OpenClawSettings(_Strict):
@@ -560,6 +598,45 @@ class Paths:
     def bootstrap_max_chars(self, agent: str) -> int:
         """How much of MEMORY.md OpenClaw loads for the agent (`bootstrapMaxChars`)."""
         return self.openclaw.bootstrap_max_chars(agent)
+
+    def capacity(self, agent: str) -> Capacity:
+        """MEMORY.md's budget for the agent: `[agents.<id>]`, else `[memory]`, else (the
+        deprecated) `[deep] max_memory_chars`, else what the agent loads of it (OpenClaw's
+        `bootstrapMaxChars`; `default_max_lines`)."""
+        own = self.settings.agents.get(agent) or AgentSettings()
+        memory = self.settings.memory
+        chars: tuple[int | None, str] = (self.bootstrap_max_chars(agent), "bootstrapMaxChars")
+        for value, name in (
+            (self.settings.deep.max_memory_chars, "[deep] max_memory_chars"),
+            (memory.max_chars, "[memory] max_chars"),
+            (own.max_chars, f"[agents.{agent}] max_chars"),
+        ):
+            if value is not None:
+                chars = (value, name)
+        lines = self.default_max_lines(agent)
+        for value, name in (
+            (memory.max_lines, "[memory] max_lines"),
+            (own.max_lines, f"[agents.{agent}] max_lines"),
+        ):
+            if value is not None:
+                lines = (value, name)
+        return Capacity(chars[0], lines[0], memory.half_life_days, chars[1], lines[1])
+
+    def default_max_lines(self, agent: str) -> tuple[int | None, str]:
+        """How many lines of MEMORY.md the agent loads when no setting says: OpenClaw loads
+        characters, not lines (none); an agent whose transcripts are all Claude Code's loads
+        its first 200 lines."""
+        kinds = {s.kind for s in self.settings.sources if s.agent == agent}
+        if kinds == {SourceKind.CLAUDE_CODE}:
+            return CLAUDE_CODE_MAX_LINES, "Claude Code loads 200 lines"
+        return None, ""
+
+    def archive_file(self, agent: str) -> Path:
+        """Where the entries that did not fit the agent's MEMORY.md are archived: the
+        memory/ folder beside it (MEMORY.md's own folder when that is one already)."""
+        memory = self.memory_file(agent)
+        folder = memory.parent if memory.parent.name == "memory" else memory.parent / "memory"
+        return self._kept_inside(agent, folder / ARCHIVE_NAME)
 
     def dreaming_owner(self, agent: str) -> DreamingOwner | None:
         """The OpenClaw plugin that consolidates the agent's memory itself, if one does."""

@@ -194,7 +194,16 @@ def _deep_from(d: Mapping[str, Any]) -> DeepSummary:
         edited_by_person=list(memory["edited_by_person"]),
         removed_by_person=list(memory["removed_by_person"]),
         duplicates_removed=list(memory.get("duplicates_removed", [])),
+        memory_chars=memory.get("chars", 0),
+        memory_lines=memory.get("lines", 0),
+        max_chars=memory.get("max_chars"),
+        max_lines=memory.get("max_lines"),
+        archived_now=list(memory.get("archived_now", [])),
+        restored=list(memory.get("restored", [])),
+        over_budget=memory.get("over_budget"),
+        archive_repaired=memory.get("archive_repaired", False),
         entries=d["entries"],
+        archived=d.get("archived", 0),
         decisions=list(d["decisions"]),
         diff=d["diff"],
     )
@@ -510,7 +519,8 @@ class _Night:
             with self.engine.connect() as conn:
                 dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
             if dirty:
-                memory_sync.write(self.engine, agent, app.paths.memory_file(agent), self.run_id)
+                files = memory_sync.Files.of(app.paths, agent)
+                memory_sync.write(self.engine, agent, files, self.run_id)
         except KeyboardInterrupt:
             log.warning("agent %s: interrupted again; the next run writes the files", agent)
         except (OSError, SQLAlchemyError, WorkspaceFileError) as err:

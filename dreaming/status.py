@@ -13,8 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.config import Paths
+from dreaming.errors import WorkspaceFileError
+from dreaming.ingest import salience
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
+from dreaming.memory import archive, capacity, memory_file, memory_sync
 from dreaming.runs import Outcome
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
@@ -125,11 +128,7 @@ def agent_status(
         not_admitted = _not_admitted(conn, agent)
         forgotten = _forgotten(conn, agent)
         candidates = _count_by(conn, CANDIDATES, agent)
-        entries = conn.execute(
-            select(func.count()).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
-            )
-        ).scalar_one()
+        entries = _count_by(conn, ENTRIES, agent)
         lines = conn.execute(select(func.count()).where(CORPUS_LINES.c.agent == agent)).scalar_one()
         clock = state.get(conn, agent, StateKey.CLOCK)
         return {
@@ -146,7 +145,8 @@ def agent_status(
             "corpus_lines": lines,
             # by status; "pending" (what deep will consider) is always there
             "candidates": {CandidateStatus.PENDING.value: 0} | candidates,
-            "entries": entries,
+            "entries": entries.get(EntryStatus.LIVE, 0),
+            "archived": entries.get(EntryStatus.ARCHIVED, 0),
             "last_runs": _last_runs(conn, agent),
             "spend_today": spend,
         }
@@ -154,8 +154,9 @@ def agent_status(
 
 def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
     """Where the agent's MEMORY.md is (as OpenClaw's configuration says), how much of it
-    OpenClaw loads, and who writes it: dreaming, or (`not_written` says why and what to
-    change) the OpenClaw plugin that consolidates the agent itself."""
+    OpenClaw loads, who writes it (dreaming, or, `not_written` says why and what to change,
+    the OpenClaw plugin that consolidates the agent itself), and how full it is against its
+    budget (`fill`)."""
     owner = paths.dreaming_owner(agent)
     refused = paths.not_written(agent)
     return {
@@ -164,7 +165,43 @@ def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
         "written_by_dreaming": refused is None,
         "other_writer": owner.plugin if owner is not None else None,
         "not_written": refused,
+        "fill": memory_fill(paths, agent),
     }
+
+
+def memory_fill(paths: Paths, agent: str) -> dict[str, Any]:
+    """MEMORY.md's size as the agent counts it against its budget, and the archive. `over`
+    says why nothing fits when the operator's text alone is over the budget (it is never
+    cut); `error` when a file cannot be read as it is."""
+    cap = paths.capacity(agent)
+    out: dict[str, Any] = {
+        "chars": 0,
+        "lines": 0,
+        "max_chars": cap.max_chars,
+        "max_lines": cap.max_lines,
+        "max_chars_from": cap.chars_from,
+        "max_lines_from": cap.lines_from or None,
+        "archive": None,
+        "archive_lines": 0,
+        "over": None,
+    }
+    try:
+        memory = paths.memory_file(agent)
+        content = memory_file.load_text(memory) or ""
+        shelf = paths.archive_file(agent)
+        shelved = archive.read(shelf)
+    except WorkspaceFileError as err:
+        return out | {"error": str(err)}
+    out["chars"], out["lines"] = capacity.measure(content, crlf=memory_sync.is_crlf(memory))
+    if shelved is not None:
+        out["archive"] = str(shelf)
+        out["archive_lines"] = len(archive.keys(shelved))
+    doc = memory_file.parse(content)
+    fixed = memory_file.apply_entries(doc, [], salience.group_of).render()
+    chars, lines = capacity.measure(fixed, crlf=memory_sync.is_crlf(memory))
+    probe = capacity.Placement((), (), chars, lines, chars, lines, cap.max_chars, cap.max_lines)
+    out["over"] = probe.over
+    return out
 
 
 def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:

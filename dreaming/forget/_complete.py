@@ -65,7 +65,7 @@ def _complete(
     scrub_files(paths, agent, snippets, entries, dry=False)
     faults.checkpoint("forget.after_files")
     corpus.flush_files(engine, agent, paths.corpus_dir(agent))
-    memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
+    memory_sync.write(engine, agent, memory_sync.Files.of(paths, agent), run_id=None)
     # The backup memory_sync just took of the pre-purge file must not survive either.
     needles = needles_of(snippets)
     with engine.begin() as conn:

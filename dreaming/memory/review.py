@@ -26,7 +26,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 from dreaming.ingest import candidates
 from dreaming.memory.decisions import Action
 from dreaming.memory.lineage import Applied
-from dreaming.store.statuses import CandidateStatus, EntryStatus
+from dreaming.store.statuses import HELD, CandidateStatus
 from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 
 
@@ -231,7 +231,7 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(list(shown)),
-                    ENTRIES.c.status == EntryStatus.LIVE,
+                    ENTRIES.c.status.in_(HELD),  # archived or loaded: the same entry
                 )
             )
         ).all()

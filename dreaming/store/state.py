@@ -21,6 +21,7 @@ class StateKey(StrEnum):
     MEMORY_DIRTY = "memory_dirty"  # entries changed since MEMORY.md was last written
     MEMORY_HASH = "memory_hash"  # MEMORY.md's content hash as dreaming last wrote it
     MEMORY_BASE_RUN = "memory_base_run"  # an undo: the run whose pre-run backup to lay over
+    ARCHIVE_HASH = "archive_hash"  # the archive's content hash as dreaming last wrote it
 
 
 _GET = select(AGENT_STATE.c.value).where(
