@@ -480,6 +480,7 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
     report = json.loads(shown.stdout)
     assert report["openclaw_config"] == str(state / "openclaw.json")
     memory = {a["agent"]: a["memory"] for a in report["agents"]}
+    fill = memory["main"].pop("fill")
     assert memory["main"] == {
         "file": str(home / "oc" / "default" / "MEMORY.md"),
         "bootstrap_max_chars": 8000,
@@ -487,6 +488,8 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
         "other_writer": None,
         "not_written": None,
     }
+    # bootstrapMaxChars is MEMORY.md's budget too.
+    assert fill["max_chars"] == 8000 and fill["max_chars_from"] == "bootstrapMaxChars"
     assert memory["ops"]["written_by_dreaming"] is False
     assert memory["ops"]["other_writer"] == "memory-core"
     text = CliRunner(env=env).invoke(cli, [*base, "status"], catch_exceptions=False).stdout
