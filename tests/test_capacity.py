@@ -445,4 +445,3 @@ def test_a_quiet_night_under_the_budget_changes_nothing(roomy: Path) -> None:
     deep = night(roomy)
     assert deep["memory"]["archived_now"] == [] and deep["memory"]["restored"] == []
     assert {p: p.read_bytes() for p in (roomy / "workspace").rglob("*.md")} == files
-
