@@ -61,7 +61,7 @@ def configure(root: Path, config: str) -> None:
 
 
 def invoke(root: Path, *args: str) -> tuple[int, str]:
-    from dreaming.cli import _entries, _forget, _run, _runs, _status, _verify  # noqa: F401
+    from dreaming.cli import _entries, _forget, _review, _run, _runs, _status, _verify  # noqa: F401
 
     base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
     result = CliRunner(env={"OPENAI_API_KEY": ""}).invoke(cli, [*base, *args])
@@ -328,6 +328,42 @@ def test_undo_reaches_archived_entries(tmp_path: Path) -> None:
     assert entries(root) == {} and not archive_path(root).exists()
     assert memory(root) == OPERATOR
     assert_agree(root)
+
+
+def test_a_correction_supersedes_an_archived_entry_through_review(roomy: Path) -> None:
+    # Tomas is archived; the owner says he moved: the archived fact is superseded (never
+    # left standing beside its correction), staged for review like any decision.
+    squeeze(roomy, LINTER, ALLERGY, ANNA, BLUEBIRD)
+    tomas = key_of(roomy, "Tomas")
+    cap = cap_fitting(roomy, LINTER, ALLERGY, ANNA, BLUEBIRD)
+    configure(roomy, f'[memory]\nmax_chars = {cap}\n[deep]\napply = "review"\n')
+    path = roomy / "agents" / "main" / "sessions" / "s-bluebird.jsonl"
+    moved = "My brother Tomas moved to Braga last month."
+    append(path, "user", moved, datetime(2026, 3, 5, 9, tzinfo=UTC), "moved-1")
+    deep = night(roomy)
+    staged = [d for d in deep["decisions"] if d.get("proposal")]
+    assert [(d["action"], d["targets"]) for d in staged] == [("supersede", [tomas])]
+    assert entries(roomy)[tomas][1] == "archived"  # nothing changes before a person decides
+    cli_json(roomy, "review", "accept", "--all", "--agent", "main")
+    assert tomas not in entries(roomy) and "Porto" not in archive_path(roomy).read_text()
+    assert status_of(roomy, "Braga") == "live"
+    assert {o["session_id"] for o in entry_json(roomy, "Braga")["origins"]} == {
+        "s-tomas",
+        "s-bluebird",
+    }
+    assert_agree(roomy)
+
+
+def test_the_report_shows_archived_entries(roomy: Path) -> None:
+    from dreaming.cli import _report  # noqa: F401
+
+    squeeze(roomy, LINTER, ALLERGY, ANNA, BLUEBIRD)
+    out = roomy / "report.html"
+    code, said = invoke(roomy, "report", "--agent", "main", "--out", str(out))
+    assert code == 0, said
+    page = out.read_text()
+    assert '<span class="badge archived">archived</span>' in page and "Tomas" in page
+    assert "Moved to the archive" in page and key_of(roomy, "Tomas") in page
 
 
 def test_verify_catches_a_tampered_archive(roomy: Path) -> None:

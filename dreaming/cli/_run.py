@@ -83,8 +83,8 @@ def format_deep(s: DeepSummary) -> str:
         lines.append("  MEMORY.md: " + _fill(s))
     if s.archived_now:
         lines.append(
-            f"  archived: {len(s.archived_now)} entries moved to the archive (the least"
-            " valuable, to fit MEMORY.md's budget)"
+            f"  archived: {len(s.archived_now)} entries (the least valuable: MEMORY.md's"
+            " budget does not hold them; memory search still finds them)"
         )
     if s.restored:
         lines.append(f"  restored: {len(s.restored)} entries back in MEMORY.md from the archive")

@@ -62,28 +62,38 @@ def _assessed(text: str) -> salience.Salience:
     return salience.assess(text)
 
 
-def worth(conn: Connection, agent: str, half_life_days: float) -> list[Worth]:
+@functools.lru_cache(maxsize=4096)
+def _features(names: str | None) -> frozenset[salience.Feature]:
+    return salience.parse_features(names)
+
+
+def worth(
+    conn: Connection, agent: str, half_life_days: float, *, valued: bool = True
+) -> list[Worth]:
     """Every entry the agent's memory holds (loaded or archived), in creation order (the
-    order MEMORY.md and the archive list them), with its worth."""
+    order MEMORY.md and the archive list them), with its worth (`valued` False: none, all
+    0 and not standing; for a MEMORY.md without a budget, where every entry fits)."""
     rows = conn.execute(
         select(ENTRIES.c.key, ENTRIES.c.text)
         .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD)))
         .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
     ).all()
-    if not rows:
-        return []
+    if not rows or not valued:
+        return [Worth(k, t, 0.0, False) for k, t in rows]
     keys = [k for k, _ in rows]
     scored = _candidate_scores(conn, agent, keys)
     said = _last_said(conn, agent, keys)
     clock = read_clock(conn, agent)
     out = []
     for key, text in rows:
-        own = _assessed(text)
-        best, features = scored.get(key, (None, frozenset()))
-        base = own.value if best is None else best
+        found = scored.get(key)
+        if found is None:
+            # No candidate left to say what it was worth: what its own text earns.
+            own = _assessed(text)
+            found = (own.value, own.features)
+        base, features = found
         value = base * _decay(said.get(key), clock, half_life_days)
-        standing = bool((own.features | features) & STANDING)
-        out.append(Worth(key, text, round(value, 9), standing))
+        out.append(Worth(key, text, round(value, 9), bool(features & STANDING)))
     return out
 
 
@@ -108,6 +118,8 @@ def _candidate_scores(
         )
     ):
         direct[entry].add(candidate)
+        if not targets or targets == "[]":
+            continue  # an add: nothing to follow (and no JSON to decode)
         for target in _targets(targets):
             if target != entry:
                 sources[entry].add(target)
@@ -121,7 +133,7 @@ def _candidate_scores(
                 and_(CANDIDATES.c.agent == agent, CANDIDATES.c.key.in_(chunk))
             )
         ):
-            known[ckey] = (float(score), salience.parse_features(features))
+            known[ckey] = (float(score), _features(features))
     out: dict[str, tuple[float, frozenset[salience.Feature]]] = {}
     for key, candidates in wanted.items():
         found = [known[c] for c in candidates if c in known]
@@ -229,7 +241,8 @@ def place(
     group_of: Callable[[str], str] = memory_file.default_group,
 ) -> tuple[Placement, str]:
     """Where each of `worths` (in creation order) goes when MEMORY.md is laid out from `doc`
-    under `capacity`, and the text of MEMORY.md then."""
+    under `capacity`, and the text of MEMORY.md then. Their worth is read only when they do
+    not all fit (so a caller may try unvalued ones first: `worth(valued=False)`)."""
     edited = {b.key for b in doc.edited_blocks()}
     fixed = memory_file.apply_entries(doc, [], group_of).render()
     fixed_chars, fixed_lines = measure(fixed, crlf=crlf)
@@ -239,8 +252,9 @@ def place(
         return (limit_c is None or chars <= limit_c) and (limit_l is None or lines <= limit_l)
 
     movable = [w for w in worths if w.key not in edited]
-    if limit_c is None and limit_l is None:
-        chosen = {w.key for w in movable}
+    everything = memory_file.apply_entries(doc, [(w.key, w.text) for w in worths], group_of)
+    if fits(*measure(everything.render(), crlf=crlf)):
+        chosen = {w.key for w in movable}  # all of them fit: no worth needed
     else:
         chosen = _fill(fixed, movable, fits, crlf, group_of)
     ranked = sorted((w for w in movable if w.key in chosen), key=Worth.rank)

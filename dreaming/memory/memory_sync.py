@@ -168,10 +168,13 @@ def render(conn: Connection, agent: str, files: Files, base: str | None = None) 
     current file, as many as the budget holds; the rest are archived."""
     current = _read(files.memory)
     doc = memory_file.parse((current or "") if base is None else base)
-    worths = capacity.worth(conn, agent, files.capacity.half_life_days)
-    placement, memory = capacity.place(
-        doc, worths, files.capacity, crlf=is_crlf(files.memory), group_of=salience.group_of
-    )
+    cap, crlf = files.capacity, is_crlf(files.memory)
+    # What each entry is worth is read only when they do not all fit.
+    worths = capacity.worth(conn, agent, cap.half_life_days, valued=False)
+    placement, memory = capacity.place(doc, worths, cap, crlf=crlf, group_of=salience.group_of)
+    if placement.archived:
+        worths = capacity.worth(conn, agent, cap.half_life_days)
+        placement, memory = capacity.place(doc, worths, cap, crlf=crlf, group_of=salience.group_of)
     texts = {w.key: w.text for w in worths}
     archived = archive.render([(k, texts[k]) for k in placement.archived], salience.group_of)
     return Rendered(current, memory, archived, placement, texts)
