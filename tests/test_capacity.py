@@ -61,7 +61,16 @@ def configure(root: Path, config: str) -> None:
 
 
 def invoke(root: Path, *args: str) -> tuple[int, str]:
-    from dreaming.cli import _entries, _forget, _review, _run, _runs, _status, _verify  # noqa: F401
+    from dreaming.cli import (  # noqa: F401
+        _entries,
+        _forget,
+        _repair,
+        _review,
+        _run,
+        _runs,
+        _status,
+        _verify,
+    )
 
     base = ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
     result = CliRunner(env={"OPENAI_API_KEY": ""}).invoke(cli, [*base, *args])
@@ -381,6 +390,20 @@ def test_verify_catches_a_tampered_archive(roomy: Path) -> None:
     assert code != 0 and "has no line in" in out
     deep = night(roomy)  # the next run rewrites it from the database
     assert deep["memory"]["archive_repaired"] and shelf.read_text() == good
+    assert_agree(roomy)
+
+
+def test_a_lost_database_adopts_the_archive_as_it_adopts_memory_md(roomy: Path) -> None:
+    squeeze(roomy, LINTER, ALLERGY, ANNA)
+    shown = blocks(memory(roomy)) | blocks(archive_path(roomy).read_text())
+    for db in (roomy / "dreaming" / "agents").glob("main.sqlite*"):
+        db.unlink()
+    report = cli_json(roomy, "repair", "--agent", "main")
+    assert {a["key"] for a in report["adopted"]} == shown  # the archive's lines too
+    assert set(entries(roomy)) == shown
+    assert {k for k, (_, st) in entries(roomy).items() if st == "archived"}
+    night(roomy)  # the corpus is read again
+    assert set(entries(roomy)) == shown
     assert_agree(roomy)
 
 

@@ -28,14 +28,14 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, and_, func, select
 
 from dreaming.config import Capacity
 from dreaming.ingest import salience
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates import read_clock
 from dreaming.memory import memory_file
-from dreaming.memory.lineage import stated_at
+from dreaming.memory.lineage import set_statuses, stated_at
 from dreaming.store.statuses import HELD, EntryStatus
 from dreaming.store.tables import CANDIDATES, CORPUS_LINES, DECISIONS, ENTRIES, RECALLS
 
@@ -309,13 +309,8 @@ def settle(conn: Connection, agent: str, placement: Placement) -> tuple[list[str
     )
     gone = [k for k in placement.archived if now.get(k) == EntryStatus.LIVE]
     back = [k for k in placement.kept if now.get(k) == EntryStatus.ARCHIVED]
-    for keys, status in ((gone, EntryStatus.ARCHIVED), (back, EntryStatus.LIVE)):
-        for chunk in (keys[i : i + 500] for i in range(0, len(keys), 500)):
-            conn.execute(
-                update(ENTRIES)
-                .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key.in_(chunk)))
-                .values(status=status)
-            )
+    set_statuses(conn, agent, gone, EntryStatus.ARCHIVED)
+    set_statuses(conn, agent, back, EntryStatus.LIVE)
     return gone, back
 
 

@@ -16,6 +16,7 @@ from dreaming.memory.lineage._apply import (
     forget_origins,
     prune_orphans,
     remove_entries,
+    set_statuses,
 )
 from dreaming.memory.lineage._read import (
     DecisionRecord,
@@ -74,6 +75,7 @@ __all__ = [
     "prune_orphans",
     "remove_entries",
     "restore_entries",
+    "set_statuses",
     "stated_at",
     "successors",
     "superseded_by",

@@ -326,6 +326,17 @@ def remove_entries(
         prune_orphans(conn, agent)
 
 
+def set_statuses(conn: Connection, agent: str, keys: Sequence[str], status: EntryStatus) -> None:
+    """Mark entries live (in MEMORY.md) or archived: where MEMORY.md's capacity budget put
+    them (`dreaming.memory.capacity`). Their lineage and index rows stay as they are."""
+    for chunk in (keys[i : i + 500] for i in range(0, len(keys), 500)):
+        conn.execute(
+            update(ENTRIES)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key.in_(chunk)))
+            .values(status=status)
+        )
+
+
 def forget_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:
     """A purge's first part: entries go whole, supersessions naming them too; decisions unlink."""
     remove_entries(conn, agent, keys, prune=False)  # `forget_origins` prunes, once, at the end
