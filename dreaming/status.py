@@ -14,7 +14,6 @@ from sqlalchemy import Connection, Engine, Table, and_, func, select
 
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
-from dreaming.ingest import salience
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
 from dreaming.memory import archive, capacity, memory_file, memory_sync
@@ -197,7 +196,7 @@ def memory_fill(paths: Paths, agent: str) -> dict[str, Any]:
         out["archive"] = str(shelf)
         out["archive_lines"] = len(archive.keys(shelved))
     doc = memory_file.parse(content)
-    fixed = memory_file.apply_entries(doc, [], salience.group_of).render()
+    fixed = memory_file.apply_entries(doc, [], memory_sync.group_of).render()
     chars, lines = capacity.measure(fixed, crlf=memory_sync.is_crlf(memory))
     probe = capacity.Placement((), (), chars, lines, chars, lines, cap.max_chars, cap.max_lines)
     out["over"] = probe.over

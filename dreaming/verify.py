@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, and_, func, select, text
 
 from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
-from dreaming.ingest import corpus, salience, sources
+from dreaming.ingest import corpus, sources
 from dreaming.ingest.admission import Status, admit
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.transcripts import Cursor, cursor_is_valid
@@ -184,7 +184,7 @@ def _archive_file(files: memory_sync.Files, archived: dict[str, str]) -> list[st
         content = archive.read(files.archive)
     except WorkspaceFileError as err:
         return [str(err)]
-    want = archive.render(list(archived.items()), salience.group_of)
+    want = archive.render(list(archived.items()), memory_sync.group_of)
     if (content or "") == want:
         return []
     doc = memory_file.parse(content or "")

@@ -239,10 +239,12 @@ def place(
     *,
     crlf: bool = False,
     group_of: Callable[[str], str] = memory_file.default_group,
+    valued: Callable[[], Sequence[Worth]] | None = None,
 ) -> tuple[Placement, str]:
     """Where each of `worths` (in creation order) goes when MEMORY.md is laid out from `doc`
-    under `capacity`, and the text of MEMORY.md then. Their worth is read only when they do
-    not all fit (so a caller may try unvalued ones first: `worth(valued=False)`)."""
+    under `capacity`, and the text of MEMORY.md then. With `valued`, `worths` may be
+    unvalued (`worth(valued=False)`): `valued()` gives them their worth, asked only when
+    they do not all fit."""
     edited = {b.key for b in doc.edited_blocks()}
     fixed = memory_file.apply_entries(doc, [], group_of).render()
     fixed_chars, fixed_lines = measure(fixed, crlf=crlf)
@@ -256,6 +258,9 @@ def place(
     if fits(*measure(everything.render(), crlf=crlf)):
         chosen = {w.key for w in movable}  # all of them fit: no worth needed
     else:
+        if valued is not None:
+            worths = valued()
+            movable = [w for w in worths if w.key not in edited]
         chosen = _fill(fixed, movable, fits, crlf, group_of)
     ranked = sorted((w for w in movable if w.key in chosen), key=Worth.rank)
     while True:

@@ -23,6 +23,7 @@ or the operator's text may have moved it), and the files follow when it moved.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -79,6 +80,13 @@ class SyncReport:
         self.max_chars, self.max_lines = placement.max_chars, placement.max_lines
         self.archived = len(placement.archived)
         self.over = placement.over
+
+
+@functools.lru_cache(maxsize=65_536)
+def group_of(text: str) -> str:
+    """The heading an entry goes under (`salience.group_of`), once per text: every write
+    lays out every entry held, in MEMORY.md or the archive."""
+    return salience.group_of(text)
 
 
 def content_hash(content: str) -> str:
@@ -168,15 +176,19 @@ def render(conn: Connection, agent: str, files: Files, base: str | None = None) 
     current file, as many as the budget holds; the rest are archived."""
     current = _read(files.memory)
     doc = memory_file.parse((current or "") if base is None else base)
-    cap, crlf = files.capacity, is_crlf(files.memory)
+    cap = files.capacity
     # What each entry is worth is read only when they do not all fit.
     worths = capacity.worth(conn, agent, cap.half_life_days, valued=False)
-    placement, memory = capacity.place(doc, worths, cap, crlf=crlf, group_of=salience.group_of)
-    if placement.archived:
-        worths = capacity.worth(conn, agent, cap.half_life_days)
-        placement, memory = capacity.place(doc, worths, cap, crlf=crlf, group_of=salience.group_of)
+    placement, memory = capacity.place(
+        doc,
+        worths,
+        cap,
+        crlf=is_crlf(files.memory),
+        group_of=group_of,
+        valued=lambda: capacity.worth(conn, agent, cap.half_life_days),
+    )
     texts = {w.key: w.text for w in worths}
-    archived = archive.render([(k, texts[k]) for k in placement.archived], salience.group_of)
+    archived = archive.render([(k, texts[k]) for k in placement.archived], group_of)
     return Rendered(current, memory, archived, placement, texts)
 
 
@@ -241,7 +253,7 @@ def write(
     if returning:
         both = set(wanted.placement.archived) | returning
         interim = [(k, t) for k, t in wanted.texts.items() if k in both]
-        archive.write(files.archive, archive.render(interim, salience.group_of))
+        archive.write(files.archive, archive.render(interim, group_of))
     else:
         archive.write(files.archive, wanted.archive)
     faults.checkpoint("archive.after_write")
