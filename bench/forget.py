@@ -302,7 +302,7 @@ def build_entries(
     }
     if len(chosen) < n_entries:
         log(f"  only {len(chosen)} owner candidates for {n_entries} entries: raise FACTS_PER_ENTRY")
-    memory_path = paths.memory_file(AGENT)
+    files = memory_sync.Files.of(paths, AGENT)
     per_night = math.ceil(len(chosen) / nights)
     calls_per_night = math.ceil(n_calls / nights)
     call_no = 0
@@ -381,7 +381,7 @@ def build_entries(
             summary.llm_calls = len(calls)
             summary.input_tokens = sum(c.input_tokens for c in calls)
             summary.output_tokens = sum(c.output_tokens for c in calls)
-        report = memory_sync.write(engine, AGENT, memory_path, run_id)
+        report = memory_sync.write(engine, AGENT, files, run_id)
         summary.memory_written = report.written
         with engine.connect() as conn:
             summary.entries = len(lineage.live_entries(conn, AGENT))
@@ -758,6 +758,8 @@ def main(argv: list[str] | None = None) -> int:
         data["write_s"] = round(time.perf_counter() - t0, 2)
         log(f"  {data['transcript_lines']:,} lines, {human(data['transcript_bytes'])}")
 
+        # MEMORY.md holds every entry (no capacity budget): the purge is what is measured.
+        (state / "dreaming.toml").write_text("[memory]\nmax_chars = 1000000000\n")
         app = App.open(state, env={})
         last = [time.perf_counter()]
 

@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, exists, select, union
 
-from dreaming.config import (
-    Paths,
-    Settings,
-    default_state_dir,
-    find_config,
-    load_settings,
-)
+from dreaming.config import Settings, default_state_dir, find_config, load_settings
 from dreaming.errors import (
     NoAgentsError,
     StateError,
@@ -31,6 +25,7 @@ from dreaming.ingest.tags import TagRegistry, build_registry
 from dreaming.llm import CircuitBreaker
 from dreaming.messages import SessionFile
 from dreaming.openclaw_config import load_openclaw
+from dreaming.paths import Paths
 from dreaming.store import advisory_lock, agent_lock, open_engine, open_shared_engine
 from dreaming.store.engine import HeldLock
 from dreaming.store.tables import RUNS, SESSIONS

@@ -8,12 +8,9 @@ operator meant to keep out.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -30,12 +27,10 @@ from pydantic import (
 
 from dreaming.config_cues import SalienceSettings, SlotSettings
 from dreaming.config_errors import format_error as _format_error
-from dreaming.errors import ConfigError, WorkspaceFileError
+from dreaming.errors import ConfigError
 from dreaming.llm import BudgetSettings, LLMProfile
 from dreaming.names import check_agent_id as check_agent_id
 from dreaming.names import file_stem as file_stem
-from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
-from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
 
 class _Strict(BaseModel):
@@ -145,7 +140,9 @@ class DeepSettings(_Strict):
     entries_per_candidate: int = Field(default=5, ge=0, le=50)
     max_entry_chars: int = Field(default=500, ge=40)
     max_retire_fraction: float = Field(default=0.25, ge=0, le=1)
-    max_memory_chars: int = Field(default=20_000, ge=200)
+    # Deprecated: MEMORY.md's size is `[memory] max_chars` now (what does not fit is archived,
+    # not held back). Still read as that budget when `[memory]` sets none.
+    max_memory_chars: int | None = Field(default=None, ge=200)
     runaway_skip_batches: int = Field(default=3, ge=1)
     on_budget: Literal["wait", "deterministic"] = "wait"
     # The endpoint failed for good this run (retries did not cure it): the remaining
@@ -196,14 +193,50 @@ class FleetSettings(_Strict):
 
 class AgentSettings(_Strict):
     workspace: Path | None = None
+    # This agent's MEMORY.md budget, over `[memory]`'s (see MemorySettings).
+    max_chars: int | None = Field(default=None, ge=100)
+    max_lines: int | None = Field(default=None, ge=1)
 
 
 class MemorySettings(_Strict):
     """MEMORY.md and DREAMS.md. A link to a file outside the agent's workspace is refused
     (a night must not write where the operator did not mean it to) unless its target is in
-    one of `link_targets`."""
+    one of `link_targets`.
+
+    The capacity budget bounds the whole MEMORY.md, operator text included: `max_chars`
+    (default: the agent's `bootstrapMaxChars`, what OpenClaw loads of it) and `max_lines`
+    (default: none for OpenClaw; a Claude Code agent loads the first 200 lines). Entries
+    that do not fit move to an archive the agent searches but does not load, the least
+    valuable first: an entry's value halves every `half_life_days` on the agent's clock
+    since it was last said (`dreaming.memory.capacity`). `[agents.<id>]` may set its own
+    `max_chars` and `max_lines`."""
 
     link_targets: tuple[Path, ...] = ()
+    max_chars: int | None = Field(default=None, ge=100)
+    max_lines: int | None = Field(default=None, ge=1)
+    half_life_days: float = Field(default=180.0, gt=0)
+
+
+# Claude Code loads the first 200 lines of a project's MEMORY.md (auto memory).
+CLAUDE_CODE_MAX_LINES = 200
+# The archive of entries that did not fit MEMORY.md: in the workspace's memory/ folder, which
+# OpenClaw's memory search indexes (Claude Code reads its memory folder's files on demand).
+ARCHIVE_NAME = "dreaming-archive.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """How big one agent's MEMORY.md may be, and what set each bound (for `status`)."""
+
+    max_chars: int | None  # None: no bound
+    max_lines: int | None
+    half_life_days: float = 180.0
+    chars_from: str = ""  # "bootstrapMaxChars", "[memory] max_chars", ...
+    lines_from: str = ""
+
+    @classmethod
+    def unbounded(cls) -> Capacity:
+        return cls(None, None)
 
 
 class OpenClawSettings(_Strict):
@@ -351,236 +384,3 @@ def find_config(
         return Path(env[CONFIG_ENV]).expanduser()
     candidate = state_dir / CONFIG_FILENAME
     return candidate if candidate.is_file() else None
-
-
-# Claude Code loads the first 200 lines of a project's memory/MEMORY.md at session start.
-CLAUDE_MEMORY_LINES = 200
-
-
-def project_agent_id(agent: str, project: str) -> str:
-    """The agent of one Claude Code project folder: `<agent>:<project>`, e.g.
-    `claude:-home-ana-src-acme` (the folder is the encoded working directory). A folder name
-    that would not make a valid id (too long, unprintable) is shortened and hashed, so it
-    still names one folder and only that one."""
-    name = f"{agent}:{project}"
-    if len(name) <= 255 and name.isprintable() and not any(c in project for c in "/\\\0"):
-        return name
-    digest = hashlib.blake2b(project.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
-    room = max(0, 255 - len(agent) - len(digest) - 2)
-    slug = re.sub(r"[^\x21-\x7e]+|[/\\]", "_", project)[: min(room, 80)]
-    return f"{agent}:{slug}~{digest}"[:255]
-
-
-@dataclass(frozen=True, slots=True)
-class ClaudeProject:
-    """One Claude Code project folder that is its own agent, and the source it is under."""
-
-    source: Source
-    folder: Path  # <source path>/<project>: the session files and memory/ beside them
-
-
-class Paths:
-    """Where an installation keeps things; one object so nothing else joins paths by hand."""
-
-    def __init__(
-        self, state_dir: Path, settings: Settings, openclaw: OpenClawConfig | None = None
-    ) -> None:
-        self.state_dir = state_dir
-        # What openclaw.json says (not given: OpenClaw's defaults, as without the file).
-        self.openclaw = openclaw or OpenClawConfig(state_dir / OPENCLAW_CONFIG, state_dir)
-        policy = ExcludeSessions(**dataclasses.asdict(self.openclaw.exclude_sessions))
-        self.settings = settings.with_openclaw_exclusions(self.openclaw.label, policy)
-
-    @property
-    def home(self) -> Path:
-        """dreaming's own folder inside the state dir (databases, locks, scheduler)."""
-        return self.state_dir / "dreaming"
-
-    def database(self, agent: str) -> Path:
-        return self.home / "agents" / f"{file_stem(agent)}.sqlite"
-
-    def lock(self, agent: str) -> Path:
-        return self.home / "locks" / f"{file_stem(agent)}.lock"
-
-    def workspace(self, agent: str) -> Path:
-        """Where the agent reads its MEMORY.md: `[agents.<id>] workspace` in dreaming.toml,
-        else, for a Claude Code project's agent, the project folder (MEMORY.md in its
-        `memory/`), else `[fleet] workspace_root`/<id>, else what openclaw.json says in
-        OpenClaw's own order (`dreaming.openclaw_config`), else OpenClaw's defaults:
-        `workspace` for the default agent, `workspace-<id>` for the others, in the state
-        folder."""
-        configured = self.settings.agents.get(agent)
-        if configured is not None and configured.workspace is not None:
-            return configured.workspace
-        project = self.claude_project(agent)
-        if project is not None:
-            return project.folder
-        if self.settings.fleet.workspace_root is not None:
-            return self.settings.fleet.workspace_root / agent
-        found = self.openclaw.workspace(agent)
-        return found or self.state_dir / f"workspace-{file_stem(agent)}"
-
-    def claude_project(self, agent: str) -> ClaudeProject | None:
-        """The Claude Code project folder `agent` is the agent of (`project_agent_id`), or
-        None: an OpenClaw agent, a pooled source's agent, an event log's."""
-        missing: ClaudeProject | None = None
-        for src in self.settings.sources:
-            if not src.projects_apart or src.agent is None:
-                continue
-            if not agent.startswith(f"{src.agent}:"):
-                continue
-            name = agent[len(src.agent) + 1 :]
-            plain = project_agent_id(src.agent, name) == agent
-            # The source may be one project folder itself rather than the projects folder.
-            for folder in (src.path / name, src.path):
-                if plain and folder.name == name and folder.is_dir():
-                    return ClaudeProject(src, folder)
-            if not plain or "~" in name:  # maybe a hashed id: find the folder it came from
-                from dreaming.ingest.transcripts import claude_projects
-
-                for folder in claude_projects(src.path):
-                    if project_agent_id(src.agent, folder.name) == agent:
-                        return ClaudeProject(src, folder)
-            if plain and missing is None:
-                missing = ClaudeProject(src, src.path / name)
-        # The folder is gone (or not made yet): the agent still lives where it was.
-        return missing
-
-    def _in_project(self, agent: str) -> bool:
-        """Whether the agent's files take a Claude Code project's layout (MEMORY.md in its
-        `memory/`): a project's agent whose workspace dreaming.toml does not move."""
-        configured = self.settings.agents.get(agent)
-        moved = configured is not None and configured.workspace is not None
-        return not moved and self.claude_project(agent) is not None
-
-    def pooled_projects(self, agent: str) -> list[Source]:
-        """The per-project Claude Code sources whose pooled agent `agent` was (its id is the
-        source's `agent`): an older state's agent that no transcript feeds any more (unless
-        an OpenClaw root has an agent of that name, which shared its state)."""
-        found = [
-            src
-            for src in self.settings.sources
-            if src.projects_apart and src.agent == agent and self.claude_project(agent) is None
-        ]
-        if not found:
-            return []
-        roots = [s.path for s in self.settings.sources if s.kind is SourceKind.OPENCLAW]
-        if self.settings.read_state_dir:
-            roots.append(self.state_dir)
-        if any((root / "agents" / agent / "sessions").is_dir() for root in roots):
-            return []
-        return found
-
-    def kin(self, agent: str) -> list[str]:
-        """Other agents that read the same transcripts as `agent`: a Claude Code source's
-        pooled agent and its projects' agents (a state from before per-project agents, or
-        `per_project` switched). A session forgotten by one stays forgotten for the others."""
-        from dreaming.ingest.transcripts import claude_projects
-
-        project = self.claude_project(agent)
-        out: list[str] = []
-        for src in self.settings.sources:
-            if src.kind is not SourceKind.CLAUDE_CODE or src.agent is None:
-                continue
-            if project is not None and project.source.agent == src.agent:
-                out.append(src.agent)
-            elif project is None and agent == src.agent:
-                out.extend(project_agent_id(src.agent, p.name) for p in claude_projects(src.path))
-        return [a for a in dict.fromkeys(out) if a != agent]
-
-    def memory_lines(self, agent: str) -> int | None:
-        """How many lines of MEMORY.md the agent loads (Claude Code: the first 200), or
-        None where a character budget applies instead (`bootstrap_max_chars`)."""
-        return CLAUDE_MEMORY_LINES if self._in_project(agent) else None
-
-    def bootstrap_max_chars(self, agent: str) -> int:
-        """How much of MEMORY.md OpenClaw loads for the agent (`bootstrapMaxChars`)."""
-        return self.openclaw.bootstrap_max_chars(agent)
-
-    def dreaming_owner(self, agent: str) -> DreamingOwner | None:
-        """The OpenClaw plugin that consolidates the agent's memory itself, if one does (no
-        OpenClaw plugin writes a Claude Code project's memory)."""
-        if self.claude_project(agent) is not None:
-            return None
-        return self.openclaw.dreaming_owner(agent)
-
-    def not_written(self, agent: str) -> str | None:
-        """Why dreaming leaves the agent's MEMORY.md and DREAMS.md alone (one line with the
-        setting to change), or None when it writes them."""
-        owner = self.dreaming_owner(agent)
-        if owner is None or self.settings.openclaw.coexist == "write":
-            return None
-        return owner.refusal()
-
-    def memory_file(self, agent: str) -> Path:
-        """`<workspace>/MEMORY.md`; a Claude Code project's `<project>/memory/MEMORY.md`,
-        where Claude Code's auto memory is."""
-        folder = self.workspace(agent)
-        if self._in_project(agent):
-            folder = folder / "memory"
-        return self._kept_inside(agent, folder / "MEMORY.md")
-
-    def dreams_file(self, agent: str) -> Path:
-        """`<workspace>/DREAMS.md`; for a Claude Code project beside its corpus in
-        `memory/.dreams/`, out of what Claude Code loads from `memory/`."""
-        if self._in_project(agent):
-            return self._kept_inside(agent, self.dreams_dir(agent) / "DREAMS.md")
-        return self._kept_inside(agent, self.workspace(agent) / "DREAMS.md")
-
-    def dreams_dir(self, agent: str) -> Path:
-        """dreaming's own folder in the agent's workspace (the corpus; a Claude Code
-        project's DREAMS.md)."""
-        return self.workspace(agent) / "memory" / ".dreams"
-
-    def file_folders(self, agent: str) -> list[Path]:
-        """Every folder dreaming writes the agent's files in (where a killed write may have
-        left a temp file)."""
-        ws = self.workspace(agent)
-        return list(
-            dict.fromkeys([ws, ws / "memory", self.dreams_dir(agent), self.corpus_dir(agent)])
-        )
-
-    def _kept_inside(self, agent: str, path: Path) -> Path:
-        """`path`, unless it is a link whose target leaves the agent's workspace (and every
-        folder `[memory] link_targets` allows): then nothing reads it as memory or writes
-        through it, for any command."""
-        if not path.is_symlink():
-            return path
-        target = path.resolve()
-        allowed = [
-            path.parent.resolve(),
-            self.workspace(agent).resolve(),
-            *(p.resolve() for p in self.settings.memory.link_targets),
-        ]
-        if any(target.is_relative_to(root) for root in allowed):
-            return path
-        raise WorkspaceFileError(
-            f"{path} links to {target}, outside the workspace of agent {agent}: not read or"
-            " written (allow its folder with [memory] link_targets in dreaming.toml)"
-        )
-
-    def corpus_dir(self, agent: str) -> Path:
-        return self.dreams_dir(agent) / "session-corpus"
-
-    def known_agents(self) -> list[str]:
-        """Agents that have a database already (for status and listings)."""
-        folder = self.home / "agents"
-        if not folder.is_dir():
-            return []
-        names = []
-        for p in folder.glob("*.sqlite"):
-            # A hashed file name keeps the real id beside it.
-            sidecar = p.with_suffix(".agent")
-            names.append(sidecar.read_text("utf-8") if sidecar.is_file() else p.stem)
-        return sorted(names)
-
-    def remember_name(self, agent: str) -> None:
-        """Write the id beside a database stored under a hashed name (see known_agents)."""
-        if file_stem(agent) != agent:
-            sidecar = self.database(agent).with_suffix(".agent")
-            if not sidecar.exists():
-                sidecar.parent.mkdir(parents=True, exist_ok=True)
-                sidecar.write_text(agent, "utf-8")
-
-
-OutputMode = Literal["text", "json"]

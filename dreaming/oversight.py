@@ -159,15 +159,15 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
     report = UndoReport(agent, run_id, dry_run)
     if get_run(engine, agent, run_id) is None:
         raise StateError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
-    path = app.paths.memory_file(agent)
+    files = memory_sync.Files.of(app.paths, agent)
     with app.lock(agent, "undo"):
         with engine.connect() as conn:
             order = _undo_order(conn, agent, run_id, cascade)
         if not dry_run:
             # A person's edits since are taken in first: their deletions stand, and the
             # blocks they edited are left alone below.
-            memory_sync.reconcile(engine, agent, path)
-        current = memory_file.load_text(path) or ""
+            memory_sync.reconcile(engine, agent, files)
+        current = memory_file.load_text(files.memory) or ""
         edited = memory_file.parse(current)
         undo_id = None if dry_run else start_run(engine, agent, ["undo"], "undo")
         with engine.connect() as conn:
@@ -194,7 +194,7 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
         faults.checkpoint("undo.after_commit")
         assert undo_id is not None
         report.undo_run_id = undo_id
-        written = memory_sync.write(engine, agent, path, undo_id)
+        written = memory_sync.write(engine, agent, files, undo_id)
         report.memory_written = written.written
         finish_run(
             engine, undo_id, Outcome.OK, {"agent": agent, "job": "undo", "undo": report.to_dict()}

@@ -27,10 +27,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select
 
-from dreaming.config import Paths
 from dreaming.forget import complete_pending
-from dreaming.memory import lineage, memory_file, memory_sync
+from dreaming.memory import archive, lineage, memory_file, memory_sync
 from dreaming.memory.lineage import ADOPTED
+from dreaming.paths import Paths
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import (
@@ -77,11 +77,14 @@ class Strays:
     edited: list[str]  # a person changed their text: theirs, left alone
 
 
-def strays(conn: Connection, agent: str, current: str | None) -> Strays:
-    """Sort the managed lines of MEMORY.md (`current`, its text) that have no live entry."""
+def strays(
+    conn: Connection, agent: str, current: str | None, written: StateKey = StateKey.MEMORY_HASH
+) -> Strays:
+    """Sort the managed lines of MEMORY.md (`current`, its text; or of its archive, with
+    `written` the archive's hash) that no entry the memory holds stands behind."""
     if not current:
         return Strays([], [], [])
-    live = {k for k, _ in lineage.live_entries(conn, agent)}
+    live = {k for k, _ in lineage.held_entries(conn, agent)}
     lines: dict[str, memory_file.Block] = {}
     edited: list[str] = []
     for block in memory_file.parse(current).blocks:
@@ -93,7 +96,7 @@ def strays(conn: Connection, agent: str, current: str | None) -> Strays:
             lines[block.key] = block
     if not lines:
         return Strays([], [], edited)
-    if state.get(conn, agent, StateKey.MEMORY_HASH) == memory_sync.content_hash(current):
+    if state.get(conn, agent, written) == memory_sync.content_hash(current):
         # The file dreaming last wrote: each of these was live then and retired since.
         return Strays([], sorted(lines), edited)
     known = known_keys(conn, agent, lines)
@@ -190,16 +193,23 @@ def adopt(
     report = RepairReport(agent, dry_run)
     if reconcile and not dry_run:
         complete_pending(engine, paths, agent)  # a purge cut short is finished first
-    path = paths.memory_file(agent)
-    current = memory_file.load_text(path)
+    files = memory_sync.Files.of(paths, agent)
+    current = memory_file.load_text(files.memory)
     now = datetime.now(UTC)
     with engine.begin() as conn:
         found = strays(conn, agent, current)
-        report.adopted = [{"key": b.key, "text": b.text} for b in found.unrecorded]
+        # The archive's lines are ours as MEMORY.md's are: adopted the same way (the next
+        # write places them again).
+        shelved = strays(conn, agent, archive.read(files.archive), StateKey.ARCHIVE_HASH)
+        seen = {b.key for b in found.unrecorded}
+        report.adopted = [
+            {"key": b.key, "text": b.text}
+            for b in [*found.unrecorded, *(b for b in shelved.unrecorded if b.key not in seen)]
+        ]
         report.retired_left = found.retired
         report.edited_left = found.edited
         if report.adopted and not dry_run:
             lineage.adopt_entries(conn, agent, [(a["key"], a["text"]) for a in report.adopted], now)
     if reconcile and not dry_run:
-        report.removed_by_person = memory_sync.reconcile(engine, agent, path).removed_by_person
+        report.removed_by_person = memory_sync.reconcile(engine, agent, files).removed_by_person
     return report

@@ -362,7 +362,8 @@ class _Night:
             with self.engine.connect() as conn:
                 dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
             if dirty:
-                memory_sync.write(self.engine, agent, app.paths.memory_file(agent), self.run_id)
+                files = memory_sync.Files.of(app.paths, agent)
+                memory_sync.write(self.engine, agent, files, self.run_id)
         except KeyboardInterrupt:
             log.warning("agent %s: interrupted again; the next run writes the files", agent)
         except (OSError, SQLAlchemyError, WorkspaceFileError) as err:

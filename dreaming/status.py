@@ -13,9 +13,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.config import Paths
+from dreaming.errors import WorkspaceFileError
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
+from dreaming.memory import archive, capacity, memory_file, memory_sync
+from dreaming.paths import Paths
 from dreaming.runs import Outcome
 from dreaming.scheduler import Job, effective_budget
 from dreaming.store import state
@@ -126,11 +128,7 @@ def agent_status(
         not_admitted = _not_admitted(conn, agent)
         forgotten = _forgotten(conn, agent)
         candidates = _count_by(conn, CANDIDATES, agent)
-        entries = conn.execute(
-            select(func.count()).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
-            )
-        ).scalar_one()
+        entries = _count_by(conn, ENTRIES, agent)
         lines = conn.execute(select(func.count()).where(CORPUS_LINES.c.agent == agent)).scalar_one()
         clock = state.get(conn, agent, StateKey.CLOCK)
         return {
@@ -147,7 +145,8 @@ def agent_status(
             "corpus_lines": lines,
             # by status; "pending" (what deep will consider) is always there
             "candidates": {CandidateStatus.PENDING.value: 0} | candidates,
-            "entries": entries,
+            "entries": entries.get(EntryStatus.LIVE, 0),
+            "archived": entries.get(EntryStatus.ARCHIVED, 0),
             "last_runs": _last_runs(conn, agent),
             "spend_today": spend,
         }
@@ -155,10 +154,11 @@ def agent_status(
 
 def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
     """Where the agent's MEMORY.md is (as OpenClaw's configuration says, or a Claude Code
-    project's `memory/`), how much of it the agent loads, and who writes it: dreaming, or
+    project's `memory/`), how much of it the agent loads, who writes it: dreaming, or
     (`not_written` says why and what to change) the OpenClaw plugin that consolidates the
-    agent itself. `no_longer_read` explains a Claude Code source's pooled agent left from
-    before its projects became agents of their own."""
+    agent itself, and how full it is against its budget (`fill`). `no_longer_read` explains
+    a Claude Code source's pooled agent left from before its projects became agents of
+    their own."""
     owner = paths.dreaming_owner(agent)
     refused = paths.not_written(agent)
     project = paths.claude_project(agent)
@@ -185,6 +185,7 @@ def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
             if pooled
             else None
         ),
+        "fill": memory_fill(paths, agent),
     }
 
 
@@ -194,6 +195,41 @@ def _line_count(path: Path) -> int | None:
             return sum(1 for _ in fh)
     except OSError:
         return None
+
+
+def memory_fill(paths: Paths, agent: str) -> dict[str, Any]:
+    """MEMORY.md's size as the agent counts it against its budget, and the archive. `over`
+    says why nothing fits when the operator's text alone is over the budget (it is never
+    cut); `error` when a file cannot be read as it is."""
+    cap = paths.capacity(agent)
+    out: dict[str, Any] = {
+        "chars": 0,
+        "lines": 0,
+        "max_chars": cap.max_chars,
+        "max_lines": cap.max_lines,
+        "max_chars_from": cap.chars_from,
+        "max_lines_from": cap.lines_from or None,
+        "archive": None,
+        "archive_lines": 0,
+        "over": None,
+    }
+    try:
+        memory = paths.memory_file(agent)
+        content = memory_file.load_text(memory) or ""
+        shelf = paths.archive_file(agent)
+        shelved = archive.read(shelf)
+    except WorkspaceFileError as err:
+        return out | {"error": str(err)}
+    out["chars"], out["lines"] = capacity.measure(content, crlf=memory_sync.is_crlf(memory))
+    if shelved is not None:
+        out["archive"] = str(shelf)
+        out["archive_lines"] = len(archive.keys(shelved))
+    doc = memory_file.parse(content)
+    fixed = memory_file.apply_entries(doc, [], memory_sync.group_of).render()
+    chars, lines = capacity.measure(fixed, crlf=memory_sync.is_crlf(memory))
+    probe = capacity.Placement((), (), chars, lines, chars, lines, cap.max_chars, cap.max_lines)
+    out["over"] = probe.over
+    return out
 
 
 def _count_by(conn: Connection, table: Table, agent: str) -> dict[str, int]:

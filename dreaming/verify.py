@@ -13,15 +13,15 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select, text
 
-from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.admission import Status, admit
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.transcripts import Cursor, cursor_is_valid
-from dreaming.memory import diary, memory_file
-from dreaming.memory.lineage import ADOPTED, live_entries
+from dreaming.memory import archive, capacity, diary, memory_file, memory_sync
+from dreaming.memory.lineage import ADOPTED, archived_entries, live_entries
+from dreaming.paths import Paths
 from dreaming.repair import strays
 from dreaming.runs import FORGOTTEN, Outcome, rem_summaries
 from dreaming.store import state
@@ -73,15 +73,23 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
     with engine.connect() as conn:
         _check(v, "schema", _schema(conn))
         live = dict(live_entries(conn, agent))
+        archived = dict(archived_entries(conn, agent))
+        held = live | archived
         stopped = _stopped_run(conn, agent)
-        memory = _memory_file(conn, paths, agent, live, v)
+        files = memory_sync.Files.of(paths, agent)
+        memory = _memory_file(conn, paths, agent, live, archived, v)
+        shelf = _archive_file(files, archived)
+        budget = _budget(files, live, v)
         if state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1":
             why = stopped or "a run or a purge stopped before it wrote MEMORY.md"
             memory = [f"{p}; {why}: run again to write it" for p in memory]
+            shelf = [f"{p}; {why}: run again to write it" for p in shelf]
         _check(v, "memory_file", memory)
-        _check(v, "orphan_origins", _orphans(conn, agent, live))
-        _check(v, "entries_without_origins", _unsourced(conn, agent, live))
-        _check(v, "text_from_unlisted_sessions", _text_sources(conn, paths, agent, live))
+        _check(v, "archive_file", shelf)
+        _check(v, "memory_budget", budget)
+        _check(v, "orphan_origins", _orphans(conn, agent, held))
+        _check(v, "entries_without_origins", _unsourced(conn, agent, held))
+        _check(v, "text_from_unlisted_sessions", _text_sources(conn, paths, agent, held))
         _adopted(conn, agent, v)
         _check(v, "tombstoned_sessions", _tombstoned(conn, paths, agent))
         _check(v, "diary_from_forgotten_sessions", _diary_derived(conn, paths, agent))
@@ -91,7 +99,7 @@ def verify(engine: Engine, paths: Paths, agent: str) -> Verdict:
         if stopped:
             corpus_files = [f"{p}; {stopped}: run again to write it" for p in corpus_files]
         _check(v, "corpus_files", corpus_files)
-        _check(v, "search_index", _index(conn, agent, live))
+        _check(v, "search_index", _index(conn, agent, held))
         pending = conn.execute(
             select(PURGES.c.id).where(
                 and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
@@ -139,7 +147,12 @@ def _schema(conn: Connection) -> list[str]:
 
 
 def _memory_file(
-    conn: Connection, paths: Paths, agent: str, live: dict[str, str], v: Verdict
+    conn: Connection,
+    paths: Paths,
+    agent: str,
+    live: dict[str, str],
+    archived: dict[str, str],
+    v: Verdict,
 ) -> list[str]:
     path = paths.memory_file(agent)
     try:
@@ -164,7 +177,61 @@ def _memory_file(
         )
     for key in sorted(set(live) - doc.holds(live)):
         problems.append(f"live entry {key} has no block in MEMORY.md")
+    for key in sorted(set(archived) & {b.key for b in doc.live_blocks()}):
+        problems.append(f"block {key} is an archived entry: MEMORY.md should not show it")
     return problems
+
+
+def _archive_file(files: memory_sync.Files, archived: dict[str, str]) -> list[str]:
+    """The archive holds exactly the archived entries, as dreaming writes it."""
+    try:
+        content = archive.read(files.archive)
+    except WorkspaceFileError as err:
+        return [str(err)]
+    want = archive.render(list(archived.items()), memory_sync.group_of)
+    if (content or "") == want:
+        return []
+    doc = memory_file.parse(content or "")
+    problems = []
+    for block in doc.edited_blocks():
+        problems.append(f"archive line {block.key} does not match its key (edited?)")
+    shown = [b.key for b in doc.blocks]
+    for key in sorted({k for k in shown if shown.count(k) > 1}):
+        problems.append(f"archive line {key} appears more than once")
+    for key in sorted(set(shown) - set(archived)):
+        problems.append(f"archive line {key} is not an archived entry")
+    for key in sorted(set(archived) - set(shown)):
+        problems.append(f"archived entry {key} has no line in {files.archive}")
+    for block in doc.live_blocks():
+        if block.key in archived and block.text != memory_file.one_line(archived[block.key]):
+            problems.append(f"archive line {block.key} differs from its entry")
+    if not problems:
+        problems.append(f"{files.archive} differs from what the database says (header, order)")
+    return problems
+
+
+def _budget(files: memory_sync.Files, live: dict[str, str], v: Verdict) -> list[str]:
+    """MEMORY.md is within its budget, unless the operator's text alone is over it (a note:
+    that text is never cut)."""
+    cap = files.capacity
+    if cap.max_chars is None and cap.max_lines is None:
+        return []
+    try:
+        content = memory_file.load_text(files.memory) or ""
+    except WorkspaceFileError:
+        return []  # named by the memory_file check
+    chars, lines = capacity.measure(content, crlf=memory_sync.is_crlf(files.memory))
+    over = []
+    if cap.max_chars is not None and chars > cap.max_chars:
+        over.append(f"{chars:,} characters, over its budget of {cap.max_chars:,}")
+    if cap.max_lines is not None and lines > cap.max_lines:
+        over.append(f"{lines:,} lines, over its budget of {cap.max_lines:,}")
+    if not over:
+        return []
+    if not any(b.key in live for b in memory_file.parse(content).live_blocks()):
+        v.notes.append(f"MEMORY.md's operator text alone is {' and '.join(over)}: never cut")
+        return []
+    return [f"MEMORY.md is {' and '.join(over)} (run again to archive what does not fit)"]
 
 
 def unrecorded_problem(path: Path, agent: str, count: int) -> str:
@@ -198,7 +265,7 @@ def _orphans(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
             select(table.c.entry_key).where(table.c.agent == agent).distinct()
         ):
             if key not in live:
-                problems.append(f"{label} rows for {key}, which is not a live entry")
+                problems.append(f"{label} rows for {key}, which is not an entry memory holds")
     return problems
 
 
@@ -354,11 +421,10 @@ def _index(conn: Connection, agent: str, live: dict[str, str]) -> list[str]:
         conn.execute(text("SELECT key, text FROM entries_fts WHERE agent = :a"), {"a": agent}).all()
     )
     problems = [
-        f"index row for {k}, which is not a live entry" for k in sorted(set(indexed) - set(live))
+        f"index row for {k}, which is not an entry memory holds"
+        for k in sorted(set(indexed) - set(live))
     ]
-    problems += [
-        f"live entry {k} is not in the search index" for k in sorted(set(live) - set(indexed))
-    ]
+    problems += [f"entry {k} is not in the search index" for k in sorted(set(live) - set(indexed))]
     return problems
 
 

@@ -14,16 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from dreaming.cli import cli
-from dreaming.config import (
-    Paths,
-    check_agent_id,
-    file_stem,
-    load_settings,
-    parse_settings,
-    project_agent_id,
-)
+from dreaming.config import check_agent_id, file_stem, load_settings, parse_settings
 from dreaming.errors import ConfigError
 from dreaming.ingest import sources
+from dreaming.paths import Paths, project_agent_id
 from tests.transcript_builders import cc_assistant, cc_user, text, write_jsonl
 
 ACME = "-home-ana-src-acme"

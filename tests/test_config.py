@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from dreaming.config import Paths, Settings, find_config, load_settings
+from dreaming.config import Settings, find_config, load_settings
 from dreaming.errors import ConfigError
+from dreaming.paths import Paths
 from dreaming.scheduler import load_job
 
 

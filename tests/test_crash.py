@@ -65,15 +65,19 @@ import pytest
 from dreaming import demo
 from dreaming.config import Settings
 from dreaming.forget import needles_of, snippets_of
-from dreaming.memory import memory_file
+from dreaming.memory import capacity, memory_file
 from dreaming.memory.memory_sync import content_hash
 from tests.openclaw_builder import append
 
 AGENTS = ("bob", "main")
 WORKSPACES = {"main": "workspace", "bob": "workspace-bob"}
 CRASH_RC = 137
-# Deep in batches of two, so a crash can also fall between two batches of one agent.
-EXTRA_CONFIG = "\n[deep]\nbatch_size = 2\n"
+# Deep in batches of two, so a crash can also fall between two batches of one agent; and a
+# MEMORY.md budget that holds only some of each agent's entries, so every write also writes
+# the archive (`memory/dreaming-archive.md`) and entries move between the two.
+MAX_CHARS = 260
+EXTRA_CONFIG = f"\n[deep]\nbatch_size = 2\n[memory]\nmax_chars = {MAX_CHARS}\n"
+ARCHIVE = "dreaming-archive.md"
 
 # How often a night reaches each crash point, and for which agent, is not written down here:
 # it is what the reference nights pass (`Trace`, recorded by the `refs` fixture), so that a
@@ -83,11 +87,13 @@ EXTRA_CONFIG = "\n[deep]\nbatch_size = 2\n"
 # first deep batch, bob's last session) and are resolved against the trace to `<point>:<n>`.
 
 # Points a purge of one session passes once each, in this order: the database part commits,
-# the memory files are scrubbed, MEMORY.md is rendered (memory.*), the completion commits.
+# the memory files are scrubbed, the archive and MEMORY.md are rendered (archive.*, memory.*),
+# the completion commits.
 FORGET_POINTS = (
     "forget.after_commit",
     "forget.after_files",
     "memory.before_write",
+    "archive.after_write",
     "memory.after_write",
     "forget.before_complete",
 )
@@ -629,17 +635,29 @@ def check_consistent(root: Path, state: State) -> None:
     for agent, s in state.items():
         at = f"agent {agent}"
         live = {k: t for k, t, status in s["entries"] if status == "live"}
+        shelved = {k: t for k, t, status in s["entries"] if status == "archived"}
+        held = live | shelved
+        assert {status for _k, _t, status in s["entries"]} <= {"live", "archived"}, at
         assert s["memory"] is not None and s["memory"].startswith(demo.OPERATOR_MEMORY), at
+        assert capacity.measure(s["memory"])[0] <= MAX_CHARS, f"{at}: MEMORY.md over budget"
         doc = memory_file.parse(s["memory"])
         assert not doc.edited_blocks(), f"{at}: a managed block does not match its key"
         blocks = [(b.key, b.text) for b in doc.blocks]
         assert len(blocks) == len(dict(blocks)), f"{at}: a block appears twice"
         assert dict(blocks) == live, f"{at}: MEMORY.md blocks != live entries"
-        assert dict(s["search_index"]) == live, f"{at}: search index != live entries"
+        shelf = s["notes"].get(ARCHIVE)
+        assert (shelf is not None) == bool(shelved), f"{at}: an archive iff entries archived"
+        if shelf is not None:
+            doc = memory_file.parse(shelf)
+            assert not doc.edited_blocks(), f"{at}: an archive line does not match its key"
+            lines = [(b.key, b.text) for b in doc.blocks]
+            assert len(lines) == len(dict(lines)), f"{at}: an archive line appears twice"
+            assert dict(lines) == shelved, f"{at}: archive lines != archived entries"
+        assert dict(s["search_index"]) == held, f"{at}: search index != entries held"
         origin_keys = {r[0] for r in s["origins"]}
-        assert origin_keys <= set(live), f"{at}: origin rows of entries that are not live"
-        assert set(live) <= origin_keys, f"{at}: a live entry without origins"
-        assert {r[0] for r in s["entry_evidence"]} <= set(live), f"{at}: dead entry evidence"
+        assert origin_keys <= set(held), f"{at}: origin rows of entries not held"
+        assert set(held) <= origin_keys, f"{at}: an entry without origins"
+        assert {r[0] for r in s["entry_evidence"]} <= set(held), f"{at}: dead entry evidence"
         assert {r[0] for r in s["recalls"]} <= set(live) | {k for k, _, st in s["entries"]}, (
             f"{at}: recall of an unknown entry"
         )
@@ -648,6 +666,7 @@ def check_consistent(root: Path, state: State) -> None:
         assert "memory_dirty" not in kv, f"{at}: MEMORY.md left marked dirty"
         # No hash before the first write; after it, the hash of what is on disk.
         assert kv.get("memory_hash") in (None, content_hash(s["memory"])), at
+        assert kv.get("archive_hash") == (content_hash(shelf) if shelf else None), at
         assert s["dirty_days"] == [], f"{at}: corpus days left marked dirty"
         per_day: dict[str, list[tuple[str, int, str]]] = {}
         for sid, n, _ts, day, _role, _cls, text, _hash in s["corpus_lines"]:
@@ -716,9 +735,12 @@ def refs(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> References
     # night passes every crash point for each agent, and in the first a crash can fall
     # between two deep batches of one agent.
     for agent, _sid, turns in APPENDS:
-        live_one = {t for _k, t, status in one[agent]["entries"] if status == "live"}
-        live_two = {t for _k, t, status in two[agent]["entries"] if status == "live"}
+        live_one = {t for _k, t, _status in one[agent]["entries"]}
+        live_two = {t for _k, t, _status in two[agent]["entries"]}
         assert live_one and live_two - live_one, f"{agent}: the second night added no entry"
+        # Both nights fill MEMORY.md past its budget: some entries are archived.
+        for state in (one, two):
+            assert {st for _k, _t, st in state[agent]["entries"]} == {"live", "archived"}, agent
         assert two[agent]["recalls"], agent
         said = {line[6] for line in one[agent]["corpus_lines"]}
         repeats = [t for role, t in turns if role == "user" and t in said]
@@ -726,7 +748,8 @@ def refs(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> References
         again = [(r, e) for r in repeats for e in live_two - live_one if r in e]
         assert not again, f"{agent}: repeated, promoted again: {again}"
     for trace in (first, second):
-        assert set(trace.points()) >= {*COMMITTED, "memory.after_write"}, trace.points()
+        assert set(trace.points()) >= {*COMMITTED, "archive.after_write", "memory.after_write"}
+        assert any(ARCHIVE in h.path for h in trace.hits if h.agent == "main"), "no archive"
         for point in trace.points():
             assert all(trace.count(point, agent) for agent in AGENTS), (point, trace)
     assert max(first.count("deep.after_commit", agent) for agent in AGENTS) >= 2
@@ -925,6 +948,12 @@ NIGHT_CASES = [
     ("first", At("memory.after_write", "main", 1)),
     # main's MEMORY.md written to its temp file, not renamed
     ("first", At("os.fsync", "main", 1, "MEMORY.md")),
+    # The archive written (entries leaving MEMORY.md are in it), MEMORY.md not yet; and the
+    # archive's temp file complete, not renamed.
+    ("first", At("archive.after_write", "main", 1)),
+    ("first", At("archive.after_write", "bob", -1)),
+    ("first", At("os.fsync", "main", 1, ARCHIVE)),
+    ("second", At("archive.after_write", "main", -1)),
     ("second", At("light.after_commit", "main", -1)),  # main's only grown session
     ("second", At("deep.after_commit", "bob", 1)),
     ("second", At("memory.before_write", "main", 1)),
@@ -943,6 +972,8 @@ FORGET_CASES: list[tuple[str, str, str | None]] = [
     ("forget.before_complete", "forget", None),
     ("forget.before_complete", "run", None),
     ("memory.before_write", "forget", None),
+    ("archive.after_write", "forget", None),
+    ("archive.after_write", "run", None),
     ("memory.after_write", "run", None),
     ("forget.after_commit", "run", "forget.after_files:1"),  # the recovery crashes too
     ("forget.after_files", "forget", "forget.after_commit:1"),  # ... after completing it
@@ -1065,8 +1096,8 @@ def test_a_repeat_of_an_entry_merged_away_while_memory_md_lagged(
 
     def the_repeat_recalls_the_entry_it_went_into(s: State) -> None:
         mine = s[agent]
-        live = {k for k, _text, status in mine["entries"] if status == "live"}
-        assert {r[0] for r in mine["recalls"]} <= live, "a recall of an entry not in memory"
+        held = {k for k, _text, _status in mine["entries"]}  # live or archived
+        assert {r[0] for r in mine["recalls"]} <= held, "a recall of an entry not in memory"
         last_line = max(line for sid_, line, *_ in mine["corpus_lines"] if sid_ == sid)
         repeat = [r for r in mine["recalls"] if r[1] == sid and r[2] == last_line]
         assert repeat, f"the repeat of {said!r} recalled nothing"

@@ -405,17 +405,18 @@ def test_legacy_memory_file_is_converted_once_without_loss(tmp_path: Path) -> No
     try:
         engine = app.engine("main")
         # Read as it is: every entry present, nothing edited, nothing removed.
-        report = memory_sync.reconcile(engine, "main", path)
+        files = memory_sync.Files.of(app.paths, "main")
+        report = memory_sync.reconcile(engine, "main", files)
         assert report.edited_by_person == [] and report.removed_by_person == []
         assert path.read_text() == legacy
         # The next write converts it, keeping every entry and every operator byte.
-        assert memory_sync.write(engine, "main", path, run_id=None).written
+        assert memory_sync.write(engine, "main", files, run_id=None).written
         converted = mf.read(path)
         assert {(b.key, b.text) for b in converted.blocks} == {(b.key, b.text) for b in doc.blocks}
         assert all(b.compact and not b.edited for b in converted.blocks)
         assert converted.render().startswith(operator + "Operator text after the blocks.\n")
         # Once: the write after it changes nothing.
-        assert not memory_sync.write(engine, "main", path, run_id=None).written
+        assert not memory_sync.write(engine, "main", files, run_id=None).written
     finally:
         app.close()
     assert (

@@ -94,13 +94,18 @@ def test_supersede_replaces_and_records_the_old_key(
     assert "s-main-07" in origins and "s-main-02" in origins  # union with the superseded entry's
 
 
-def test_memory_size_budget_defers_new_entries(tmp_path: Path) -> None:
+def test_memory_size_budget_archives_what_does_not_fit(tmp_path: Path) -> None:
+    # The deprecated [deep] max_memory_chars is still MEMORY.md's budget; what does not fit
+    # is archived (not held back as pending candidates, as it was before).
     root = build_state(tmp_path / "s", extra="\n[deep]\nmax_memory_chars = 300\n")
     out = night(root)["main"]
-    assert out["deferred"]["memory_budget"] >= 1
+    assert "memory_budget" not in out["deferred"]
     assert len((root / "workspace/MEMORY.md").read_text()) <= 300
-    pending = rows(root, "SELECT count(*) FROM candidates WHERE status='pending'")[0][0]
-    assert pending >= out["deferred"]["memory_budget"]
+    archived = rows(root, "SELECT count(*) FROM entries WHERE status='archived' AND agent='main'")[
+        0
+    ][0]
+    assert archived >= 1 and out["archived"] == archived
+    assert out["memory"]["max_chars"] == 300 and out["memory"]["chars"] <= 300
 
 
 def test_rejected_key_says_which_variable_and_falls_back(

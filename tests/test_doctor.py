@@ -142,12 +142,13 @@ def test_memory_larger_than_what_openclaw_loads_is_a_warning(demo: Path) -> None
         ' list: [{id: "main", default: true, plugins: {slots: {"memory.dreaming": "none"}}},'
         ' {id: "bob", bootstrapMaxChars: 50000, plugins: {slots: {"memory.dreaming": "none"}}}]}}'
     )
+    add_settings(demo, "[memory]\nmax_chars = 20000\n")
     doc = report(demo)
     caps = found(doc, "caps", "warn")
-    grows = [c for c in caps if "max_memory_chars = 20000 lets MEMORY.md grow" in c["message"]]
+    grows = [c for c in caps if "max_chars = 20000 lets MEMORY.md grow" in c["message"]]
     assert len(grows) == 1 and "300 characters" in grows[0]["message"]
     assert "1 agent (main)" in grows[0]["message"]
-    assert "max_memory_chars = 300" in grows[0]["fix"]
+    assert "set it to 300" in grows[0]["fix"]
     [big] = [c for c in caps if c["agent"] == "main"]
     assert "OpenClaw loads 300 and cuts the middle" in big["message"]
     assert [c for c in found(doc, "caps", "ok") if "50000 characters" in c["message"]]

@@ -17,8 +17,9 @@ from click.testing import CliRunner, Result
 
 from dreaming import demo
 from dreaming.cli import cli
-from dreaming.config import Paths, Settings
+from dreaming.config import Settings
 from dreaming.errors import ConfigError
+from dreaming.paths import Paths
 from dreaming.scheduler import (
     JobCatalog,
     JobSource,

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from dreaming import runner
 from dreaming.app import App
 from dreaming.cli import cli
-from dreaming.config import Paths, Settings, load_settings
+from dreaming.config import Settings, load_settings
 from dreaming.errors import ConfigError
 from dreaming.ingest.admission import Status, decide
 from dreaming.memory.memory_file import read
@@ -24,6 +24,7 @@ from dreaming.openclaw_config import (
     load_openclaw,
     normalize_agent_id,
 )
+from dreaming.paths import Paths
 from tests.openclaw_builder import FakeOpenClaw
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -480,6 +481,7 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
     report = json.loads(shown.stdout)
     assert report["openclaw_config"] == str(state / "openclaw.json")
     memory = {a["agent"]: a["memory"] for a in report["agents"]}
+    fill = memory["main"].pop("fill")
     assert memory["main"] == {
         "file": str(home / "oc" / "default" / "MEMORY.md"),
         "claude_code_project": None,
@@ -491,6 +493,8 @@ def test_status_and_run_say_where_memory_goes_and_who_writes_it(tmp_path: Path) 
         "not_written": None,
         "no_longer_read": None,
     }
+    # bootstrapMaxChars is MEMORY.md's budget too.
+    assert fill["max_chars"] == 8000 and fill["max_chars_from"] == "bootstrapMaxChars"
     assert memory["ops"]["written_by_dreaming"] is False
     assert memory["ops"]["other_writer"] == "memory-core"
     text = CliRunner(env=env).invoke(cli, [*base, "status"], catch_exceptions=False).stdout

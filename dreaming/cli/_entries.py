@@ -13,6 +13,7 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import StateError
 from dreaming.memory import lineage
+from dreaming.store.statuses import HELD, EntryStatus
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"
@@ -104,22 +105,35 @@ def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
     is_flag=True,
     help="Also give each entry's evidence lines with their corpus text.",
 )
+@click.option(
+    "--archived",
+    is_flag=True,
+    help="List the archived entries instead: kept, with their lineage, in the archive the"
+    " agent searches but does not load (they did not fit MEMORY.md's budget).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @click.pass_context
 def entries(
-    click_ctx: click.Context, agents: tuple[str, ...], with_evidence: bool, as_json: bool
+    click_ctx: click.Context,
+    agents: tuple[str, ...],
+    with_evidence: bool,
+    archived: bool,
+    as_json: bool,
 ) -> None:
-    """List live entries with their origins (`entries show KEY` for one in full)."""
+    """List live entries (those in MEMORY.md) with their origins; `--archived` for those in
+    the archive (`entries show KEY` for one in full)."""
     if click_ctx.invoked_subcommand is not None:
         return
     ctx = click_ctx.find_object(Context)
     assert ctx is not None
+    status = EntryStatus.ARCHIVED if archived else EntryStatus.LIVE
+    listed = lineage.archived_entries if archived else lineage.live_entries
     out: list[dict[str, Any]] = []
     for agent in _agents(ctx, agents):
         with ctx.app.engine(agent, create=False).connect() as conn:
             lines = evidence(conn, agent) if with_evidence else {}
-            for key, text in lineage.live_entries(conn, agent):
-                data = _entry(conn, agent, key, text, detail=False)
+            for key, text in listed(conn, agent):
+                data = _entry(conn, agent, key, text, detail=False) | {"status": status.value}
                 if with_evidence:
                     data["evidence"] = lines.get(key, [])
                 out.append(data)
@@ -127,7 +141,11 @@ def entries(
         emit_json({"entries": out})
         return
     if not out:
-        echo("no entries yet: run `dreaming run` (light, then deep) first")
+        echo(
+            "no archived entries: everything fits in MEMORY.md"
+            if archived
+            else "no entries yet: run `dreaming run` (light, then deep) first"
+        )
     for e in out:
         sessions = ", ".join(
             f"{o['session_key'] or o['session_id']} ({o['origin_class']})" for o in e["origins"]
@@ -170,14 +188,17 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
     for agent in _agents(ctx, agents):
         with ctx.app.engine(agent, create=False).connect() as conn:
             found.extend(
-                (agent, k, t) for k, t in lineage.live_entries_by_prefix(conn, agent, wanted)
+                (agent, k, t) for k, t in lineage.live_entries_by_prefix(conn, agent, wanted, HELD)
             )
     exact = [m for m in found if m[1] == wanted]
     if exact:
         found = exact[:1]  # a whole key wins over longer keys it prefixes (first agent's)
     if not found:
         _replaced(ctx, key, wanted, agents, as_json)
-        raise StateError(f"no live entry {key!r} (list them with `dreaming entries`)")
+        raise StateError(
+            f"no live entry {key!r} nor an archived one (list them with `dreaming entries`,"
+            " `dreaming entries --archived`)"
+        )
     if len(found) > 1:
         one_agent = len({a for a, _, _ in found}) == 1
         listed = ", ".join(
@@ -192,10 +213,14 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
     agent, full_key, text = found[0]
     with ctx.app.engine(agent, create=False).connect() as conn:
         data = _entry(conn, agent, full_key, text, detail=True)
+        data["status"] = lineage.entry_statuses(conn, agent).get(full_key, EntryStatus.LIVE)
+    if data["status"] == EntryStatus.ARCHIVED:
+        data["archive"] = str(ctx.app.paths.archive_file(agent))
     if as_json:
         emit_json(data)
         return
-    echo(f"{data['key']} (agent {agent})\n  {data['text']}\n  origins:")
+    where = f", archived in {data['archive']}" if "archive" in data else ""
+    echo(f"{data['key']} (agent {agent}{where})\n  {data['text']}\n  origins:")
     for o in data["origins"]:
         echo(
             f"    {o['session_id']}  key={o['session_key'] or '-'}  class={o['origin_class']}"

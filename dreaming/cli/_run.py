@@ -77,8 +77,21 @@ def format_deep(s: DeepSummary) -> str:
         + (f"  (decided by: {_counts(s.paths)})" if s.paths else ""),
         f"  llm: {s.llm_calls} calls, {s.input_tokens}+{s.output_tokens} tokens,"
         f" ${round(s.cost_usd, 6):.4f}",
-        f"  entries now: {s.entries}",
+        f"  entries now: {s.entries}" + (f" (+{s.archived} archived)" if s.archived else ""),
     ]
+    if s.max_chars is not None or s.max_lines is not None:
+        lines.append("  MEMORY.md: " + _fill(s))
+    if s.archived_now:
+        lines.append(
+            f"  archived: {len(s.archived_now)} entries (the least valuable: MEMORY.md's"
+            " budget does not hold them; memory search still finds them)"
+        )
+    if s.restored:
+        lines.append(f"  restored: {len(s.restored)} entries back in MEMORY.md from the archive")
+    if s.over_budget:
+        lines.append(f"  over budget: {s.over_budget}")
+    if s.archive_repaired:
+        lines.append("  archive: it was not what the database says (edited?): rewritten")
     if s.deferred:
         lines.append("  deferred: " + _counts(s.deferred))
     if s.ended_on_budget:
@@ -105,6 +118,14 @@ def format_deep(s: DeepSummary) -> str:
         lines += [format_decision(d) for d in s.decisions]
         lines.append(s.diff.rstrip("\n") if s.diff else "  (MEMORY.md would not change)")
     return "\n".join(lines)
+
+
+def _fill(s: DeepSummary) -> str:
+    """ "9,812 / 12,000 chars" (and lines when they are bounded)."""
+    parts = [f"{s.memory_chars:,}" + (f" / {s.max_chars:,}" if s.max_chars else "") + " chars"]
+    if s.max_lines is not None:
+        parts.append(f"{s.memory_lines:,} / {s.max_lines:,} lines")
+    return ", ".join(parts)
 
 
 def format_decision(d: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ def _format(s: dict[str, Any]) -> str:
         f"  sessions: {sess['admitted']} admitted, {sess['excluded']} excluded, "
         f"{sess['internal']} internal, {sess['forgotten']} forgotten",
         f"  corpus lines: {s['corpus_lines']}   pending candidates: {s['candidates']['pending']}"
-        f"   entries: {s['entries']}",
+        f"   entries: {s['entries']}" + (f" (+{s['archived']} archived)" if s["archived"] else ""),
     ]
     memory = s.get("memory")
     if memory is not None and memory.get("max_lines") is not None:
@@ -35,6 +35,7 @@ def _format(s: dict[str, Any]) -> str:
             f"  MEMORY.md: {memory['file']} (OpenClaw loads up to"
             f" {memory['bootstrap_max_chars']} characters: bootstrapMaxChars)"
         )
+        out += _format_fill(memory["fill"], s["archived"])
         if memory["not_written"]:
             out.append(f"    {memory['not_written']}")
         elif memory["other_writer"]:
@@ -74,6 +75,26 @@ def _format(s: dict[str, Any]) -> str:
             label = row["session_key"] or row["session_id"]
             out.append(f"    {label}: {row['reason']}")
     return "\n".join(out)
+
+
+def _format_fill(fill: dict[str, Any], archived: int) -> list[str]:
+    """ "MEMORY.md 9,812 / 12,000 chars, 14 archived", and why when it cannot fit."""
+    if "error" in fill:
+        return [f"    fill unknown: {fill['error']}"]
+    parts = [f"{fill['chars']:,}" + (f" / {fill['max_chars']:,}" if fill["max_chars"] else "")]
+    parts[0] += " chars"
+    if fill["max_lines"] is not None:
+        parts.append(f"{fill['lines']:,} / {fill['max_lines']:,} lines")
+    parts.append(f"{archived:,} archived")
+    line = "  MEMORY.md " + ", ".join(parts)
+    if fill["max_chars_from"] and fill["max_chars_from"] != "bootstrapMaxChars":
+        line += f" (budget: {fill['max_chars_from']})"
+    out = [line]
+    if fill["archive"] and archived:
+        out.append(f"    archive (searched, not loaded): {fill['archive']}")
+    if fill["over"]:
+        out.append(f"    {fill['over']}")
+    return out
 
 
 def _openclaw_config(app: App) -> str | None:

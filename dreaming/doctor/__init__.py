@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dreaming.app import App
-from dreaming.config import Paths, default_state_dir
+from dreaming.config import default_state_dir
 from dreaming.doctor._agents import check_caps, check_coexist, check_endpoint_of, check_verify
 from dreaming.doctor._findings import Diagnosis, Finding, Level
 from dreaming.doctor._install import (
@@ -32,6 +32,7 @@ from dreaming.doctor._install import (
     known_agents,
     openclaw_agents,
 )
+from dreaming.paths import Paths
 
 
 def diagnose(

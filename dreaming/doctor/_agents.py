@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming.app import App
-from dreaming.config import Paths, Settings
+from dreaming.config import Settings
 from dreaming.doctor._findings import Diagnosis, Level, names
 from dreaming.errors import DreamingError, LLMConfigError
 from dreaming.messages import SessionFile
+from dreaming.paths import Paths
 from dreaming.verify import Verdict, verify, verify_without_state
 
 SHOWN_VIOLATIONS = 2  # of an agent's verify violations, in its one line
@@ -55,29 +56,31 @@ def check_coexist(d: Diagnosis, paths: Paths, agents: list[str]) -> None:
 
 def check_caps(d: Diagnosis, paths: Paths, openclaw_agents: list[str]) -> None:
     _budget(d, paths.settings)
-    cap = paths.settings.deep.max_memory_chars
-    by_limit: dict[int, list[str]] = defaultdict(list)
+    # (budget, what set it, what OpenClaw loads) -> agents
+    by_limit: dict[tuple[int | None, str, int], list[str]] = defaultdict(list)
     for agent in openclaw_agents:
         limit = paths.bootstrap_max_chars(agent)
-        by_limit[limit].append(agent)
+        budget = paths.capacity(agent)
+        by_limit[(budget.max_chars, budget.chars_from, limit)].append(agent)
         _memory_size(d, paths, agent, limit)
-    for limit, agents in sorted(by_limit.items()):
-        if cap is not None and cap > limit:
+    for (cap, origin, limit), agents in sorted(by_limit.items(), key=lambda kv: kv[0][2]):
+        if cap is None or cap > limit:
+            allowed = "no bound" if cap is None else f"{origin} = {cap}"
             d.add(
                 "caps",
                 Level.WARN,
-                f"[deep] max_memory_chars = {cap} lets MEMORY.md grow past the {limit}"
-                f" characters OpenClaw loads of it (bootstrapMaxChars) for"
-                f" {names(agents, 'agent')}: OpenClaw cuts the middle of a longer file",
-                f"set [deep] max_memory_chars = {limit} in dreaming.toml, or raise"
-                " bootstrapMaxChars in openclaw.json",
+                f"{allowed} lets MEMORY.md grow past the {limit} characters OpenClaw loads"
+                f" of it (bootstrapMaxChars) for {names(agents, 'agent')}: OpenClaw cuts the"
+                " middle of a longer file",
+                f"remove {origin} from dreaming.toml (the budget is then bootstrapMaxChars),"
+                f" set it to {limit}, or raise bootstrapMaxChars in openclaw.json",
             )
         else:
             d.add(
                 "caps",
                 Level.OK,
                 f"MEMORY.md stays within the {limit} characters OpenClaw loads for"
-                f" {names(agents, 'agent')}",
+                f" {names(agents, 'agent')} (budget {cap}, from {origin})",
             )
 
 
@@ -125,8 +128,8 @@ def _memory_size(d: Diagnosis, paths: Paths, agent: str, limit: int) -> None:
             Level.WARN,
             f"agent {agent}: {path} has {size} characters; OpenClaw loads {limit} and cuts"
             " the middle",
-            "shorten the operator text in it, lower [deep] max_memory_chars, or raise"
-            " bootstrapMaxChars in openclaw.json",
+            "shorten the operator text in it, or raise bootstrapMaxChars in openclaw.json"
+            " (dreaming archives entries to stay within its budget, but never cuts your text)",
             agent,
         )
 

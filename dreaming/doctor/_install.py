@@ -11,14 +11,7 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming.app import App
-from dreaming.config import (
-    Paths,
-    Settings,
-    Source,
-    SourceKind,
-    find_config,
-    load_settings,
-)
+from dreaming.config import Settings, Source, SourceKind, find_config, load_settings
 from dreaming.doctor._findings import Diagnosis, Level, names
 from dreaming.errors import ConfigError
 from dreaming.ingest.tags import TagRegistry, build_registry
@@ -29,6 +22,7 @@ from dreaming.ingest.transcripts import (
 )
 from dreaming.messages import Format, SessionFile
 from dreaming.openclaw_config import OpenClawConfig, load_openclaw
+from dreaming.paths import Paths
 
 STATE_FIX = (
     "give --state-dir (or DREAMING_STATE_DIR) the folder OpenClaw keeps its state in,"

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import Engine, and_, select, text, update
 
 from dreaming import faults
-from dreaming.config import Paths
 from dreaming.ingest import corpus, tombstones
 from dreaming.memory import memory_sync
+from dreaming.paths import Paths
 from dreaming.store.dialect import is_postgres
 from dreaming.store.tables import PURGES
 
@@ -77,7 +77,7 @@ def _complete(
     reports_removed = unlink_reports(listing)
     faults.checkpoint("forget.after_files")
     corpus.flush_files(engine, agent, paths.corpus_dir(agent))
-    memory_sync.write(engine, agent, paths.memory_file(agent), run_id=None)
+    memory_sync.write(engine, agent, memory_sync.Files.of(paths, agent), run_id=None)
     # The backup memory_sync just took of the pre-purge file must not survive either.
     needles = needles_of(snippets)
     with engine.begin() as conn:

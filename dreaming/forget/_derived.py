@@ -23,9 +23,9 @@ from typing import Any
 from sqlalchemy import Connection, and_, select
 
 from dreaming import runs
-from dreaming.config import Paths
 from dreaming.errors import WorkspaceFileError
 from dreaming.memory import diary
+from dreaming.paths import Paths
 from dreaming.store.tables import LLM_CALLS
 
 from ._scrub import MIN_SNIPPET_CHARS, carries, needles_of

@@ -13,13 +13,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from dreaming import faults, runs
-from dreaming.config import Paths
 from dreaming.ingest import candidates, corpus
 from dreaming.ingest import tombstones as tombstones_mod
 from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import calls_carrying, forget_calls
 from dreaming.memory import diary, journal, lineage, memory_sync, review
 from dreaming.messages import SessionFile
+from dreaming.paths import Paths
 from dreaming.store import cursors
 from dreaming.store.tables import PURGES
 
@@ -61,7 +61,7 @@ class Plan:
 
     line_ids: list[int]  # corpus lines
     days: list[str]  # the corpus days they are on
-    entries: list[str]  # live entries built from them (whole-entry rule)
+    entries: list[str]  # entries (live or archived) built from them (whole-entry rule)
     candidates: list[int]  # candidates they gave evidence to
     mixed: list[dict[str, Any]] = field(default_factory=list)  # entries with other sessions
     emptied: list[str] = field(default_factory=list)  # entries with no other session
@@ -149,7 +149,7 @@ class Purge:
             # Whole-entry rule, per line: an entry built from a line whose text changed is
             # gone; the lines that still hold are ingested again and may rebuild it.
             keys = lineage.keys_citing(conn, a, ids, {(x.session_id, x.line) for x in lines})
-        live = dict(lineage.live_entries(conn, a))
+        live = dict(lineage.held_entries(conn, a))  # archived entries go as loaded ones do
         plan = Plan(
             line_ids=[x.id for x in lines],
             days=sorted({x.day for x in lines}),

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from dreaming.config import Paths
+from dreaming.paths import Paths
 from dreaming.store import state
 from dreaming.store.state import StateKey
 

@@ -11,10 +11,11 @@ from typing import Any
 from sqlalchemy import Connection
 
 from dreaming import syntax
-from dreaming.config import Paths, Settings
+from dreaming.config import Settings
 from dreaming.errors import WorkspaceFileError
 from dreaming.ingest import claims as claims_mod
 from dreaming.memory import diary, memory_file, memory_sync
+from dreaming.paths import Paths
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16

@@ -6,7 +6,7 @@ import os
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 
-from dreaming.config import Paths, Source, SourceKind, project_agent_id
+from dreaming.config import Source, SourceKind
 from dreaming.errors import ConfigError
 from dreaming.ingest.transcripts import (
     claude_projects,
@@ -16,6 +16,7 @@ from dreaming.ingest.transcripts import (
     discover_openclaw,
 )
 from dreaming.messages import SessionFile
+from dreaming.paths import Paths, project_agent_id
 
 
 def discover(paths: Paths, agents: Collection[str] | None = None) -> dict[str, list[SessionFile]]:

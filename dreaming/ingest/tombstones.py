@@ -14,8 +14,9 @@ from typing import Protocol
 
 from sqlalchemy import Connection, select
 
-from dreaming.config import Paths, file_stem
+from dreaming.config import file_stem
 from dreaming.ingest import sessions as session_records
+from dreaming.paths import Paths
 from dreaming.store.tables import TOMBSTONES
 
 

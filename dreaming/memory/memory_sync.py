@@ -1,19 +1,29 @@
-"""Keeping MEMORY.md and the database in agreement, across crashes and human edits.
+"""Keeping MEMORY.md, its archive and the database in agreement, across crashes and human
+edits.
 
 The database is the source of truth for managed entries. A change to entries sets a
-`memory_dirty` mark in the same transaction; the file is then rendered from the database,
-the previous file is kept as a backup row, the new one written atomically, and only then is
-the mark cleared together with the hash of what was written. So after a crash:
+`memory_dirty` mark in the same transaction; the files are then rendered from the database:
+which entries MEMORY.md holds under its capacity budget and which are archived
+(`dreaming.memory.capacity`, recorded as the entries' statuses, the mark still set), the
+previous MEMORY.md kept as a backup row, the archive and MEMORY.md written atomically, and
+only then is the mark cleared together with the hash of what was written. The archive is
+written first and keeps the entries coming back to MEMORY.md until MEMORY.md holds them: at
+no point of a write is an entry in neither file. So after a crash:
 
-- mark set: the file may be old; the next run renders and writes it (repair);
+- mark set: the files may be old; the next run renders and writes them (repair);
 - mark clear and the file's hash is ours: in agreement;
 - mark clear and the hash differs: a person edited the file. Entries (compact lines or
   legacy blocks) they edited are left alone and reported; entries they deleted retire
   (their decision wins), and the write that follows drops a group heading left empty.
+
+The archive is ours alone: one that is not what the database says is rewritten. Placement
+is computed again before every run changes entries (the agent's clock, a recall, the budget
+or the operator's text may have moved it), and the files follow when it moved.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,12 +33,28 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine, and_, delete, select, update
 
 from dreaming import faults
+from dreaming.config import Capacity
 from dreaming.ingest import salience
-from dreaming.memory import memory_file
+from dreaming.memory import archive, capacity, memory_file
+from dreaming.memory.capacity import Placement
 from dreaming.memory.lineage import live_entries, remove_entries
+from dreaming.paths import Paths
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import MEMORY_BACKUPS
+
+
+@dataclass(frozen=True)
+class Files:
+    """An agent's MEMORY.md, the archive beside it, and the budget MEMORY.md is held to."""
+
+    memory: Path
+    archive: Path
+    capacity: Capacity = field(default_factory=Capacity.unbounded)
+
+    @classmethod
+    def of(cls, paths: Paths, agent: str) -> Files:
+        return cls(paths.memory_file(agent), paths.archive_file(agent), paths.capacity(agent))
 
 
 @dataclass
@@ -40,7 +66,28 @@ class SyncReport:
     # Keys whose managed line appeared more than once (a paste, a merge conflict): the
     # copies were removed, one line kept.
     duplicates_removed: list[str] = field(default_factory=list)
-    chars: int = 0
+    chars: int = 0  # MEMORY.md as written, as the agent counts them (`capacity.measure`)
+    lines: int = 0
+    max_chars: int | None = None
+    max_lines: int | None = None
+    archived: int = 0  # entries in the archive after the write
+    archived_now: list[str] = field(default_factory=list)  # moved there by this write
+    restored: list[str] = field(default_factory=list)  # back in MEMORY.md with this write
+    over: str | None = None  # the operator's text alone is over the budget: why
+    archive_repaired: bool = False  # the archive was not what the database says
+
+    def took(self, placement: Placement) -> None:
+        self.chars, self.lines = placement.chars, placement.lines
+        self.max_chars, self.max_lines = placement.max_chars, placement.max_lines
+        self.archived = len(placement.archived)
+        self.over = placement.over
+
+
+@functools.lru_cache(maxsize=65_536)
+def group_of(text: str) -> str:
+    """The heading an entry goes under (`salience.group_of`), once per text: every write
+    lays out every entry held, in MEMORY.md or the archive."""
+    return salience.group_of(text)
 
 
 def content_hash(content: str) -> str:
@@ -77,10 +124,11 @@ def _base(conn: Connection, agent: str, run_id: int, current: str) -> str | None
     return str(value) if operator_text(str(value)) == operator_text(current) else None
 
 
-def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
-    """Before a run changes entries: repair after a crash, or take in a person's edits."""
+def reconcile(engine: Engine, agent: str, files: Files) -> SyncReport:
+    """Before a run changes entries: repair after a crash, take in a person's edits, and
+    follow a placement that moved (or an archive that is not ours)."""
     report = SyncReport()
-    current = _read(path)
+    current = _read(files.memory)
     with engine.begin() as conn:
         dirty = state.get(conn, agent, StateKey.MEMORY_DIRTY) == "1"
         written = state.get(conn, agent, StateKey.MEMORY_HASH)
@@ -99,45 +147,91 @@ def reconcile(engine: Engine, agent: str, path: Path) -> SyncReport:
             if not needs_write:
                 # Take the edited file as the new agreed state.
                 state.put(conn, agent, StateKey.MEMORY_HASH, content_hash(current))
+        if not needs_write:
+            wanted = render(conn, agent, files)
+            report.took(wanted.placement)
+            if capacity.unsettled(conn, agent, wanted.placement):
+                needs_write = True
+            elif (archive.read(files.archive) or "") != wanted.archive:
+                needs_write = report.archive_repaired = True
     if needs_write:
         report.repaired = dirty
-        write(engine, agent, path, run_id=None, report=report)
+        write(engine, agent, files, run_id=None, report=report)
     return report
 
 
-def render(
-    conn: Connection, agent: str, path: Path, base: str | None = None
-) -> tuple[str | None, str]:
-    """(current file content or None, the content the database says it should have). The
-    entries are laid into `base` when given (an undo restores the file a run started from),
-    else into the current file."""
-    current = _read(path)
+@dataclass(frozen=True)
+class Rendered:
+    """The files as the database says they should be, beside MEMORY.md as it is."""
+
+    current: str | None  # MEMORY.md now (None: no file)
+    memory: str
+    archive: str  # "": no entry archived, no file
+    placement: Placement
+    texts: dict[str, str]  # key -> text of every entry held, in creation order
+
+
+def render(conn: Connection, agent: str, files: Files, base: str | None = None) -> Rendered:
+    """MEMORY.md and the archive as the database says they should be. The entries are laid
+    into `base` when given (an undo restores the file a run started from), else into the
+    current file, as many as the budget holds; the rest are archived."""
+    current = _read(files.memory)
     doc = memory_file.parse((current or "") if base is None else base)
-    entries = live_entries(conn, agent)
-    return current, memory_file.apply_entries(doc, entries, group_of=salience.group_of).render()
+    cap = files.capacity
+    # What each entry is worth is read only when they do not all fit.
+    worths = capacity.worth(conn, agent, cap.half_life_days, valued=False)
+    placement, memory = capacity.place(
+        doc,
+        worths,
+        cap,
+        crlf=is_crlf(files.memory),
+        group_of=group_of,
+        valued=lambda: capacity.worth(conn, agent, cap.half_life_days),
+    )
+    texts = {w.key: w.text for w in worths}
+    archived = archive.render([(k, texts[k]) for k in placement.archived], group_of)
+    return Rendered(current, memory, archived, placement, texts)
+
+
+def is_crlf(path: Path) -> bool:
+    """Whether the file uses CRLF line endings (`memory_file.atomic_write` keeps them)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    end = head.find(b"\n")
+    return end > 0 and head[end - 1 : end] == b"\r"
 
 
 def write(
     engine: Engine,
     agent: str,
-    path: Path,
+    files: Files,
     run_id: int | None,
     report: SyncReport | None = None,
     *,
     backup: bool = True,
 ) -> SyncReport:
-    """Render MEMORY.md from the database, back up the old file, write atomically, clear
-    the dirty mark. Safe to repeat: a crash anywhere here leaves the mark set."""
+    """Render MEMORY.md and its archive from the database, record where each entry went,
+    back up the old MEMORY.md, write both atomically, clear the dirty mark. Safe to repeat:
+    a crash anywhere here leaves the mark set (or the statuses as they were)."""
     report = report or SyncReport()
-    with engine.connect() as conn:
+    with engine.begin() as conn:
         # An undo's mark: lay the entries into the file that run started from.
         run = state.get(conn, agent, StateKey.MEMORY_BASE_RUN)
-        base = _base(conn, agent, int(run), _read(path) or "") if run is not None else None
-        current, new = render(conn, agent, path, base)
+        base = _base(conn, agent, int(run), _read(files.memory) or "") if run is not None else None
+        wanted = render(conn, agent, files, base)
+        gone, back = capacity.settle(conn, agent, wanted.placement)
+        if gone or back:
+            mark_dirty(conn, agent)  # the statuses moved ahead of the files
+    current, new = wanted.current, wanted.memory
+    report.took(wanted.placement)
+    report.archived_now += [k for k in gone if k not in report.archived_now]
+    report.restored += [k for k in back if k not in report.restored]
     if current is not None:
         seen = Counter(b.key for b in memory_file.parse(current).blocks if not b.edited)
         report.duplicates_removed = sorted(k for k, n in seen.items() if n > 1)
-    report.chars = len(new)
     if backup and current is not None and current != new:
         with engine.begin() as conn:
             latest = conn.execute(
@@ -153,13 +247,30 @@ def write(
                     )
                 )
     faults.checkpoint("memory.before_write")
+    # The archive first, still holding the entries that come back to MEMORY.md until it
+    # holds them: a kill between the two writes leaves each entry in one file or both.
+    kept = set(wanted.placement.kept)
+    returning = {k for k in archive.keys(archive.read(files.archive)) if k in kept}
+    if returning:
+        both = set(wanted.placement.archived) | returning
+        interim = [(k, t) for k, t in wanted.texts.items() if k in both]
+        archive.write(files.archive, archive.render(interim, group_of))
+    else:
+        archive.write(files.archive, wanted.archive)
+    faults.checkpoint("archive.after_write")
     if current != new and not (current is None and new == ""):
-        memory_file.atomic_write(path, new)
+        memory_file.atomic_write(files.memory, new)
         report.written = True
     faults.checkpoint("memory.after_write")
+    if returning:
+        archive.write(files.archive, wanted.archive)
     with engine.begin() as conn:
         state.clear(conn, agent, StateKey.MEMORY_DIRTY, StateKey.MEMORY_BASE_RUN)
         state.put(conn, agent, StateKey.MEMORY_HASH, content_hash(new))
+        if wanted.archive:
+            state.put(conn, agent, StateKey.ARCHIVE_HASH, content_hash(wanted.archive))
+        else:
+            state.clear(conn, agent, StateKey.ARCHIVE_HASH)
     return report
 
 

@@ -27,7 +27,7 @@ from dreaming.ingest import candidates
 from dreaming.memory.decisions import Action
 from dreaming.memory.lineage import Applied
 from dreaming.memory.memory_file import entry_key
-from dreaming.store.statuses import CandidateStatus, EntryStatus
+from dreaming.store.statuses import HELD, CandidateStatus, EntryStatus
 from dreaming.store.tables import CANDIDATES, ENTRIES, PROPOSALS
 
 
@@ -232,7 +232,7 @@ def stale_reason(conn: Connection, agent: str, p: Proposal) -> str | None:
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(list(shown)),
-                    ENTRIES.c.status == EntryStatus.LIVE,
+                    ENTRIES.c.status.in_(HELD),  # archived or loaded: the same entry
                 )
             )
         ).all()

@@ -31,7 +31,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
-from dreaming.config import Paths
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.forget import needles_of, snippets_of
 from dreaming.ingest import candidates
@@ -43,6 +42,7 @@ from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess
 from dreaming.memory import diary
 from dreaming.memory.sanitize import entry_text_problems, sanitize_entry_text
+from dreaming.paths import Paths
 from dreaming.phases._calls_log import log_calls
 from dreaming.phases._rem_themes import (
     SPEAKER_WEIGHT,

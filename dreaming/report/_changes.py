@@ -1,5 +1,6 @@
 """Memory's changes and lineage for the report: tonight's decisions with the texts before
-and after, and every live entry from its origins to the LLM calls behind it."""
+and after, and every entry the memory holds (in MEMORY.md or archived) from its origins to
+the LLM calls behind it."""
 
 from __future__ import annotations
 
@@ -163,7 +164,7 @@ class DecisionView:
     """What turns a decision log row into the page's Decision: the entry texts still held,
     what each candidate said, the LLM calls of the runs that asked the model."""
 
-    live: Mapping[str, str]
+    live: Mapping[str, str]  # every entry the memory holds, in MEMORY.md or archived
     texts: Mapping[str, str]
     said: Mapping[str, str]
     calls: Mapping[int, Sequence[Call]]
@@ -178,7 +179,7 @@ class DecisionView:
         runs: Sequence[RunRecord],
         every: Sequence[lineage.DecisionRecord],
     ) -> DecisionView:
-        live = dict(lineage.live_entries(conn, agent))
+        live = dict(lineage.held_entries(conn, agent))
         asked = {d.run_id for d in every if d.path == "llm" and d.run_id is not None}
         calls, prompts = _calls(engine, agent, asked)
         return cls(
@@ -253,7 +254,15 @@ def tonight(
             if c.left
         )
     edited: list[str] = []
+    archived: list[str] = []
+    restored: list[str] = []
+    over: str | None = None
     for run in runs:
+        for key in _summary_memory(run, "archived_now"):
+            (restored.remove if key in restored else archived.append)(key)
+        for key in _summary_memory(run, "restored"):
+            (archived.remove if key in archived else restored.append)(key)
+        over = _summary_over(run)
         by_hand = _summary_memory(run, "removed_by_person")
         retired.extend(
             Retired(k, view.texts.get(k), "removed by a person", run.id, None, False, None, None)
@@ -268,7 +277,17 @@ def tonight(
         retired=tuple(retired),
         skipped=tuple(d for d in made if d.action == "skip"),
         edited_by_person=tuple(edited),
+        archived=tuple(archived),
+        restored=tuple(restored),
+        over_budget=over,
     )
+
+
+def _summary_over(run: RunRecord) -> str | None:
+    deep = (run.summary.get("phases") or {}).get("deep") or {}
+    memory = deep.get("memory") if isinstance(deep, dict) else None
+    over = memory.get("over_budget") if isinstance(memory, dict) else None
+    return over if isinstance(over, str) else None
 
 
 def _origins(conn: Connection, agent: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -295,7 +314,9 @@ def entries(
     sessions: Mapping[str, Session],
     view: DecisionView,
 ) -> tuple[Entry, ...]:
-    """Every live entry, in MEMORY.md's order, with its lineage."""
+    """Every entry the memory holds, in MEMORY.md's order (archived ones marked), with its
+    lineage."""
+    shelved = {k for k, _ in lineage.archived_entries(conn, agent)}
     origins = _origins(conn, agent)
     evidence = lineage.evidence_lines(conn, agent)
     replaced = lineage.supersedes(conn, agent)
@@ -315,6 +336,7 @@ def entries(
             evidence=tuple(evidence.get(key, [])),
             supersedes=tuple(Change(k, view.texts.get(k), True) for k in replaced.get(key, [])),
             decisions=tuple(view.of(d) for d in touching.get(key, [])),
+            archived=key in shelved,
         )
         for key, text in view.live.items()
     )

@@ -79,6 +79,11 @@ class Tonight:
     retired: tuple[Retired, ...]
     skipped: tuple[Decision, ...]
     edited_by_person: tuple[str, ...]  # entry keys a person edited: left alone
+    # Entry keys the runs' writes moved to the archive (they did not fit MEMORY.md's
+    # budget) or back into MEMORY.md, and why nothing fit (operator text alone over it).
+    archived: tuple[str, ...] = ()
+    restored: tuple[str, ...] = ()
+    over_budget: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -119,6 +124,7 @@ class Entry:
     evidence: tuple[EvidenceLine, ...]
     supersedes: tuple[Change, ...]
     decisions: tuple[Decision, ...]
+    archived: bool = False  # in the archive the agent searches, not in MEMORY.md
 
 
 @dataclass(frozen=True, slots=True)

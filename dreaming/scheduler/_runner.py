@@ -23,9 +23,9 @@ from tzlocal import get_localzone
 
 from dreaming import runner
 from dreaming.app import App
-from dreaming.config import Paths
 from dreaming.errors import DreamingError, LockedError, StateError
 from dreaming.llm import BudgetSettings
+from dreaming.paths import Paths
 from dreaming.progress import Progress
 from dreaming.runner import Outcome
 from dreaming.runs import record_skipped

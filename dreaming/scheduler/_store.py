@@ -24,7 +24,7 @@ from apscheduler.util import utc_timestamp_to_datetime
 from sqlalchemy import create_engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from dreaming.config import Paths
+from dreaming.paths import Paths
 
 Executor = Literal["in-process", "procrastinate"]
 

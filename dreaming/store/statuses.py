@@ -22,4 +22,15 @@ class CandidateStatus(StrEnum):
 
 
 class EntryStatus(StrEnum):
-    LIVE = "live"  # the only status written: a superseded or merged-away entry is deleted
+    """Where an entry stands. A superseded or merged-away entry is deleted, not marked."""
+
+    LIVE = "live"  # in MEMORY.md: the agent loads it on every turn
+    # Kept, with its lineage, in the archive beside MEMORY.md (`dreaming.memory.archive`):
+    # it did not fit MEMORY.md's capacity budget. The agent's memory search finds it; it
+    # comes back when it is said again or room frees up (`dreaming.memory.capacity`).
+    ARCHIVED = "archived"
+
+
+# The statuses of an entry the memory holds, loaded or archived: everything that reaches
+# entries (lineage, forget, undo, review, verify, the report) reaches both.
+HELD: tuple[EntryStatus, ...] = (EntryStatus.LIVE, EntryStatus.ARCHIVED)

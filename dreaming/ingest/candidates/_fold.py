@@ -32,7 +32,7 @@ from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
 from dreaming.memory import diary, memory_file
 from dreaming.store.dialect import insert_ignore
-from dreaming.store.statuses import EntryStatus
+from dreaming.store.statuses import HELD
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CANDIDATES,
@@ -120,8 +120,9 @@ class Folder:
         # is no longer ours: what it said is no longer so, and saying it again is evidence.
         known: dict[str, str] = dict(
             conn.execute(
+                # Archived entries are ours too: said again, they are recalled (and come back).
                 select(ENTRIES.c.key, ENTRIES.c.text).where(
-                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
+                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD))
                 )
             ).all()
         )

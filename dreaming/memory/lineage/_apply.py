@@ -25,7 +25,7 @@ from dreaming.memory.decisions import Action
 from dreaming.memory.lineage._read import Lineage, candidate_lineage, entry_lineage
 from dreaming.memory.memory_file import entry_key
 from dreaming.store.dialect import insert_ignore, upsert
-from dreaming.store.statuses import CandidateStatus, EntryStatus
+from dreaming.store.statuses import HELD, CandidateStatus, EntryStatus
 from dreaming.store.tables import (
     CANDIDATES,
     DECISIONS,
@@ -87,10 +87,9 @@ def _delete_entry(conn: Connection, agent: str, key: str) -> None:
 
 
 def prune_orphans(conn: Connection, agent: str) -> int:
-    """Delete origin and evidence rows whose key no live entry uses. Returns rows removed."""
-    live = select(ENTRIES.c.key).where(
-        and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
-    )
+    """Delete origin and evidence rows whose key no entry the memory holds (loaded or
+    archived) uses. Returns rows removed."""
+    live = select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD)))
     removed = conn.execute(
         delete(ORIGINS).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.not_in(live)))
     ).rowcount
@@ -207,8 +206,9 @@ def _write_entry(
 
 
 def _put_entry(conn: Connection, agent: str, key: str, text: str, now: datetime) -> Lineage | None:
-    """Insert the entry, or make the one with its key live again. Returns the lineage that
-    one already held (None: the entry is new)."""
+    """Insert the entry, or make the one with its key live again (an archived one said
+    again comes back; the next write places it). Returns the lineage that one already held
+    (None: the entry is new)."""
     exists = conn.execute(
         select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
     ).scalar()
@@ -324,6 +324,17 @@ def remove_entries(
         _delete_entry(conn, agent, key)
     if prune:
         prune_orphans(conn, agent)
+
+
+def set_statuses(conn: Connection, agent: str, keys: Sequence[str], status: EntryStatus) -> None:
+    """Mark entries live (in MEMORY.md) or archived: where MEMORY.md's capacity budget put
+    them (`dreaming.memory.capacity`). Their lineage and index rows stay as they are."""
+    for chunk in (keys[i : i + 500] for i in range(0, len(keys), 500)):
+        conn.execute(
+            update(ENTRIES)
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key.in_(chunk)))
+            .values(status=status)
+        )
 
 
 def forget_entries(conn: Connection, agent: str, keys: Sequence[str]) -> None:

@@ -17,7 +17,7 @@ from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.corpus import reference
 from dreaming.memory.decisions import Action
 from dreaming.memory.memory_file import KEY_PREFIX
-from dreaming.store.statuses import EntryStatus
+from dreaming.store.statuses import HELD, EntryStatus
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
     CORPUS_LINES,
@@ -288,9 +288,7 @@ def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str,
     is left of it. A MEMORY.md written before a crash may still show such a key."""
     live = set(
         conn.execute(
-            select(ENTRIES.c.key).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE)
-            )
+            select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD)))
         ).scalars()
     )
     out: dict[str, str | None] = {}
@@ -321,20 +319,50 @@ def successors(conn: Connection, agent: str, keys: Collection[str]) -> dict[str,
 
 
 def live_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
-    """(key, text) of live entries in creation order: the order MEMORY.md lists them."""
+    """(key, text) of live entries (those MEMORY.md holds) in creation order: the order
+    MEMORY.md lists them."""
+    return _entries(conn, agent, (EntryStatus.LIVE,))
+
+
+def archived_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
+    """(key, text) of archived entries (kept, with their lineage, in the archive beside
+    MEMORY.md: they did not fit its budget) in creation order."""
+    return _entries(conn, agent, (EntryStatus.ARCHIVED,))
+
+
+def held_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
+    """(key, text) of every entry the memory holds, live or archived, in creation order:
+    what a new statement is compared with, what forget and review reach."""
+    return _entries(conn, agent, HELD)
+
+
+def _entries(conn: Connection, agent: str, statuses: Sequence[str]) -> list[tuple[str, str]]:
     return [
         (k, t)
         for k, t in conn.execute(
             select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE))
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(statuses)))
             .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
         )
     ]
 
 
-def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tuple[str, str]]:
-    """(key, text) of live entries whose key is `wanted` or starts with it, by key; a
-    prefix may leave out the `m:`."""
+def entry_statuses(conn: Connection, agent: str) -> dict[str, str]:
+    """Key -> status of every entry the memory holds."""
+    return dict(
+        conn.execute(
+            select(ENTRIES.c.key, ENTRIES.c.status).where(
+                and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD))
+            )
+        ).all()
+    )
+
+
+def live_entries_by_prefix(
+    conn: Connection, agent: str, wanted: str, statuses: Sequence[str] = (EntryStatus.LIVE,)
+) -> list[tuple[str, str]]:
+    """(key, text) of live entries (or of `statuses`) whose key is `wanted` or starts with
+    it, by key; a prefix may leave out the `m:`."""
     prefixes = {wanted}
     if not wanted.startswith(KEY_PREFIX):
         prefixes.add(KEY_PREFIX + wanted)
@@ -346,9 +374,7 @@ def live_entries_by_prefix(conn: Connection, agent: str, wanted: str) -> list[tu
         (k, t)
         for k, t in conn.execute(
             select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.LIVE, or_(*starts))
-            )
+            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(statuses), or_(*starts)))
             .order_by(ENTRIES.c.key)
         )
     ]

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, delete, insert, select
 from dreaming.memory import entry_index
 from dreaming.memory.journal import EntryImage
 from dreaming.store.dialect import insert_ignore
-from dreaming.store.statuses import EntryStatus
+from dreaming.store.statuses import HELD
 from dreaming.store.tables import ENTRIES, ENTRY_EVIDENCE, ORIGINS, SUPERSESSIONS
 
 ADOPTED = "adopted:MEMORY.md"  # the origin of an entry whose sources are unknown
@@ -57,7 +57,8 @@ def _clear_entry(conn: Connection, agent: str, key: str) -> bool:
 
 
 def _put_image(conn: Connection, agent: str, key: str, image: EntryImage) -> None:
-    """The entry as the image shows it, with its origins and evidence; indexed when live."""
+    """The entry as the image shows it, with its origins and evidence; indexed when the
+    memory holds it (live or archived)."""
     conn.execute(
         ENTRIES.insert().values(
             agent=agent,
@@ -93,7 +94,7 @@ def _put_image(conn: Connection, agent: str, key: str, image: EntryImage) -> Non
                 for s, n in image.evidence
             ],
         )
-    if image.status == EntryStatus.LIVE:
+    if image.status in HELD:
         entry_index.add_entry(conn, agent, key, image.text)
 
 

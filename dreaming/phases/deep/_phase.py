@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection, Engine
 
 from dreaming import faults
-from dreaming.config import DeepSettings, Paths
+from dreaming.config import DeepSettings
 from dreaming.ingest.candidates import refresh_stale, rescore
 from dreaming.ingest.slots import slots_for
 from dreaming.ingest.tags import TagRegistry
@@ -22,6 +22,7 @@ from dreaming.llm.calls import LLMAccess, record_calls
 from dreaming.memory import lineage, memory_sync, review
 from dreaming.memory.decisions import Action
 from dreaming.memory.sanitize import hold_reason
+from dreaming.paths import Paths
 from dreaming.phases._calls_log import log_calls
 from dreaming.phases.deep import _apply, _deterministic
 from dreaming.phases.deep._model import Exchange, ModelDecider
@@ -33,6 +34,7 @@ from dreaming.phases.deep._selection import (
 )
 from dreaming.phases.deep._summary import DeepSummary, preview_diff
 from dreaming.progress import Progress, Tick
+from dreaming.store.statuses import EntryStatus
 
 
 @dataclass
@@ -109,31 +111,43 @@ class DeepPhase:
         if self.dry_run:
             self._run_dry(agent, summary)
         else:
-            summary.took_in(
-                memory_sync.reconcile(self.engine, agent, self.paths.memory_file(agent))
-            )
+            summary.took_in(memory_sync.reconcile(self.engine, agent, self._files(agent)))
             self._run_batches(agent, summary)
             with self.engine.connect() as conn:
                 summary.entries = len(lineage.live_entries(conn, agent))
+                summary.archived = len(lineage.archived_entries(conn, agent))
         summary.duration_s = time.perf_counter() - started
         return summary
+
+    def _files(self, agent: str) -> memory_sync.Files:
+        return memory_sync.Files.of(self.paths, agent)
 
     def _run_dry(self, agent: str, summary: DeepSummary) -> None:
         """The run in one transaction, rolled back: what it would do, and MEMORY.md's diff.
         Its LLM calls are recorded after the rollback: what was spent was spent."""
-        memory_path = self.paths.memory_file(agent)
+        files = self._files(agent)
         with self.engine.connect() as conn:
             outer = conn.begin()
-            before = memory_sync.render(conn, agent, memory_path)[1]
+            before = memory_sync.render(conn, agent, files).memory
             self._dry_conn = conn
             try:
                 self._run_batches(agent, summary)
-                after = memory_sync.render(conn, agent, memory_path)[1]
-                summary.entries = len(lineage.live_entries(conn, agent))
+                after = memory_sync.render(conn, agent, files)
+                statuses = lineage.entry_statuses(conn, agent)
+                summary.entries = len(after.placement.kept)
             finally:
                 self._dry_conn = None
                 outer.rollback()
-        summary.diff = preview_diff(before, after)
+        summary.diff = preview_diff(before, after.memory)
+        report = memory_sync.SyncReport()
+        report.took(after.placement)
+        report.archived_now = [
+            k for k in after.placement.archived if statuses.get(k) != EntryStatus.ARCHIVED
+        ]
+        report.restored = [
+            k for k in after.placement.kept if statuses.get(k) == EntryStatus.ARCHIVED
+        ]
+        summary.wrote(report)
         with self.engine.begin() as conn:
             record_calls(conn, agent, self.run_id, self._pending_calls)
 
@@ -144,14 +158,14 @@ class DeepPhase:
         return snippets(conn, candidate_id)
 
     def _prepare(self, agent: str) -> tuple[list[Candidate], int]:
-        """Tonight's candidates, and how many entries are live before any batch."""
+        """Tonight's candidates, and how many entries the memory holds before any batch."""
         with self._tx() as conn:
             # Signals a crashed light run left stale are made right before anything is chosen.
             if refresh_stale(conn, agent):
                 rescore(conn, agent, self.paths.settings)
             review.expire(conn, agent)  # their candidates are chosen again tonight
         with self._reader() as conn:
-            return self._select(conn, agent), len(lineage.live_entries(conn, agent))
+            return self._select(conn, agent), len(lineage.held_entries(conn, agent))
 
     def _run_batches(self, agent: str, summary: DeepSummary) -> None:
         selected, live_at_start = self._prepare(agent)
@@ -277,7 +291,9 @@ class DeepPhase:
         self, agent: str, batch: Sequence[Candidate]
     ) -> list[lineage.Applied]:
         with self._reader() as conn:
-            live = lineage.live_entries(conn, agent)
+            # Archived entries too: said again, a fact merges into its entry (which comes
+            # back), and a correction supersedes it wherever it stands.
+            live = lineage.held_entries(conn, agent)
             stated = lineage.stated_at(conn, agent, [k for k, _ in live])
             spoken = lineage.spoken_by(conn, agent, [k for k, _ in live])
             said_at = owner_said_at(conn, [c.id for c in batch])
@@ -336,24 +352,14 @@ class DeepPhase:
         """Apply validated decisions in one transaction (and `also`, a caller's own writes,
         in the same one), then write MEMORY.md. Deep's batches and accepted review proposals
         both come here: there is one way of applying decisions."""
-        memory_path = self.paths.memory_file(agent)
         with self._tx() as conn:
             if also is not None:
                 also(conn)
-            _apply.apply_all(
-                conn,
-                agent,
-                decisions,
-                summary,
-                run_id=self.run_id,
-                memory_path=memory_path,
-                max_memory_chars=self.settings.max_memory_chars,
-                texts=self._texts,
-            )
+            _apply.apply_all(conn, agent, decisions, summary, run_id=self.run_id, texts=self._texts)
             faults.checkpoint("deep.before_commit")
         faults.checkpoint("deep.after_commit")
         if not self.dry_run:
-            _apply.write_memory(self.engine, agent, memory_path, self.run_id, summary)
+            _apply.write_memory(self.engine, agent, self._files(agent), self.run_id, summary)
 
     def _log_calls(self, agent: str, calls: Sequence[CallRecord], summary: DeepSummary) -> None:
         held = self._pending_calls if self.dry_run else None

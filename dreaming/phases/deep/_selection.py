@@ -19,7 +19,7 @@ from dreaming.ingest.candidates import read_clock
 from dreaming.ingest.slots import Slots
 from dreaming.memory import entry_index, gates, lineage
 from dreaming.phases.deep._likeness import statement
-from dreaming.store.statuses import CandidateStatus, EntryStatus
+from dreaming.store.statuses import HELD, CandidateStatus
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES, ENTRIES
 
 PROMOTABLE_CLASSES = (OriginClass.OWNER, OriginClass.AGENT)
@@ -165,7 +165,8 @@ def utterances(batch: Sequence[Candidate]) -> list[tuple[Candidate, list[Candida
 def related_entries(
     conn: Connection, agent: str, batch: Sequence[Candidate], per_candidate: int
 ) -> list[tuple[str, str]]:
-    """The live entries (key, text) most like the batch's candidates, `per_candidate` each."""
+    """The entries (key, text), live or archived, most like the batch's candidates,
+    `per_candidate` each."""
     keys: list[str] = []
     for c in batch:
         for key in entry_index.search(conn, agent, c.text, per_candidate):
@@ -177,7 +178,7 @@ def related_entries(
                 and_(
                     ENTRIES.c.agent == agent,
                     ENTRIES.c.key.in_(keys),
-                    ENTRIES.c.status == EntryStatus.LIVE,
+                    ENTRIES.c.status.in_(HELD),
                 )
             )
         ).all()
@@ -242,10 +243,10 @@ MAX_SAME_SLOT = 3  # entries shown per candidate as stating its slot
 def same_slot(
     conn: Connection, agent: str, batch: Sequence[Candidate], slots: Slots
 ) -> dict[int, list[tuple[str, str]]]:
-    """Candidate id -> the live entries (key, text) it would replace if said later than
-    them: another value of the same slot, or what it corrects outright. Only the owner's
-    candidates: an agent-only line never replaces a fact."""
-    live = lineage.live_entries(conn, agent)
+    """Candidate id -> the entries (key, text), live or archived, it would replace if said
+    later than them: another value of the same slot, or what it corrects outright. Only the
+    owner's candidates: an agent-only line never replaces a fact."""
+    live = lineage.held_entries(conn, agent)
     if not live:
         return {}
     readings = [(key, text, slots.read(statement(text))) for key, text in live]

@@ -39,7 +39,19 @@ class DeepSummary:
     edited_by_person: list[str] = field(default_factory=list)
     removed_by_person: list[str] = field(default_factory=list)
     duplicates_removed: list[str] = field(default_factory=list)
+    # MEMORY.md's fill after the run, as the agent counts it, against its budget; entries
+    # the run's writes moved to the archive or back; why nothing fits (operator text alone
+    # over the budget: reported, never cut).
+    memory_chars: int = 0
+    memory_lines: int = 0
+    max_chars: int | None = None
+    max_lines: int | None = None
+    archived_now: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    over_budget: str | None = None
+    archive_repaired: bool = False
     entries: int = 0
+    archived: int = 0  # entries in the archive after the run
     decisions: list[dict[str, Any]] = field(default_factory=list)
     diff: str = ""
     duration_s: float = 0.0
@@ -50,6 +62,28 @@ class DeepSummary:
         self.edited_by_person = report.edited_by_person
         self.removed_by_person = report.removed_by_person
         self.duplicates_removed = report.duplicates_removed
+        self.archive_repaired = report.archive_repaired
+        self.wrote(report)
+
+    def wrote(self, report: SyncReport) -> None:
+        """What a write of MEMORY.md did: its fill, and the entries it moved."""
+        for key in report.duplicates_removed:
+            if key not in self.duplicates_removed:
+                self.duplicates_removed.append(key)
+        self.memory_chars, self.memory_lines = report.chars, report.lines
+        self.max_chars, self.max_lines = report.max_chars, report.max_lines
+        self.archived = report.archived
+        self.over_budget = report.over
+        for key in report.archived_now:
+            if key in self.restored:
+                self.restored.remove(key)
+            elif key not in self.archived_now:
+                self.archived_now.append(key)
+        for key in report.restored:
+            if key in self.archived_now:
+                self.archived_now.remove(key)
+            elif key not in self.restored:
+                self.restored.append(key)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,8 +112,17 @@ class DeepSummary:
                 "edited_by_person": self.edited_by_person,
                 "removed_by_person": self.removed_by_person,
                 "duplicates_removed": self.duplicates_removed,
+                "chars": self.memory_chars,
+                "lines": self.memory_lines,
+                "max_chars": self.max_chars,
+                "max_lines": self.max_lines,
+                "archived_now": self.archived_now,
+                "restored": self.restored,
+                "over_budget": self.over_budget,
+                "archive_repaired": self.archive_repaired,
             },
             "entries": self.entries,
+            "archived": self.archived,
             "decisions": self.decisions,
             "diff": self.diff,
             "duration_s": round(self.duration_s, 3),

@@ -14,7 +14,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from dreaming import faults
-from dreaming.config import Paths
 from dreaming.ingest import corpus
 from dreaming.ingest.admission import UNCLASSIFIED, Decision, Status, admit
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
@@ -30,6 +29,7 @@ from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.tombstones import in_db as tombstones_in_db
 from dreaming.memory import lineage
 from dreaming.messages import SessionFile
+from dreaming.paths import Paths
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
-from dreaming.config import Paths
 from dreaming.forget import Purge, Scope
 from dreaming.ingest.sessions import upsert_session
 from dreaming.messages import SessionFile
+from dreaming.paths import Paths
 from dreaming.phases.light._summary import LightSummary
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CORPUS_LINES, ORIGINS
 

@@ -1,0 +1,160 @@
+"""Cue lists matched fast: the machinery salience reads a claim's text with. A cue that is a
+finite set of phrases is looked up among the claim's word n-grams; the rest stay one regex."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import re._constants as _c  # type: ignore[import-not-found]
+import re._parser as _sre  # type: ignore[import-not-found]
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dreaming.ingest import claims as claims_mod
+
+_PLAIN = re.compile(r"[\w' ]+")
+MAX_GRAM = 5  # literal cues of up to this many words are looked up, not searched for
+MAX_EXPANSION = 512  # literal forms one cue may expand to before it stays a regex
+
+
+def _expand(pattern: str) -> tuple[bool, list[str]] | None:
+    """The finite set of strings a simple cue matches ("don'?t (?:touch|edit)" -> four), and
+    whether it is anchored at the start; None when it is not that simple (\\w+, \\d, ...)."""
+    if _PLAIN.fullmatch(pattern):
+        return False, [pattern]  # most cues: a plain word or phrase, no parsing needed
+    try:
+        tree = list(_sre.parse(pattern))
+    except re.error:
+        return None
+    anchored = bool(tree) and tree[0] == (_c.AT, _c.AT_BEGINNING)
+    found = _forms(tree[1:] if anchored else tree)
+    return None if found is None else (anchored, found)
+
+
+def _forms(items: Sequence[Any]) -> list[str] | None:
+    out = [""]
+    for op, arg in items:
+        if op is _c.LITERAL:
+            alts = [chr(arg)]
+        elif op is _c.IN and all(o is _c.LITERAL for o, _ in arg):
+            alts = [chr(v) for _, v in arg]
+        elif op is _c.SUBPATTERN:
+            sub = _forms(arg[-1])
+            if sub is None:
+                return None
+            alts = sub
+        elif op is _c.BRANCH:
+            branches = [_forms(b) for b in arg[1]]
+            if any(b is None for b in branches):
+                return None
+            alts = [x for b in branches if b is not None for x in b]
+        elif op is _c.MAX_REPEAT and arg[0] == 0 and arg[1] == 1:
+            sub = _forms(arg[2])
+            if sub is None:
+                return None
+            alts = ["", *sub]
+        else:
+            return None
+        out = [o + a for o in out for a in alts]
+        if len(out) > MAX_EXPANSION:
+            return None
+    return out
+
+
+def _words_of(text: str) -> tuple[str, ...]:
+    # The same words claims.words finds ("don't" is "don", "t"), lower-cased, so a cue and a
+    # claim are cut into words the same way.
+    return tuple(w.casefold() for w in claims_mod.words(text.replace("’", "'")))
+
+
+class Cues:
+    """One cue list, matched fast. Python's regex engine tries every alternative at every
+    position, so a list of a hundred phrases costs ~100 us a claim as one pattern. Here each
+    cue that is a finite set of phrases becomes those phrases, looked up among the claim's
+    word n-grams (anchored ones: its first words); the rest stay one regex (few of them)."""
+
+    def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
+        literal: set[str] = set()
+        anchored: set[tuple[str, ...]] = set()
+        patterns: list[str] = []
+        for raw in words:
+            p = raw.casefold().strip()
+            expanded = _expand(p) if p else None
+            if expanded is None:
+                if p:
+                    patterns.append(p)
+                continue
+            start, forms = expanded
+            phrases = {_words_of(f) for f in forms}
+            # A cue whose punctuation matters ("sure, ") only keeps its words: a claim's
+            # words are compared, and "sure" leading a claim is what it means anyway.
+            if any(not ws or len(ws) > MAX_GRAM for ws in phrases):
+                patterns.append(p)
+                continue
+            if start:
+                anchored |= phrases
+            else:
+                literal |= {" ".join(ws) for ws in phrases}
+        self.literal = frozenset(literal)
+        self.anchored = frozenset(anchored)
+        self.longest_anchor = max((len(a) for a in anchored), default=0)
+        # Patterns anchored at the start are tried there only (`match`), the rest everywhere.
+        self.head = _compile([p for p in patterns if p.startswith("^")])
+        self.regex = _compile([p for p in patterns if not p.startswith("^")])
+        self.cjk = re.compile("|".join(f"(?:{c})" for c in cjk)) if cjk else None
+
+    def hit(self, text: Text) -> bool:
+        if self.literal and not self.literal.isdisjoint(text.grams):
+            return True
+        if self.anchored:
+            head, anchored = text.words, self.anchored
+            for k in range(1, min(self.longest_anchor, len(head)) + 1):
+                if head[:k] in anchored:
+                    return True
+        if self.head is not None and self.head.match(text.lower):
+            return True
+        if self.regex is not None and self.regex.search(text.lower):
+            return True
+        return self.cjk is not None and not text.ascii and self.cjk.search(text.raw) is not None
+
+
+def _compile(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    anchored = [p[1:] for p in patterns if p.startswith("^")]
+    rest = [p for p in patterns if not p.startswith("^")]
+    parts = []
+    if anchored:
+        parts.append(f"^(?:{'|'.join(anchored)})")
+    if rest:
+        # A cue is a whole word or phrase ("cat" never inside "category"); a cue that ends
+        # in punctuation or space ("sure, ") needs no boundary after it.
+        parts.append(rf"(?<![\w'])(?:{'|'.join(rest)})(?:(?<=[^\w'])|(?![\w']))")
+    return re.compile("|".join(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A claim prepared once for every cue list: lower-cased, its words and word n-grams."""
+
+    raw: str
+    lower: str
+    ascii: bool
+    words: tuple[str, ...]
+    grams: frozenset[str]
+
+    @classmethod
+    def of(cls, raw: str, words: Sequence[str] | None = None) -> Text:
+        found = tuple(w.casefold() for w in words) if words is not None else _words_of(raw)
+        grams = list(found)
+        pairs = [f"{a} {b}" for a, b in itertools.pairwise(found)]
+        grams += pairs
+        # Longer n-grams extend the shorter ones by a word: a join of two strings each.
+        prev = pairs
+        for size in range(3, MAX_GRAM + 1):
+            prev = [f"{g} {w}" for g, w in zip(prev, found[size - 1 :], strict=False)]
+            grams += prev
+        # Curly apostrophes as straight ones, as the words are: cues are written with "'".
+        lower = raw.casefold().replace("’", "'")
+        return cls(raw, lower, raw.isascii(), found, frozenset(grams))
