@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 
 from dreaming import faults
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError, StateError
 from dreaming.memory import journal, lineage, memory_file, memory_sync, review
 from dreaming.phases.deep import DeepPhase, DeepSummary
 from dreaming.runs import Outcome, finish_run, get_run, start_run
@@ -65,7 +65,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
                 chosen = review.proposals(conn, agent, ids=ids)
             missing = sorted(set(ids or []) - {p.id for p in chosen})
             if missing:
-                raise StateError(
+                raise NoSuchError(
                     f"agent {agent} has no proposal {', '.join(map(str, missing))}"
                     " (see `dreaming review list`)"
                 )
@@ -158,7 +158,7 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
     engine = app.engine(agent, create=False)
     report = UndoReport(agent, run_id, dry_run)
     if get_run(engine, agent, run_id) is None:
-        raise StateError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
     path = app.paths.memory_file(agent)
     with app.lock(agent, "undo"):
         with engine.connect() as conn:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError, StateError
 from dreaming.memory import lineage
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
@@ -177,7 +177,7 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
         found = exact[:1]  # a whole key wins over longer keys it prefixes (first agent's)
     if not found:
         _replaced(ctx, key, wanted, agents, as_json)
-        raise StateError(f"no live entry {key!r} (list them with `dreaming entries`)")
+        raise NoSuchError(f"no live entry {key!r} (list them with `dreaming entries`)")
     if len(found) > 1:
         one_agent = len({a for a, _, _ in found}) == 1
         listed = ", ".join(
@@ -185,7 +185,7 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
         )
         extra = len(found) - MAX_LISTED_MATCHES
         more = f" and {extra} more" if extra > 0 else ""
-        raise StateError(
+        raise NoSuchError(
             f"key prefix {key!r} matches {len(found)} entries ({listed}{more}): "
             "give more of the key, or --agent NAME"
         )

@@ -10,7 +10,7 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, json_default
 from dreaming.cli._run import format_recorded
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError
 from dreaming.runs import RunRecord, get_run, list_runs
 
 
@@ -87,10 +87,10 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     ]
     if not found:
         where = f"agent {agent!r}" if agent else "any agent"
-        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for {where} (see `dreaming runs`)")
     if len(found) > 1:
         owners = ", ".join(r.agent for r in found)
-        raise StateError(
+        raise NoSuchError(
             f"run ids are per agent and {run_id} exists for {owners}: add --agent NAME"
         )
     record = found[0]
@@ -146,9 +146,9 @@ def undo(
     ]
     if not owners:
         where = f"agent {agent!r}" if agent else "any agent"
-        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for {where} (see `dreaming runs`)")
     if len(owners) > 1:
-        raise StateError(
+        raise NoSuchError(
             f"run ids are per agent and {run_id} exists for {', '.join(owners)}: add --agent NAME"
         )
     report = undo_run(app, owners[0], run_id, cascade=cascade, dry_run=dry_run)
