@@ -38,6 +38,7 @@ LISTED = {
     "cost_usd",
     "skips",
     "reason",
+    "undone_by",  # the undo run that took it back, or None
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -126,6 +127,11 @@ class DreamingGroup(click.Group):
             sys.exit(EXIT_INTERRUPTED)
         except DreamingError as err:
             self._fail(ctx, err, str(err))
+        except BrokenPipeError:
+            # The reader went away (`| head`): nothing to say, and nothing more to flush.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(int(ExitCode.FAILED))
         except OSError as err:
             fault = os_fault(err)
             self._fail(ctx, err, str(fault) if fault else _os_line(err))
