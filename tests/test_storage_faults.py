@@ -191,6 +191,26 @@ def test_a_full_disk_fails_the_agent_in_one_line_and_keeps_the_files(
     assert dreaming(root, "verify").returncode == 0
 
 
+@pytest.mark.parametrize("args", [["status"], ["verify"], ["entries"]], ids=" ".join)
+def test_a_full_disk_stops_a_reading_command_in_one_line(
+    night: Path, tmp_path: Path, args: list[str]
+) -> None:
+    """Even reading needs the write-ahead log's index file (32 KiB): on a full disk the
+    database cannot be opened, and the command says so. What SQLite may leave is its own
+    empty log and a zeroed index, which the next open sets up again."""
+    root = copy(night, tmp_path / "full")
+    before = snapshot(root)
+    done = dreaming(root, *args, limit=16 * 1024)
+    assert done.returncode == 1
+    (line,) = error_lines(done)
+    assert line.startswith(f"{ERROR}{database(root, 'bob')}: could not be written"), line
+    after = snapshot(root)
+    left = {k: v for k, v in after.items() if k not in before}
+    assert all(k.endswith(("-wal", "-shm")) and not v.strip(b"\0") for k, v in left.items())
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert dreaming(root, *args).returncode == 0
+
+
 def test_a_full_disk_on_a_new_state_folder_leaves_nothing_a_run_would_trust(
     night: Path, tmp_path: Path
 ) -> None:

@@ -367,7 +367,11 @@ def run(
     reingest: bool,
     as_json: bool,
 ) -> None:
-    """Run phases now over the agents' transcripts."""
+    """Run phases now over the agents' transcripts.
+
+    Ends, per agent, with where its MEMORY.md and DREAMS.md are. Exit status: 0 ok, 1 an
+    agent failed, 2 a usage or settings error (a missing API key included: nothing runs),
+    3 degraded, 75 an agent was busy (another run held it), 130 interrupted."""
     wanted = PHASE_NAMES if "all" in phases else [p for p in PHASE_NAMES if p in phases]
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")
