@@ -18,6 +18,7 @@ from sqlalchemy import Engine, exists, select, union
 from dreaming.config import Settings, default_state_dir, find_config, load_settings
 from dreaming.errors import (
     NoAgentsError,
+    NoSuchError,
     StateError,
 )
 from dreaming.ingest import sources
@@ -117,15 +118,16 @@ class App:
             return sorted(r[0] for r in conn.execute(query))
 
     @contextlib.contextmanager
-    def lock(self, agent: str, holder: str) -> Iterator[HeldLock]:
+    def lock(self, agent: str, holder: str, *, wait_s: float = 0) -> Iterator[HeldLock]:
         """The agent's exclusive lock for a run or a purge. Both kinds die with their
         process: flock on this machine, a PostgreSQL advisory lock in a fleet, which holds
-        across every machine that shares the database."""
+        across every machine that shares the database. `wait_s` > 0 waits that long for
+        it, ahead of any run that comes meanwhile (`forget --wait`)."""
         if self.fleet:
-            with advisory_lock(self.shared_engine(), agent, holder) as held:
+            with advisory_lock(self.shared_engine(), agent, holder, wait_s=wait_s) as held:
                 yield held
         else:
-            with agent_lock(self.paths.lock(agent), agent, holder) as held:
+            with agent_lock(self.paths.lock(agent), agent, holder, wait_s=wait_s) as held:
                 yield held
 
     def release(self, agent: str) -> None:
@@ -169,10 +171,28 @@ class App:
         missing = [a for a in only if a not in found and not self.has_state(a)]
         if missing:
             known = sorted(set(found) | set(self.known_agents()))
-            raise StateError(
+            raise NoSuchError(
                 f"unknown agent(s): {', '.join(missing)} (known: {', '.join(known) or 'none'})"
             )
         return list(only)
+
+    def source_warnings(self) -> list[str]:
+        """One line per configured transcript source whose path does not exist: a typo
+        there reads as a quiet night (`sessions: 0 seen`) unless someone says so."""
+        where = f" in {self.config_path}" if self.config_path else ""
+        return [
+            f"[[sources]] path {src.path} ({src.kind.value}) does not exist: nothing is read"
+            f" from it (check the path{where})"
+            for src in self.settings.sources
+            if not src.path.exists()
+        ]
+
+    def check_llm(self, profile_name: str) -> None:
+        """Raise LLMConfigError now when `profile_name` cannot be used as configured (its
+        key variable is not set), before a run has done half its agents."""
+        factory = self.client_factory(profile_name)
+        if factory is not None:
+            factory().close()
 
     def _has_agent_folders(self) -> bool:
         """An OpenClaw root with agent folders but no transcripts yet is a real install."""

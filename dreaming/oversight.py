@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, and_, select
 
 from dreaming import faults
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError, StateError
 from dreaming.memory import journal, lineage, memory_file, memory_sync, review
 from dreaming.phases.deep import DeepPhase, DeepSummary
-from dreaming.runs import Outcome, finish_run, get_run, start_run
+from dreaming.runs import Outcome, RunRecord, finish_run, get_run, start_run
+from dreaming.store.tables import ENTRIES
 
 if TYPE_CHECKING:
     from dreaming.app import App
@@ -65,7 +66,7 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
                 chosen = review.proposals(conn, agent, ids=ids)
             missing = sorted(set(ids or []) - {p.id for p in chosen})
             if missing:
-                raise StateError(
+                raise NoSuchError(
                     f"agent {agent} has no proposal {', '.join(map(str, missing))}"
                     " (see `dreaming review list`)"
                 )
@@ -136,6 +137,8 @@ class UndoReport:
     left_alone: list[str] = field(default_factory=list)  # blocks a person edited since
     undo_run_id: int | None = None
     memory_written: bool = False
+    # Each restored or removed key's text: what comes back, or what leaves memory.
+    texts: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,7 +151,22 @@ class UndoReport:
             "left_alone": self.left_alone,
             "undo_run_id": self.undo_run_id,
             "memory_written": self.memory_written,
+            "texts": self.texts,
         }
+
+
+def undone_by(records: Sequence[RunRecord]) -> dict[tuple[str, int], int]:
+    """(agent, run id) -> the undo run that took it back, from the undo runs among
+    `records` (an undo is always newer than the runs it undid)."""
+    out: dict[tuple[str, int], int] = {}
+    for r in records:
+        if r.phases != ("undo",) or r.outcome != "ok":
+            continue
+        undo = r.summary.get("undo")
+        for rid in undo.get("undone", []) if isinstance(undo, dict) else []:
+            if isinstance(rid, int):
+                out[(r.agent, rid)] = r.id
+    return out
 
 
 def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> UndoReport:
@@ -158,7 +176,7 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
     engine = app.engine(agent, create=False)
     report = UndoReport(agent, run_id, dry_run)
     if get_run(engine, agent, run_id) is None:
-        raise StateError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for agent {agent} (see `dreaming runs`)")
     files = memory_sync.Files.of(app.paths, agent)
     with app.lock(agent, "undo"):
         with engine.connect() as conn:
@@ -175,6 +193,7 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
             for rid in order:
                 entry_journal = journal.read(conn, agent, rid)
                 leave = sorted(edited.edited_hold(entry_journal.entries))
+                _note_texts(conn, agent, entry_journal, report.texts)
                 restored, removed = _restore(conn, agent, entry_journal, leave)
                 review.reopen_accepted(conn, agent, rid)  # an accept undone: pending again
                 report.undone.append(rid)
@@ -201,6 +220,22 @@ def undo(app: App, agent: str, run_id: int, *, cascade: bool, dry_run: bool) -> 
         )
     log.info("agent %s: run(s) %s undone in run %s", agent, report.undone, report.undo_run_id)
     return report
+
+
+def _note_texts(
+    conn: Connection, agent: str, run: journal.RunJournal, texts: dict[str, str]
+) -> None:
+    """The text of each entry the undo of `run` touches, as the report names it: the text
+    a restored entry returns with, or the text a removed one takes out of memory."""
+    for key, image in run.entries.items():
+        if image is not None:
+            texts[key] = image.text
+        elif key not in texts:
+            now = conn.execute(
+                select(ENTRIES.c.text).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+            ).scalar()
+            if now is not None:
+                texts[key] = now
 
 
 def _restore(

@@ -10,20 +10,30 @@ holding the phases' typed summaries; `to_dict()` is its JSON form (run records, 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import multiprocessing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming.app import App
-from dreaming.errors import LockedError, SchemaTooNewError, StateError, WorkspaceFileError
+from dreaming.errors import (
+    LockedError,
+    NoSuchError,
+    SchemaTooNewError,
+    StorageError,
+    WorkspaceFileError,
+)
 from dreaming.forget import Purge, Selector, complete_pending
 from dreaming.ingest import corpus, sources
+from dreaming.ingest.sessions import records as session_records
 from dreaming.llm import BudgetSettings
 from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.memory import memory_sync
@@ -48,6 +58,7 @@ from dreaming.runs import (
 )
 from dreaming.store import state
 from dreaming.store.state import StateKey
+from dreaming.store.storage import os_fault
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +94,9 @@ def run(
     ordered = _ordered(phases)
     profile = llm if llm is not None else app.settings.deep.llm
     if profile is not None and profile not in app.settings.llm.profiles:
-        raise StateError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
+        raise NoSuchError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
+    if profile is not None and {Phase.REM, Phase.DEEP} & set(ordered):
+        app.check_llm(profile)  # a missing key stops the run before any agent's night
     files = app.discover(agents) if Phase.LIGHT in ordered else {}
     names = app.agents(agents, files if Phase.LIGHT in ordered else None)
     options = RunOptions(job, dry_run, budget, profile, reingest, dict(deep) if deep else None)
@@ -102,11 +115,18 @@ def run(
             # Another run has this agent: the others still get their night.
             busy.append(err)
             results.append(_not_run(agent, err, options))
-        except (OSError, SQLAlchemyError, SchemaTooNewError, WorkspaceFileError) as err:
+        except (
+            OSError,
+            SQLAlchemyError,
+            SchemaTooNewError,
+            StorageError,
+            WorkspaceFileError,
+        ) as err:
             # One agent's broken state (a file it cannot open, a corrupt database) is
             # that agent's failed night, reported; the others still get theirs.
-            log.error("agent %s failed: %s", agent, err)
-            results.append(_not_run(agent, err, options))
+            fault = os_fault(err) if isinstance(err, OSError) else None
+            log.info("agent %s failed: %s", agent, fault or err)  # the caller reports it
+            results.append(_not_run(agent, fault or err, options))
         finally:
             # A fleet night visits thousands of agents: keep no engine (pool, page
             # cache) open past its agent's run, or memory grows with the fleet.
@@ -139,7 +159,7 @@ def run_deep(
 def _ordered(phases: Sequence[str]) -> list[Phase]:
     unknown = set(phases) - set(PHASES)
     if unknown:
-        raise StateError(f"unknown phase(s): {', '.join(sorted(unknown))}")
+        raise NoSuchError(f"unknown phase(s): {', '.join(sorted(unknown))}")
     return [p for p in PHASES if p in phases]
 
 
@@ -174,8 +194,9 @@ def _run_parallel(
             try:
                 results[agent] = future.result()
             except Exception as err:  # reported per agent; the run goes on
-                log.error("agent %s failed: %s", agent, err)
-                results[agent] = _not_run(agent, err, options)
+                fault = os_fault(err) if isinstance(err, OSError) else None
+                log.info("agent %s failed: %s", agent, fault or err)  # the caller reports it
+                results[agent] = _not_run(agent, fault or err, options)
     return [results[a] for a in names]
 
 
@@ -366,7 +387,7 @@ class _Night:
                 memory_sync.write(self.engine, agent, files, self.run_id)
         except KeyboardInterrupt:
             log.warning("agent %s: interrupted again; the next run writes the files", agent)
-        except (OSError, SQLAlchemyError, WorkspaceFileError) as err:
+        except (OSError, SQLAlchemyError, StorageError, WorkspaceFileError) as err:
             log.warning(
                 "agent %s: files not brought up to date (the next run does): %s", agent, err
             )
@@ -398,47 +419,50 @@ class _Night:
 
 
 def forget(
-    app: App, agent: str, selector: Selector, *, dry_run: bool, pre_tombstone: bool = False
+    app: App,
+    agent: str,
+    selector: Selector,
+    *,
+    dry_run: bool,
+    pre_tombstone: bool = False,
+    wait_s: float = 0,
 ) -> dict[str, Any]:
     """Purge everything derived from the selected sessions of `agent` (see forget), and
     from the same sessions under the agents that read the same transcripts (`Paths.kin`:
     a Claude Code source's pooled agent of an older state and its projects' agents), so no
     copy survives under another name (their reports under "other_agents").
 
-    A dry run writes nothing at all: no tombstone, no lock file, no database. A session
-    id nothing knows is an error (a typo would otherwise tombstone nothing and leave the
-    real session), unless `pre_tombstone` says forgetting it before it appears is meant."""
+    A dry run writes nothing at all: no tombstone, no lock file, no database. A selector
+    that matches no session is an error (NoSuchError) that forgets nothing: a typo in a
+    session id would otherwise tombstone nothing and leave the real session, a mistyped
+    participant or source would report success. `pre_tombstone` says forgetting session ids
+    before they appear is meant. `wait_s` waits that long for the agent's lock when a run
+    holds it, ahead of any run that would start meanwhile (erasure is not starved)."""
     files = sources.discover(app.paths, [agent]).get(agent, [])
     has_state = app.has_state(agent)
     if not files and not has_state:
         app.agents([agent])  # unknown agent: a clean error naming the known ones
     engine = app.engine(agent, create=False) if has_state else None
-    if not pre_tombstone and selector.sessions:
-        probe = Purge(engine, app.paths, agent).run(selector, files, dry_run=True)
-        unknown = [t.session_id for t in probe.targets if not t.resolved]
-        if unknown:
-            raise StateError(
-                f"agent {agent} has no session {', '.join(map(repr, unknown))}"
-                " (nothing forgotten; see `dreaming status` for its sessions, or pass"
-                " --pre-tombstone to keep such a session out before it ever appears)"
-            )
+    probe = Purge(engine, app.paths, agent).run(selector, files, dry_run=True)
+    if not (pre_tombstone and selector.sessions):
+        _matched(agent, selector, probe.targets, lambda: _known_values(engine, agent, files))
     if dry_run:
-        report = Purge(engine, app.paths, agent).run(selector, files, dry_run=True).to_dict()
+        report = probe.to_dict()
     else:
         engine = app.engine(agent)
-        with app.lock(agent, "forget"):
+        with app.lock(agent, "forget", wait_s=wait_s):
             report = Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
     report["other_agents"] = [
         r
         for other in app.paths.kin(agent)
         if app.has_state(other)
-        and (r := _forget_kin(app, other, selector, dry_run=dry_run)) is not None
+        and (r := _forget_kin(app, other, selector, dry_run=dry_run, wait_s=wait_s)) is not None
     ]
     return report
 
 
 def _forget_kin(
-    app: App, agent: str, selector: Selector, *, dry_run: bool
+    app: App, agent: str, selector: Selector, *, dry_run: bool, wait_s: float = 0
 ) -> dict[str, Any] | None:
     """`forget` of the sessions `selector` names that `agent` also holds, or None when it
     holds none of them."""
@@ -454,8 +478,66 @@ def _forget_kin(
     if dry_run:
         return probe.to_dict()
     engine = app.engine(agent)
-    with app.lock(agent, "forget"):
+    with app.lock(agent, "forget", wait_s=wait_s):
         return Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
+
+
+def _matched(
+    agent: str,
+    selector: Selector,
+    targets: Sequence[Any],
+    known: Callable[[], tuple[list[str], list[str], list[str]]],
+) -> None:
+    """Raise NoSuchError naming what in `selector` matched no session (and, for a
+    participant or a hook source, the ones the agent's sessions have)."""
+    unknown = [t.session_id for t in targets if not t.resolved]
+    nothing = "nothing forgotten"
+    if unknown:
+        raise NoSuchError(
+            f"agent {agent} has no session {', '.join(map(repr, unknown))} ({nothing}; its"
+            f" sessions: {_listed(known()[0])}; pass --pre-tombstone to keep such a session"
+            " out before it ever appears)"
+        )
+    if targets:
+        return
+    _sessions, participants, hook_sources = known()
+    if selector.participant is not None:
+        raise NoSuchError(
+            f"agent {agent} has no session with participant {selector.participant!r}"
+            f" ({nothing}; its sessions' participants: {_listed(participants)})"
+        )
+    if selector.hook_source is not None:
+        since = f" since {selector.since.isoformat()}" if selector.since else ""
+        raise NoSuchError(
+            f"agent {agent} has no session from hook source {selector.hook_source!r}{since}"
+            f" ({nothing}; its sessions' hook sources: {_listed(hook_sources)})"
+        )
+
+
+def _listed(values: Sequence[str], most: int = 10) -> str:
+    if not values:
+        return "none"
+    more = f", and {len(values) - most} more" if len(values) > most else ""
+    return ", ".join(values[:most]) + more
+
+
+def _known_values(
+    engine: Engine | None, agent: str, files: Sequence[SessionFile]
+) -> tuple[list[str], list[str], list[str]]:
+    """The session ids, participants and hook sources of the agent's sessions (from its
+    files and its records)."""
+    ids = {f.session_id for f in files}
+    participants = {p for f in files for p in f.participants}
+    hooks = {f.external_source for f in files if f.external_source}
+    if engine is not None:
+        with engine.connect() as conn:
+            for sid, record in session_records(conn, agent).items():
+                ids.add(sid)
+                with contextlib.suppress(ValueError, TypeError):
+                    participants.update(json.loads(record["participants"] or "[]"))
+                if record["external_source"]:
+                    hooks.add(record["external_source"])
+    return sorted(ids), sorted(map(str, participants)), sorted(map(str, hooks))
 
 
 __all__ = [

@@ -13,13 +13,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.errors import WorkspaceFileError
+from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
 from dreaming.memory import archive, capacity, memory_file, memory_sync
 from dreaming.paths import Paths
 from dreaming.runs import Outcome
-from dreaming.scheduler import Job, effective_budget
+from dreaming.scheduler import Job, effective_budget, job_catalog
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.statuses import CandidateStatus, EntryStatus
@@ -56,6 +56,15 @@ def daily_caps(agent: str, settings: BudgetSettings, jobs: Sequence[Job] = ()) -
         if job.enabled and (job.agents == "*" or agent in job.agents):
             out.append(DailyCap(job.name, effective_budget(settings, job.budget)))
     return out
+
+
+def every_job(paths: Paths, profiles: Sequence[str]) -> tuple[list[Job], str | None]:
+    """Every job there is (for their caps), or none and why: a broken job file must not take
+    `status` or the report down with it."""
+    try:
+        return [jf.job for jf in job_catalog(paths).load(list(profiles))], None
+    except ConfigError as err:
+        return [], str(err)
 
 
 def spend_on(conn: Any, agent: str, day: str, caps: Sequence[DailyCap] = ()) -> dict[str, Any]:

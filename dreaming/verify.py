@@ -410,8 +410,9 @@ def _corpus_files(conn: Connection, paths: Paths, agent: str) -> list[str]:
     for day in sorted(set(by_day) | set(files)):
         want = corpus.render_day(agent, by_day.get(day, []))
         path = files.get(day)
-        have = path.read_text(encoding="utf-8") if path is not None else ""
-        if have != want:
+        # Bytes, not text: a file whose bytes were damaged differs, it does not crash.
+        have = path.read_bytes() if path is not None else b""
+        if have != want.encode("utf-8"):
             problems.append(f"corpus file {day}.txt differs from the corpus table")
     return problems
 

@@ -71,10 +71,10 @@ def as_json(root: Path, *args: str) -> Any:
     return json.loads(ok(root, *args, "--json"))  # one document, nothing else on stdout
 
 
-def fails(root: Path, *args: str) -> str:
-    """The one-line error of a command that must fail."""
+def fails(root: Path, *args: str, code: int = 1) -> str:
+    """The one-line error of a command that must fail (2: it named what does not exist)."""
     result = invoke(root, *args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dreaming: error: "), result.stderr
     return lines[0]
@@ -221,7 +221,7 @@ def test_candidates_of_an_agent_without_state_is_an_error(night: Path) -> None:
         "carol", "c-1", [("user", "I live in Oslo.")], start=datetime(2026, 3, 9, tzinfo=UTC)
     )
     assert "dreaming run --agent carol" in fails(night, "candidates", "--agent", "carol")
-    assert "unknown agent" in fails(night, "candidates", "--agent", "nobody")
+    assert "unknown agent" in fails(night, "candidates", "--agent", "nobody", code=2)
 
 
 # --- dreaming entries show / entries --evidence ---------------------------------------------
@@ -265,12 +265,12 @@ def test_entries_show_takes_a_unique_prefix_and_prints_evidence_text(night: Path
 def test_ambiguous_or_unknown_prefix_is_a_one_line_error(night: Path) -> None:
     keys = live_keys(night)
     assert len(keys) >= 2
-    message = fails(night, "entries", "show", "m:")
+    message = fails(night, "entries", "show", "m:", code=2)
     assert f"matches {len(keys)} entries" in message
     assert all(k in message for k in keys[:10])
-    assert "no live entry" in fails(night, "entries", "show", "m:zzzz")
-    assert "no live entry" in fails(night, "entries", "show", "m:0000000000000000")
-    assert "no live entry" in fails(night, "entries", "show", "%")
+    assert "no live entry" in fails(night, "entries", "show", "m:zzzz", code=2)
+    assert "no live entry" in fails(night, "entries", "show", "m:0000000000000000", code=2)
+    assert "no live entry" in fails(night, "entries", "show", "%", code=2)
 
 
 def test_entries_evidence_exports_every_entry_with_its_lines(night: Path) -> None:
@@ -330,7 +330,7 @@ def test_after_forget_the_evidence_is_gone_or_the_entry_is(night: Path) -> None:
         out = ok(night, "entries", "show", entry["key"])
         assert "(text no longer in the corpus)" in out
     else:
-        assert "no live entry" in fails(night, "entries", "show", entry["key"])
+        assert "no live entry" in fails(night, "entries", "show", entry["key"], code=2)
 
 
 def test_claude_code_evidence_names_the_transcript_file_on_disk(tmp_path: Path) -> None:

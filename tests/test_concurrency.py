@@ -7,8 +7,8 @@ that holds the first request(s) until the other process has done what the test w
 short polling of process state.
 
 - Two `dreaming run` processes on the same agent: one runs, the other says the agent is
-  busy in one line and exits 1 without a traceback; the state afterwards is that of a
-  single run, and `verify` passes.
+  busy in one line and exits 75 (busy) without a traceback; the state afterwards is that of
+  a single run, and `verify` passes.
 - Two processes on different agents: both run at the same time and both succeed; the state
   equals one run over both agents.
 - A lock held by another holder (here: this process) blocks only its agent.
@@ -178,9 +178,10 @@ def banner(root: Path) -> set[str]:
 
 
 def assert_busy(rc: int, out: str, err: str, root: Path, agent: str) -> None:
-    """Exit 1, nothing on stdout, and one line of error after the usual tag banner."""
-    assert rc == 1, err
-    assert out == ""
+    """Exit 75 (busy), no run on stdout (--json: the error as a document), and one line of
+    error after the usual tag banner."""
+    assert rc == 75, err
+    assert out == "" or json.loads(out) == {"error": err.splitlines()[-1][17:], "exit_code": 75}
     assert "Traceback" not in err
     extra = [line for line in err.splitlines() if line not in banner(root)]
     assert len(extra) == 1, err
@@ -237,7 +238,7 @@ def test_a_held_lock_blocks_only_its_agent(
     tmp_path: Path, fake_openai: FakeOpenAI, single_run: dict[str, Any]
 ) -> None:
     """Another holder (a purge, a scheduler job: here this process) has main; a run over
-    every agent does bob, reports main busy in one line and exits 1."""
+    every agent does bob, reports main busy in one line and exits 75 (busy)."""
     root = build_state(tmp_path / "s", base_url=fake_openai.base_url)
     fake_openai.default = reply
     app = open_app(root)
@@ -245,7 +246,7 @@ def test_a_held_lock_blocks_only_its_agent(
     app.close()
     with agent_lock(lock, "main", "forget"):
         rc, out, err = finish(start(root))
-    # bob's night is reported on stdout; main is one error line on stderr; exit status 1.
+    # bob's night is reported on stdout; main is one error line on stderr; exit status 75.
     assert_busy(rc, "", err, root, "main")
     report = json.loads(out)
     assert [(r["agent"], r["outcome"]) for r in report["runs"]] == [

@@ -157,7 +157,7 @@ def test_cli_dry_run_promote_and_entries(tmp_path: Path) -> None:
             "m:0000000000000000",
         ],
     )
-    assert missing.exit_code == 1 and "no live entry" in missing.output
+    assert missing.exit_code == 2 and "no live entry" in missing.output
 
 
 def test_run_all_runs_light_rem_then_deep(tmp_path: Path) -> None:

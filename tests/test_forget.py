@@ -203,7 +203,7 @@ def test_unresolved_ids_are_reported_and_tombstoned(
 
     config = ["--config", str(root / "dreaming.toml")]
     refused = CliRunner().invoke(cli, ["--state-dir", str(root), *config, *args, "--json"])
-    assert refused.exit_code == 1 and "has no session 'no-such-session'" in refused.output
+    assert refused.exit_code == 2 and "has no session 'no-such-session'" in refused.output
     assert "--pre-tombstone" in refused.output
     assert not (root / "dreaming" / "tombstones" / "main.jsonl").exists()
     report = cli_json(root, *args, "--pre-tombstone")

@@ -263,15 +263,15 @@ def test_jobs_run_dry_run_writes_nothing(demo_root: Path) -> None:
 
 def test_unknown_job_and_foreign_agent_are_clean_errors(demo_root: Path) -> None:
     result = invoke(demo_root, "jobs", "run", "nope")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.strip() == (
         "dreaming: error: unknown job 'nope' (known: capped, mainonly, nightly, promote)"
     )
     foreign = invoke(demo_root, "jobs", "run", "mainonly", "--agent", "bob")
-    assert foreign.exit_code == 1
+    assert foreign.exit_code == 2
     assert "job 'mainonly' does not run on bob" in foreign.stderr
     unknown_agent = invoke(demo_root, "jobs", "run", "nightly", "--agent", "carol")
-    assert unknown_agent.exit_code == 1 and "unknown agent(s): carol" in unknown_agent.stderr
+    assert unknown_agent.exit_code == 2 and "unknown agent(s): carol" in unknown_agent.stderr
     assert "Traceback" not in result.output + foreign.output + unknown_agent.output
 
 
@@ -333,7 +333,7 @@ def test_enabled_false_switches_a_bundled_job_off(tmp_path: Path) -> None:
     assert capped["overrides"] == str(bundled_jobs_dir() / "capped.toml")
     assert "capped: switched off (enabled = false)" in invoke(root, "jobs", "list").stdout
     result = invoke(root, "jobs", "run", "capped")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "job 'capped' is switched off: enabled = false in" in result.stderr
     assert runs_rows_or_none(root, "main") is None
 
@@ -351,7 +351,7 @@ def test_a_broken_folder_file_keeps_a_bundled_job_from_standing_in(tmp_path: Pat
     write_job(folder, "mine", 'phases = ["light"]\nagents = ["main"]\n')
     (folder / "promote.toml").write_text('name = "promote"\nphases = ["dream"]\n')
     result = invoke(root, "jobs", "run", "promote", "--dry-run")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "job 'promote' would be the bundled example, but files in" in result.stderr
     assert "promote.toml: key 'phases.0'" in result.stderr
     assert invoke(root, "jobs", "run", "mine").exit_code == 0

@@ -345,7 +345,7 @@ def test_unknown_agent_is_a_clean_error(state: Path) -> None:
     result = CliRunner().invoke(
         cli, ["--state-dir", str(state), "run", "--phase", "light", "--agent", "nobody"]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "unknown agent" in result.output
 
 

@@ -159,7 +159,7 @@ def test_logs_count_agent_and_run(logged: Path) -> None:
     assert none.stdout.startswith("no LLM calls recorded for main in run 1 under ")
 
     unknown = invoke(logged, "logs", "--agent", "zed")
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == 2
     assert error_line(unknown) == "dreaming: error: unknown agent(s): zed (known: bob, main)"
 
 

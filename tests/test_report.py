@@ -236,7 +236,7 @@ def test_report_to_stdout_and_a_clean_error_for_an_unknown_agent(tmp_path: Path)
     assert result.stdout.startswith("<!doctype html>") and "<h2>Agent bob</h2>" in result.stdout
     assert "Agent main" not in result.stdout
     result = invoke(root, "report", "--out", str(tmp_path / "x.html"), "--agent", "nobody")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.startswith("dreaming: error: unknown agent(s): nobody")
     assert not (tmp_path / "x.html").exists()
 

@@ -38,6 +38,7 @@ LISTED = {
     "cost_usd",
     "skips",
     "reason",
+    "undone_by",  # the undo run that took it back, or None
 }
 
 
@@ -87,7 +88,7 @@ def test_runs_lists_every_agents_runs_newest_first(night: Path) -> None:
 
 def test_runs_show_one_run_in_full(night: Path) -> None:
     ambiguous = invoke(night, "runs", "show", "1")
-    assert ambiguous.exit_code == 1
+    assert ambiguous.exit_code == 2
     assert ambiguous.stderr.strip() == (
         "dreaming: error: run ids are per agent and 1 exists for bob, main: add --agent NAME"
     )
@@ -105,7 +106,7 @@ def test_runs_show_one_run_in_full(night: Path) -> None:
     assert "agent bob: light phase" in text.stdout and "agent bob: deep phase" in text.stdout
 
     missing = invoke(night, "runs", "show", "9", "--agent", "main")
-    assert missing.exit_code == 1 and "no run 9 for agent 'main'" in missing.stderr
+    assert missing.exit_code == 2 and "no run 9 for agent 'main'" in missing.stderr
 
 
 def test_runs_show_skipped_runs_with_their_reason(night: Path) -> None:

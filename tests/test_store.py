@@ -90,3 +90,76 @@ def test_agent_lock_is_exclusive(backend: Backend, tmp_path: Path) -> None:
             pass
     with hold("deep"):
         pass
+
+
+def test_a_waiting_lock_gets_the_agent_when_it_is_let_go_and_runs_meanwhile_step_aside(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """`forget --wait`: a holder that waits gets the agent as soon as the current one lets go,
+    gives up after its wait, and while it waits a lock taken without waiting is refused (the
+    flock's waiting file; PostgreSQL's lock queue), so runs cannot starve it."""
+    import threading
+    import time
+
+    engine = _open(backend, tmp_path) if backend.url is not None else None
+
+    def hold(holder: str, wait_s: float = 0):  # type: ignore[no-untyped-def]
+        if engine is None:
+            return agent_lock(tmp_path / "locks" / "main.lock", "main", holder, wait_s=wait_s)
+        return advisory_lock(engine, "main", holder, wait_s=wait_s)
+
+    release = threading.Event()
+    taken = threading.Event()
+    got: list[str] = []
+
+    def run_holder() -> None:
+        with hold("nightly"):
+            taken.set()
+            release.wait(30)
+
+    def waiter() -> None:
+        with hold("forget", wait_s=30):
+            got.append("forget")
+
+    first = threading.Thread(target=run_holder)
+    first.start()
+    assert taken.wait(30)
+    started = time.monotonic()
+    with pytest.raises(LockedError, match=r"waited 0\.2s"):
+        with hold("forget", wait_s=0.2):
+            pass
+    assert time.monotonic() - started >= 0.2
+    second = threading.Thread(target=waiter)
+    second.start()
+
+    def queued() -> bool:
+        if engine is None:  # the waiter holds the waiting file: a run says so
+            try:
+                with hold("run"):
+                    return False
+            except LockedError as err:
+                return "forget" in str(err) and "is waiting for it" in str(err)
+        with engine.connect() as conn:  # the waiter is in the server's lock queue
+            return bool(
+                conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    )
+                ).scalar()
+            )
+
+    deadline = time.monotonic() + 30
+    while not queued():
+        assert time.monotonic() < deadline, "the waiter never queued"
+        time.sleep(0.05)
+    with pytest.raises(LockedError):  # a run that comes now is refused
+        with hold("run"):
+            pass
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert got == ["forget"]
+    with hold("run"):  # nobody waits any more
+        pass
+    if engine is not None:
+        engine.dispose()

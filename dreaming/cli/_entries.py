@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError, StateError
 from dreaming.memory import lineage
 from dreaming.store.statuses import HELD, EntryStatus
 
@@ -195,7 +195,7 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
         found = exact[:1]  # a whole key wins over longer keys it prefixes (first agent's)
     if not found:
         _replaced(ctx, key, wanted, agents, as_json)
-        raise StateError(
+        raise NoSuchError(
             f"no live entry {key!r} nor an archived one (list them with `dreaming entries`,"
             " `dreaming entries --archived`)"
         )
@@ -206,7 +206,7 @@ def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None
         )
         extra = len(found) - MAX_LISTED_MATCHES
         more = f" and {extra} more" if extra > 0 else ""
-        raise StateError(
+        raise NoSuchError(
             f"key prefix {key!r} matches {len(found)} entries ({listed}{more}): "
             "give more of the key, or --agent NAME"
         )

@@ -93,6 +93,15 @@ def format_report(r: dict[str, Any]) -> str:
     is_flag=True,
     help="With --session: tombstone ids no session has yet, so they are never read.",
 )
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="When a run holds the agent, wait up to this long for it (runs that would start"
+    " meanwhile step aside); without it a busy agent is an error at once.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
 def forget(
@@ -104,9 +113,13 @@ def forget(
     participant: str | None,
     dry_run: bool,
     pre_tombstone: bool,
+    wait_s: float,
     as_json: bool,
 ) -> None:
-    """Purge every memory derived from sessions, a source class or a participant."""
+    """Purge every memory derived from sessions, a source class or a participant.
+
+    A selector that matches no session is an error that forgets nothing (exit 2). A run
+    holding the agent makes it busy (exit 75) unless --wait gives it time."""
     try:
         selector = Selector(
             sessions=sessions,
@@ -116,7 +129,9 @@ def forget(
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    report = runner.forget(ctx.app, agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone)
+    report = runner.forget(
+        ctx.app, agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone, wait_s=wait_s
+    )
     if as_json:
         emit_json(report)
     else:

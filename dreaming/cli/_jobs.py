@@ -13,9 +13,10 @@ import click
 from dreaming.app import App
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, echo, emit_json, note, usd
+from dreaming.cli._output import echo, emit_json, note, usd
 from dreaming.cli._progress import progress
-from dreaming.cli._run import format_recorded, note_degraded
+from dreaming.cli._run import exit_status, format_recorded, note_degraded, source_warnings
+from dreaming.errors import ExitCode
 from dreaming.scheduler import (
     AgentOutcome,
     CopyOutcome,
@@ -195,8 +196,9 @@ def run_job(
 
     An agent that another run holds is skipped and reported ("locked by ..."); the others
     run. Queued, an agent whose task is already waiting is skipped ("already waiting").
-    Exit status: 1 when an agent failed, 3 when one was degraded (a fallback decided what
-    the model should have), else 0 (skipped agents included).
+    Exit status as `run`'s: 1 when an agent failed, 3 when one was degraded (a fallback
+    decided what the model should have), 75 when one was skipped because another run held
+    it, else 0; 2 for a settings error (a missing API key included) before anything ran.
     """
     app = ctx.app
     runner = InProcessRunner(app, job_catalog(app.paths))
@@ -207,6 +209,10 @@ def run_job(
         return
     if ctx.verbose:
         note(app.registry.banner())
+    profile = job.llm or app.settings.deep.llm
+    if profile is not None and {"rem", "deep"} & {str(p) for p in job.phases}:
+        app.check_llm(profile)  # as `run`: a missing key stops the job before any agent
+    warnings = source_warnings(app)
     with progress(enabled=not as_json) as bar:
         results = runner.run(name, agents=list(agents) or None, dry_run=dry, progress=bar)
     if as_json:
@@ -215,6 +221,7 @@ def run_job(
                 "phases": list(job.phases),
                 "job": job.name,
                 "dry_run": dry,
+                "warnings": warnings,
                 "agents": {r["agent"]: r["phases"] for r in results},
                 "runs": [
                     {k: r[k] for k in ("agent", "run_id", "outcome", "reason", "error") if k in r}
@@ -226,10 +233,10 @@ def run_job(
         echo("\n".join(format_agent_result(r) for r in results))
     else:
         echo(f"job {job.name}: no agents found under {app.paths.state_dir}")
-    if any(r["outcome"] == AgentOutcome.FAILED for r in results):
-        sys.exit(EXIT_FAILED)
-    if note_degraded(results):
-        sys.exit(EXIT_DEGRADED)
+    note_degraded(results)
+    code = exit_status(results)
+    if code != ExitCode.OK:
+        sys.exit(int(code))
 
 
 def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -15,12 +16,14 @@ import click
 
 from dreaming import __version__
 from dreaming.app import App
-from dreaming.cli._output import echo
-from dreaming.errors import ConfigError, DreamingError, NoAgentsError
+from dreaming.cli import _output
+from dreaming.cli._output import echo, emit_json
+from dreaming.errors import DreamingError, ExitCode, exit_code
+from dreaming.store.storage import os_fault
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "DREAMING_DEBUG"
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 # The long-running services handle their stop signals themselves.
 SERVICES = frozenset({"scheduler", "worker"})
 
@@ -32,6 +35,7 @@ class Context:
         self.state_dir = state_dir
         self.config = config
         self.verbose = verbose  # -v: the tag registry banner and INFO logs
+        self.as_json = False  # the command was asked for --json: errors are a document too
         self._app: App | None = None
 
     @property
@@ -48,10 +52,72 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-class DreamingGroup(click.Group):
-    """Turns library errors into one-line messages; DREAMING_DEBUG=1 shows the traceback."""
+def _log_level(verbose: int) -> int:
+    return logging.WARNING - 10 * min(verbose, 2)
+
+
+def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    """`-v` after the command name counts as it does before it (`dreaming run -v`)."""
+    context = ctx.find_object(Context)
+    if value and context is not None:
+        context.verbose += value
+        logging.getLogger().setLevel(_log_level(context.verbose))
+
+
+def _verbose_option() -> click.Option:
+    return click.Option(
+        ["-v", "--verbose"],
+        count=True,
+        expose_value=False,
+        callback=_more_verbose,
+        help="More log output on stderr (as before the command name).",
+    )
+
+
+def _note_json(ctx: click.Context) -> None:
+    context = ctx.find_object(Context)
+    if context is not None and ctx.params.get("as_json"):
+        context.as_json = True
+
+
+class DreamingCommand(click.Command):
+    """Every command: takes -v too, and says when it was asked for --json."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(_verbose_option())
 
     def invoke(self, ctx: click.Context) -> Any:
+        _note_json(ctx)
+        return super().invoke(ctx)
+
+
+class DreamingSubGroup(click.Group):
+    """A command group under `dreaming` (jobs, runs, review, ...): as DreamingCommand."""
+
+    command_class = DreamingCommand
+    group_class = type  # its own groups are of this class too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(_verbose_option())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _note_json(ctx)
+        return super().invoke(ctx)
+
+
+class DreamingGroup(click.Group):
+    """Turns library errors into one-line messages with the exit status `ExitCode` gives
+    (and, for a command asked for --json that printed nothing yet, a document saying so);
+    storage faults the library did not name (an OSError) become one line too.
+    DREAMING_DEBUG=1 shows the traceback."""
+
+    command_class = DreamingCommand
+    group_class = DreamingSubGroup
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _output.reset()
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
@@ -60,10 +126,33 @@ class DreamingGroup(click.Group):
             echo("dreaming: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except DreamingError as err:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            echo(f"dreaming: error: {err}", err=True)
-            sys.exit(2 if isinstance(err, ConfigError | NoAgentsError) else 1)
+            self._fail(ctx, err, str(err))
+        except BrokenPipeError:
+            # The reader went away (`| head`): nothing to say, and nothing more to flush.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(int(ExitCode.FAILED))
+        except OSError as err:
+            fault = os_fault(err)
+            self._fail(ctx, err, str(fault) if fault else _os_line(err))
+        except UnicodeDecodeError as err:
+            self._fail(ctx, err, f"a file is not valid UTF-8 ({err}); {DEBUG_ENV}=1 shows which")
+
+    @staticmethod
+    def _fail(ctx: click.Context, err: Exception, message: str) -> None:
+        if os.environ.get(DEBUG_ENV):
+            raise err
+        code = exit_code(err)
+        context = ctx.find_object(Context)
+        if context is not None and context.as_json and not _output.emitted():
+            emit_json({"error": message, "exit_code": int(code)})
+        echo(f"dreaming: error: {message}", err=True)
+        sys.exit(int(code))
+
+
+def _os_line(err: OSError) -> str:
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{err.strerror or err}"
 
 
 @click.group(cls=DreamingGroup)
@@ -85,7 +174,7 @@ class DreamingGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, state_dir: Path | None, config: Path | None, verbose: int) -> None:
     """dreaming: consolidate agent transcripts into long-term memory."""
-    level = logging.WARNING - 10 * min(verbose, 2)
+    level = _log_level(verbose)
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from dreaming.errors import ExitCode
+
 
 def json_default(value: Any) -> Any:
     """What JSON has no type for: moments in ISO 8601 (`2026-03-10T03:00:00+00:00`, never
@@ -44,8 +46,21 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     click.echo(printable(message), err=err, nl=nl)
 
 
+_EMITTED: list[bool] = [False]  # whether this invocation printed its document yet
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=json_default))
+    _EMITTED[0] = True
+
+
+def emitted() -> bool:
+    return _EMITTED[0]
+
+
+def reset() -> None:
+    """A new invocation (tests run many in one process): no document printed yet."""
+    _EMITTED[0] = False
 
 
 def usd(value: float | None) -> str:
@@ -66,7 +81,7 @@ def note(message: str) -> None:
     echo(message, err=True)
 
 
-# Exit statuses a cron line can alert on (the README lists them): 2 is a usage, settings
-# or state-folder error (click's own usage errors exit 2 too).
-EXIT_FAILED = 1
-EXIT_DEGRADED = 3
+# Exit statuses a cron line can alert on: `dreaming.errors.ExitCode` (the README's table).
+EXIT_FAILED = ExitCode.FAILED
+EXIT_DEGRADED = ExitCode.DEGRADED
+EXIT_BUSY = ExitCode.BUSY

@@ -34,7 +34,9 @@ def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: s
     evidence lines and LLM calls, what was kept out and why, and LLM spend against the caps.
 
     The page is self-contained (inline CSS and SVG, no script, nothing fetched): open it
-    from disk. "Tonight" is the agent's last run with a deep phase."""
+    from disk. "Tonight" is the agent's last run with a deep phase that changed memory (a
+    quiet night after it does not hide it); spend is shown against every daily cap that
+    applies, the settings' and each job's, as `status` shows them."""
     day: date | None = since.date() if since is not None else None
     # Control characters of stored text shown as escapes, in the file as on stdout: a page
     # piped to a terminal (or `cat`) must not drive it.

@@ -8,7 +8,7 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError
 
 
 def _agent(ctx: Context, agent: str | None) -> str:
@@ -18,7 +18,7 @@ def _agent(ctx: Context, agent: str | None) -> str:
         return agent
     if len(known) == 1:
         return known[0]
-    raise StateError(
+    raise NoSuchError(
         "proposal ids are per agent: add --agent NAME (agents: "
         + (", ".join(known) or "none")
         + ")"
@@ -88,7 +88,9 @@ def show(ctx: Context, proposal_id: int, agent: str | None, as_json: bool) -> No
     with ctx.app.engine(name, create=False).connect() as conn:
         found = review_mod.proposals(conn, name, ids=[proposal_id])
     if not found:
-        raise StateError(f"agent {name} has no proposal {proposal_id} (see `dreaming review list`)")
+        raise NoSuchError(
+            f"agent {name} has no proposal {proposal_id} (see `dreaming review list`)"
+        )
     data = found[0].to_dict()
     if as_json:
         emit_json(data)
@@ -153,7 +155,7 @@ def reject(
         found = {p.id: p for p in review_mod.proposals(conn, name, ids=list(proposal_ids))}
         missing = sorted(set(proposal_ids) - set(found))
         if missing:
-            raise StateError(
+            raise NoSuchError(
                 f"agent {name} has no proposal {', '.join(map(str, missing))}"
                 " (see `dreaming review list`)"
             )

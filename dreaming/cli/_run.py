@@ -11,15 +11,16 @@ import click
 
 from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
-from dreaming.cli._output import EXIT_DEGRADED, EXIT_FAILED, echo, emit_json, note
+from dreaming.cli._output import echo, emit_json, note
 from dreaming.cli._progress import progress
+from dreaming.errors import DreamingError, ExitCode
 from dreaming.llm import BudgetSettings
 from dreaming.memory.lineage import ADOPTED
 from dreaming.phases import Phase
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
 from dreaming.phases.rem import RemSummary
-from dreaming.runner import AgentResult, Summary, summary_from_dict
+from dreaming.runner import AgentResult, Outcome, Summary, summary_from_dict
 
 
 def format_light(s: LightSummary) -> str:
@@ -221,6 +222,7 @@ def run_phases(
     app = ctx.app
     if ctx.verbose:
         note(app.registry.banner())
+    warnings = source_warnings(app)
     with progress(enabled=not as_json) as bar:
         results = runner.run(
             app,
@@ -241,6 +243,7 @@ def run_phases(
                 "phases": wanted,
                 "job": job,
                 "dry_run": dry_run,
+                "warnings": warnings,
                 "agents": {r.agent: r.phase_dicts() for r in results},
                 "runs": [
                     {
@@ -257,31 +260,81 @@ def run_phases(
                             )
                             if v
                         },
+                        **(where_files(app, r.agent) if r.error is None else {}),
                     }
                     for r in results
                 ],
             }
         )
     else:
-        text = [format_result(r) for r in results if r.error is None]
-        echo("\n".join(text) if text else f"no transcripts yet under {app.paths.state_dir}")
+        echo("\n".join(format_run_result(app, r) for r in results) or nothing_yet(app))
         if dry_run and any(r.deep is not None for r in results):
             echo("preview only: run again with --apply to write MEMORY.md")
     exit_on_problems([r.to_dict() for r in results])
 
 
+def source_warnings(app: Any) -> list[str]:
+    """Configured sources whose path does not exist, each said once on stderr."""
+    warnings: list[str] = app.source_warnings()
+    for line in warnings:
+        note(f"dreaming: warning: {line}")
+    return warnings
+
+
+def nothing_yet(app: Any) -> str:
+    return f"no transcripts yet under {app.paths.state_dir}"
+
+
+def where_files(app: Any, agent: str) -> dict[str, str]:
+    """Where the agent's MEMORY.md and DREAMS.md are (empty when a path cannot be used:
+    the run's own error says why)."""
+    try:
+        return {
+            "memory": str(app.paths.memory_file(agent)),
+            "dreams": str(app.paths.dreams_file(agent)),
+        }
+    except DreamingError:
+        return {}
+
+
+def format_run_result(app: Any, result: AgentResult) -> str:
+    """What one agent's run did, then where its files are; one line for an agent that did
+    not run (its error is on stderr)."""
+    if result.error is not None:
+        why = "skipped" if result.outcome == Outcome.SKIPPED else "failed"
+        return f"agent {result.agent}: {why} (the error is on stderr)"
+    files = where_files(app, result.agent)
+    where = (
+        f"agent {result.agent}: MEMORY.md {files['memory']}, DREAMS.md {files['dreams']}"
+        if files
+        else ""
+    )
+    return "\n".join(part for part in (format_result(result), where) if part)
+
+
+def exit_status(results: list[dict[str, Any]]) -> ExitCode:
+    """The worst of the agents' outcomes: failed, then degraded, then busy (skipped because
+    another run held it), else ok."""
+    outcomes = {r.get("outcome") for r in results}
+    if Outcome.FAILED in outcomes:
+        return ExitCode.FAILED
+    if any(r.get("degraded") for r in results):
+        return ExitCode.DEGRADED
+    if Outcome.SKIPPED in outcomes:
+        return ExitCode.BUSY
+    return ExitCode.OK
+
+
 def exit_on_problems(results: list[dict[str, Any]]) -> None:
     """A busy, failed or degraded agent is one line on stderr each; the exit status says
-    the worst: 1 when an agent failed, 3 when one was degraded (a fallback decided what
-    the model should have), else 0. The agents that ran have been reported above."""
-    failed = [r for r in results if "error" in r]
-    for r in failed:
-        echo(f"dreaming: error: {r['error']}", err=True)
-    degraded = note_degraded([r for r in results if "error" not in r])
-    if failed:
-        sys.exit(EXIT_FAILED)
-    if degraded:
-        sys.exit(EXIT_DEGRADED)
+    the worst (`exit_status`). The agents that ran have been reported above."""
+    for r in results:
+        if "error" in r:
+            echo(f"dreaming: error: {r['error']}", err=True)
+    note_degraded([r for r in results if "error" not in r])
+    code = exit_status(results)
+    if code != ExitCode.OK:
+        sys.exit(int(code))
 
 
 def note_degraded(results: list[dict[str, Any]]) -> bool:
@@ -335,7 +388,11 @@ def run(
     reingest: bool,
     as_json: bool,
 ) -> None:
-    """Run phases now over the agents' transcripts."""
+    """Run phases now over the agents' transcripts.
+
+    Ends, per agent, with where its MEMORY.md and DREAMS.md are. Exit status: 0 ok, 1 an
+    agent failed, 2 a usage or settings error (a missing API key included: nothing runs),
+    3 degraded, 75 an agent was busy (another run held it), 130 interrupted."""
     wanted = PHASE_NAMES if "all" in phases else [p for p in PHASE_NAMES if p in phases]
     if dry_run and "light" in wanted and "deep" not in wanted:
         raise click.UsageError("--dry-run applies to the deep phase")

@@ -10,7 +10,8 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, json_default
 from dreaming.cli._run import format_recorded
-from dreaming.errors import StateError
+from dreaming.errors import NoSuchError
+from dreaming.oversight import undone_by
 from dreaming.runs import RunRecord, get_run, list_runs
 
 
@@ -39,7 +40,7 @@ def _row(d: dict[str, Any]) -> str:
         f"{started:<19} {took:>7} {d['outcome']:<11} {_num(d['candidates']):>5} "
         f"{_num(d['promotions']):>5} {d['llm_calls']:>5} {d['tokens']:>7} "
         f"{'$' + format(d['cost_usd'], '.4f'):>8} {d['skips']:>5}"
-    )
+    ) + (f"  undone by run {d['undone_by']}" if d.get("undone_by") else "")
 
 
 @cli.group(invoke_without_command=True)
@@ -60,7 +61,8 @@ def runs(click_ctx: click.Context, agents: tuple[str, ...], limit: int, as_json:
     for agent in _agents(ctx, agents):
         records.extend(list_runs(app.engine(agent, create=False), agent, limit))
     records.sort(key=lambda r: (r.started_at, r.agent, r.id), reverse=True)
-    listing = [r.digest() for r in records[:limit]]
+    undone = undone_by(records)
+    listing = [r.digest() | {"undone_by": undone.get((r.agent, r.id))} for r in records[:limit]]
     if as_json:
         emit_json({"state_dir": str(app.paths.state_dir), "runs": listing})
         return
@@ -87,15 +89,17 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     ]
     if not found:
         where = f"agent {agent!r}" if agent else "any agent"
-        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for {where} (see `dreaming runs`)")
     if len(found) > 1:
         owners = ", ".join(r.agent for r in found)
-        raise StateError(
+        raise NoSuchError(
             f"run ids are per agent and {run_id} exists for {owners}: add --agent NAME"
         )
     record = found[0]
+    later = list_runs(app.engine(record.agent, create=False), record.agent)
+    by = undone_by(later).get((record.agent, record.id))
     if as_json:
-        emit_json(record.to_dict())
+        emit_json(record.to_dict() | {"undone_by": by})
         return
     d = record.digest()
     took = "-" if d["duration_s"] is None else f"{d['duration_s']:.2f}s"
@@ -103,7 +107,7 @@ def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     lines = [
         f"run {d['id']} of agent {d['agent']}: job {d['job'] or '-'}, phases {phases}",
         f"  started {d['started_at']}, ended {d['ended_at'] or '-'} ({took})",
-        f"  outcome: {d['outcome']}",
+        f"  outcome: {d['outcome']}" + (f" (undone by run {by})" if by else ""),
         f"  candidates pending: {_num(d['candidates'])}; promotions: {_num(d['promotions'])};"
         f" llm: {d['llm_calls']} calls, {d['tokens']} tokens, ${d['cost_usd']:.4f};"
         f" skips: {d['skips']}",
@@ -146,9 +150,9 @@ def undo(
     ]
     if not owners:
         where = f"agent {agent!r}" if agent else "any agent"
-        raise StateError(f"no run {run_id} for {where} (see `dreaming runs`)")
+        raise NoSuchError(f"no run {run_id} for {where} (see `dreaming runs`)")
     if len(owners) > 1:
-        raise StateError(
+        raise NoSuchError(
             f"run ids are per agent and {run_id} exists for {', '.join(owners)}: add --agent NAME"
         )
     report = undo_run(app, owners[0], run_id, cascade=cascade, dry_run=dry_run)
@@ -159,6 +163,10 @@ def undo(
     runs_ = ", ".join(map(str, report.undone))
     lines = [f"agent {report.agent}: {verb} run(s) {runs_}"]
     lines.append(f"  entries restored: {len(report.restored)}, removed: {len(report.removed)}")
+    for verb_, keys in (("restore", report.restored), ("remove", report.removed)):
+        for key in keys:
+            said = report.texts.get(key, "")
+            lines.append(f"    {verb_ if dry_run else verb_ + 'd'} {key}  {said[:160]}".rstrip())
     for key in report.left_alone:
         lines.append(f"  MEMORY.md block {key} was edited by a person since: left as it is")
     if report.undo_run_id is not None:

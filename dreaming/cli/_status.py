@@ -9,9 +9,7 @@ import click
 from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note, usd
-from dreaming.errors import ConfigError
-from dreaming.scheduler import Job, job_catalog
-from dreaming.status import agent_status, memory_target
+from dreaming.status import agent_status, every_job, memory_target
 
 
 def _format(s: dict[str, Any]) -> str:
@@ -116,15 +114,6 @@ def _format_cap(cap: dict[str, Any]) -> str:
     return f"daily cap for {who}: {' and '.join(limits)}, {state}"
 
 
-def _job_list(app: App) -> tuple[list[Job], str | None]:
-    """Every job (for their caps), or none and why: a broken job file must not take
-    `status` down with it."""
-    try:
-        return [jf.job for jf in job_catalog(app.paths).load(list(app.settings.llm.profiles))], None
-    except ConfigError as err:
-        return [], str(err)
-
-
 def _shared_limits(app: App) -> dict[str, Any]:
     """What every agent shares: the fleet's daily budget and, in fleet mode, the queue."""
     out: dict[str, Any] = {}
@@ -174,7 +163,7 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     names = app.agents_with_state(list(agents) or None)
     if not names and not agents:
         app.agents()  # nothing at all under the state folder: the error says where it looked
-    jobs, jobs_error = _job_list(app)
+    jobs, jobs_error = every_job(app.paths, list(app.settings.llm.profiles))
     budget = app.settings.budget
     report = [
         agent_status(app.engine(a, create=False), a, budget=budget, jobs=jobs)

@@ -15,6 +15,7 @@ from typing import Protocol
 from sqlalchemy import Connection, select
 
 from dreaming.config import file_stem
+from dreaming.errors import StorageError
 from dreaming.ingest import sessions as session_records
 from dreaming.paths import Paths
 from dreaming.store.tables import TOMBSTONES
@@ -63,10 +64,20 @@ def file_tombstones(paths: Paths, agent: str, *, kin: bool = True) -> dict[str, 
 def _read_file(path: Path) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, 1):
                 try:
-                    row = json.loads(line)
+                    row = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    # Flipped bytes: which session the line names cannot be known, and a
+                    # forgotten session must never come back: fail closed.
+                    raise StorageError(
+                        str(path),
+                        f"line {number} is not valid UTF-8 (damaged bytes)",
+                        "this file is the durable record of forgotten sessions and is read"
+                        " whole: restore it from a backup, or repair that line by hand (one"
+                        ' JSON object per line, {"session_id": ..., "session_key": ...})',
+                    ) from None
                 except json.JSONDecodeError:
                     continue  # a torn last line from a crash: the database row still holds
                 if isinstance(row, dict) and isinstance(row.get("session_id"), str):

@@ -17,6 +17,8 @@ from dreaming.memory import lineage
 from dreaming.report import _changes, _kept_out
 from dreaming.report._records import AgentReport, DaySpend, KeptOut, Report, Spend, Tonight
 from dreaming.runs import list_runs
+from dreaming.scheduler import Job
+from dreaming.status import daily_caps, every_job, spend_on
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import SPEND
@@ -34,6 +36,7 @@ def build_report(app: App, agents: Sequence[str] = (), since: date | None = None
     the StateError other commands give."""
     now = datetime.now(UTC)
     names = app.agents(agents) if agents else app.agents_with_state()
+    jobs, jobs_error = every_job(app.paths, list(app.settings.llm.profiles))
     sections = []
     for agent in names:
         if not app.has_state(agent):
@@ -47,6 +50,8 @@ def build_report(app: App, agents: Sequence[str] = (), since: date | None = None
                 fleet_daily_max_usd=app.settings.fleet.daily_max_usd if app.fleet else None,
                 since=since,
                 today=now.date(),
+                jobs=jobs,
+                jobs_error=jobs_error,
             )
         try:
             where: str | None = str(app.paths.memory_file(agent))
@@ -65,19 +70,26 @@ def agent_report(
     since: date | None = None,
     today: date | None = None,
     fleet_daily_max_usd: float | None = None,
+    jobs: Sequence[Job] = (),
+    jobs_error: str | None = None,
 ) -> AgentReport:
-    """One agent's section: `since` a day (UTC) for every run since then, else tonight's."""
+    """One agent's section: `since` a day (UTC) for every run since then, else tonight's
+    (the last run with a deep phase that changed memory). Spend is shown against every
+    daily cap that applies, the settings' and each of `jobs`' on the agent, as `status`
+    shows them."""
     today = today or datetime.now(UTC).date()
     runs = list_runs(engine, agent)  # newest first
     with engine.connect() as conn:
         every = lineage.decisions(conn, agent)
         view = _changes.DecisionView.load(engine, conn, agent, runs, every)
         sessions = _kept_out.sessions(conn, agent)
-        tonight = _changes.tonight(_changes.tonight_runs(runs, since), every, view)
+        shown, latest = _changes.tonight_runs(runs, since, every)
+        tonight = _changes.tonight(shown, every, view, latest)
         entries = _changes.entries(conn, agent, every, sessions, view)
         kept_out = _kept_out.kept_out(conn, agent, deep, sessions, every)
         spend = _spend(conn, agent, since or today - timedelta(days=SPEND_DAYS - 1), today)
         clock = state.get(conn, agent, StateKey.CLOCK)
+        caps = spend_on(conn, agent, today.isoformat(), daily_caps(agent, budget, jobs))
     shown = _changes.since(runs, since) if since is not None else runs[:RUNS_SHOWN]
     return AgentReport(
         agent=agent,
@@ -86,7 +98,14 @@ def agent_report(
         tonight=tonight,
         entries=entries,
         kept_out=kept_out,
-        spend=Spend(spend, budget, fleet_daily_max_usd),
+        spend=Spend(
+            spend,
+            budget,
+            fleet_daily_max_usd,
+            caps=tuple(caps["caps"]),
+            caps_day=caps["day"],
+            jobs_error=jobs_error,
+        ),
         runs=tuple(shown),
         run_count=len(runs),
         outcomes=dict(Counter(r.outcome for r in runs).most_common()),

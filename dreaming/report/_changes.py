@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, and_, select
 
 from dreaming.call_log import LoggedCall, list_calls
 from dreaming.memory import lineage, memory_file
+from dreaming.oversight import undone_by
 from dreaming.report._records import (
     Call,
     Change,
@@ -30,6 +31,7 @@ from dreaming.store.tables import CANDIDATES, MEMORY_BACKUPS, ORIGINS
 
 # Runs that changed no memory: another run held the agent, or a preview (dry run).
 NOT_APPLIED = (Outcome.SKIPPED, Outcome.PREVIEW)
+CHANGING = ("add", "merge", "supersede")  # decisions that change what memory holds
 _IN_CHUNK = 500  # keys per IN (...) list
 
 
@@ -39,12 +41,29 @@ def since(runs: Iterable[RunRecord], day: date) -> list[RunRecord]:
     return [r for r in runs if r.started_at >= start]
 
 
-def tonight_runs(runs: Sequence[RunRecord], after: date | None) -> list[RunRecord]:
-    """The last run with a deep phase that could change memory, or every such run since
-    the day `after`; oldest first."""
+def tonight_runs(
+    runs: Sequence[RunRecord],
+    after: date | None,
+    every: Sequence[lineage.DecisionRecord] = (),
+) -> tuple[list[RunRecord], RunRecord | None]:
+    """Every run with a deep phase since the day `after`, else the last such run that
+    changed memory (an undone one did not), oldest first; and the last run with a deep
+    phase when that is not the one shown (a quiet night: "tonight" is not the latest run
+    when that changed nothing)."""
     deep = [r for r in runs if "deep" in r.phases and r.outcome not in NOT_APPLIED]
-    chosen = since(deep, after) if after is not None else deep[:1]
-    return sorted(chosen, key=lambda r: r.id)
+    if after is not None:
+        return sorted(since(deep, after), key=lambda r: r.id), None
+    undone = undone_by(runs)
+    changing = {d.run_id for d in every if d.action in CHANGING}
+    changed = [
+        r
+        for r in deep
+        if (r.agent, r.id) not in undone
+        and (r.id in changing or _summary_memory(r, "removed_by_person"))
+    ]
+    shown = changed[:1] or deep[:1]
+    latest = deep[0] if deep and shown and deep[0] is not shown[0] else None
+    return shown, latest
 
 
 def _known_texts(
@@ -236,7 +255,10 @@ class DecisionView:
 
 
 def tonight(
-    runs: Sequence[RunRecord], every: Sequence[lineage.DecisionRecord], view: DecisionView
+    runs: Sequence[RunRecord],
+    every: Sequence[lineage.DecisionRecord],
+    view: DecisionView,
+    latest: RunRecord | None = None,
 ) -> Tonight:
     """What `runs` changed: their decisions by action, and the entries that left memory
     (merge and supersede targets, lines a person deleted)."""
@@ -280,6 +302,7 @@ def tonight(
         archived=tuple(archived),
         restored=tuple(restored),
         over_budget=over,
+        latest=latest,
     )
 
 

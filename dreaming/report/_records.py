@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from dreaming.llm import BudgetSettings
 from dreaming.memory.lineage import EvidenceLine
@@ -84,6 +85,9 @@ class Tonight:
     archived: tuple[str, ...] = ()
     restored: tuple[str, ...] = ()
     over_budget: str | None = None
+    # The agent's last run with a deep phase, when it changed nothing (or was undone) and
+    # `runs` is the last one before it that did.
+    latest: RunRecord | None = None
 
     @property
     def changed(self) -> bool:
@@ -176,6 +180,11 @@ class Spend:
     days: tuple[DaySpend, ...]  # every day of the window (UTC), quiet days included
     budget: BudgetSettings
     fleet_daily_max_usd: float | None
+    # Today's spend against each daily cap that applies, as `status` shows it: the
+    # settings' (run, promote) and each job's (`dreaming.status.spend_on`'s "caps").
+    caps: tuple[Mapping[str, Any], ...] = ()
+    caps_day: str | None = None
+    jobs_error: str | None = None  # why the jobs' caps are missing (a job file that broke)
 
     @property
     def usd(self) -> float:

@@ -42,7 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dreaming.config_errors import format_error as _format_error
-from dreaming.errors import ConfigError, StateError
+from dreaming.errors import ConfigError, NoSuchError, StateError
 from dreaming.llm import BudgetSettings
 from dreaming.phases import PHASES, Phase
 
@@ -215,7 +215,7 @@ class JobCatalog:
             found = replace(found, overrides=examples[name].path)
         elif found is None and name in examples:
             if broken:
-                raise StateError(
+                raise ConfigError(
                     f"job {name!r} would be the bundled example, but files in {self.folder} "
                     "that may replace it did not load: " + "; ".join(broken)
                 )
@@ -225,9 +225,9 @@ class JobCatalog:
             hint = f" (known: {', '.join(known)})" if known else f" (no job files in {self.folder})"
             if broken:
                 hint += "; files that did not load: " + "; ".join(broken)
-            raise StateError(f"unknown job {name!r}{hint}")
+            raise NoSuchError(f"unknown job {name!r}{hint}")
         if not found.job.enabled:
-            raise StateError(f"job {name!r} is switched off: enabled = false in {found.path}")
+            raise ConfigError(f"job {name!r} is switched off: enabled = false in {found.path}")
         return found
 
 

@@ -23,7 +23,7 @@ from tzlocal import get_localzone
 
 from dreaming import runner
 from dreaming.app import App
-from dreaming.errors import DreamingError, LockedError, StateError
+from dreaming.errors import DreamingError, LockedError, NoSuchError
 from dreaming.llm import BudgetSettings
 from dreaming.paths import Paths
 from dreaming.progress import Progress
@@ -149,7 +149,7 @@ class InProcessRunner(JobRunner):
         if job.agents != "*":
             outside = [a for a in chosen if a not in job.agents]
             if outside:
-                raise StateError(
+                raise NoSuchError(
                     f"job {job.name!r} does not run on {', '.join(outside)} "
                     f"(its agents: {', '.join(job.agents)})"
                 )

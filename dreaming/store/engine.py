@@ -19,6 +19,7 @@ from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, LockLostError, StateError
 from dreaming.store.migrations import migrate
+from dreaming.store.storage import convert_sqlite_faults, os_fault
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -43,9 +44,14 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     """Open (and migrate) an agent's SQLite database. `create=False` refuses to make one."""
     if not create and not db_path.exists():
         raise StateError(f"{db_path}: no database yet (run `dreaming run --phase light` first)")
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise os_fault(err, db_path.parent) or err from None
     engine = create_engine(f"sqlite:///{db_path}")
     event.listen(engine, "connect", _sqlite_pragmas)
+    # Read-only, full, damaged: one StorageError naming the file, wherever it shows.
+    convert_sqlite_faults(engine, db_path)
     for attempt in range(1, _OPEN_ATTEMPTS + 1):
         try:
             _migrate(engine, str(db_path))
@@ -213,7 +219,9 @@ def _lock_engine(engine: Engine) -> Engine:
 
 
 @contextlib.contextmanager
-def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[HeldLock]:
+def advisory_lock(
+    engine: Engine, agent: str, holder: str, *, wait_s: float = 0
+) -> Iterator[HeldLock]:
     """Hold the agent's exclusive lock in PostgreSQL for a run, on a connection of its own.
 
     A session-level advisory lock belongs to the server connection: if the process dies,
@@ -223,19 +231,45 @@ def advisory_lock(engine: Engine, agent: str, holder: str) -> Iterator[HeldLock]
     is closed, not returned, when the run ends, so a lock can never outlive its run in an
     idle pooled session, and runs never compete with their own work for pool slots. The
     holder is written as the connection's application_name, which is how a refused run
-    can say who has the agent."""
+    can say who has the agent.
+
+    `wait_s` > 0 waits up to that long (lock_timeout) in the server's lock queue, which is
+    fair: a run that tries for the agent while a purge waits in it is refused."""
     key = advisory_key(agent)
     with _lock_engine(engine).connect() as conn:
         conn.execute(
             text("SELECT set_config('application_name', :n, false)"),
             {"n": f"dreaming {agent} {holder} pid {os.getpid()}"[:63]},
         )
-        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
         conn.commit()
+        got = _advisory_wait(conn, key, wait_s) if wait_s > 0 else _advisory_try(conn, key)
         if not got:
-            raise LockedError(agent, _advisory_holder(conn, agent))
+            raise LockedError(agent, _advisory_holder(conn, agent), wait_s)
         # No explicit unlock: closing this session (leaving the block) releases it.
         yield HeldLock(agent, conn)
+
+
+def _advisory_try(conn: Connection, key: int) -> bool:
+    got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar_one()
+    conn.commit()
+    return bool(got)
+
+
+def _advisory_wait(conn: Connection, key: int, wait_s: float) -> bool:
+    """Queue for the lock for up to `wait_s`; whether it was granted."""
+    timeout = f"{max(1, round(wait_s * 1000))}ms"
+    conn.execute(text("SELECT set_config('lock_timeout', :t, false)"), {"t": timeout})
+    try:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        got = True
+    except OperationalError as err:
+        if getattr(err.orig, "sqlstate", None) != "55P03":  # lock_not_available
+            raise
+        got = False
+    conn.rollback()  # a session-level advisory lock outlives the transaction
+    conn.execute(text("SELECT set_config('lock_timeout', '0', false)"))
+    conn.commit()
+    return got
 
 
 def _advisory_holder(conn: Any, agent: str) -> str:
@@ -257,20 +291,82 @@ def session(engine: Engine) -> Session:
     return Session(engine, expire_on_commit=False)
 
 
+_WAIT_POLL_S = 0.1
+
+
 @contextlib.contextmanager
-def agent_lock(path: Path, agent: str, holder: str) -> Iterator[HeldLock]:
+def agent_lock(path: Path, agent: str, holder: str, *, wait_s: float = 0) -> Iterator[HeldLock]:
     """Hold the agent's exclusive lock for a run. flock is released by the kernel when the
-    process dies, so a killed run never leaves a stale lock behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    process dies, so a killed run never leaves a stale lock behind.
+
+    `wait_s` > 0 waits up to that long for a lock another process holds (a purge that must
+    not be starved by the scheduler's runs). While it waits it holds the waiting file beside
+    the lock, and every lock taken without waiting steps aside (busy) while that is held: the
+    agent goes to the waiter as soon as the current holder lets go."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            current = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            raise LockedError(agent, current) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise os_fault(err, path) or err from None
+    try:
+        if wait_s > 0:
+            with _waiting(_waiting_file(path), agent, holder, wait_s) as deadline:
+                _flock(fd, agent, deadline, wait_s)
+        else:
+            _refuse_if_waited_for(_waiting_file(path), agent)
+            _flock(fd, agent, None, 0)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} {holder}".encode(), 0)
         yield HeldLock(agent)
+    finally:
+        os.close(fd)
+
+
+def _waiting_file(lock: Path) -> Path:
+    return lock.with_name(lock.name + ".waiting")
+
+
+def _holder(fd: int) -> str:
+    return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+
+
+def _flock(fd: int, agent: str, deadline: float | None, wait_s: float) -> None:
+    """Take the exclusive flock on `fd`, polling until `deadline` (None: no waiting)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if deadline is None or time.monotonic() >= deadline:
+                raise LockedError(agent, _holder(fd), wait_s) from None
+        time.sleep(_WAIT_POLL_S)
+
+
+@contextlib.contextmanager
+def _waiting(path: Path, agent: str, holder: str, wait_s: float) -> Iterator[float]:
+    """Say "waiting for the agent" for as long as the block runs; yields the deadline. Two
+    waiters queue on the file itself, within the same deadline."""
+    deadline = time.monotonic() + wait_s
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _flock(fd, agent, deadline, wait_s)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} {holder}".encode(), 0)
+        yield deadline
+    finally:
+        os.close(fd)  # the flock goes with it
+
+
+def _refuse_if_waited_for(path: Path, agent: str) -> None:
+    """A lock taken without waiting while another process waits for the agent: busy."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(agent, f"{_holder(fd)} is waiting for it") from None
     finally:
         os.close(fd)
