@@ -232,3 +232,18 @@ def test_what_the_text_does_not_make_clear_is_held_back_however_rare(text: str) 
     words = telling_words(claims_mod.content_tokens(text))
     assert not clear(found.features, words), found
     assert clarity(found.value, found.features, words, 1, 0) < DeepSettings().min_score
+
+
+def test_a_named_fact_with_an_identifier_is_clear() -> None:
+    """ "The staging bucket is called acme_stage_assets": the underscore is no task talk."""
+    from dreaming.ingest import salience
+    from dreaming.ingest.claims import content_tokens
+    from dreaming.ingest.scoring import clarity, telling_words
+
+    for text in (
+        "The staging bucket is called acme_stage_assets.",
+        "The staging bucket is called acme-stage-assets.",
+    ):
+        found = salience.assess(text)
+        value = clarity(found.value, found.features, telling_words(content_tokens(text)), 1, 0)
+        assert value >= 1.15, (text, found.names(), value)

@@ -99,16 +99,20 @@ def clear(features: frozenset[Feature], words: int) -> bool:
     (`words`), or a time word and DETAIL_WORDS of them; or the speaker telling what happened
     to them or what they like (a disclosure that is an event or a preference) in at least
     EVENT_WORDS telling words. Talk about the task at hand (TECHNICAL) is clear only as a
-    rule; what zeroes a claim never is."""
+    rule or a named fact; what zeroes a claim never is."""
     if features & ZEROING:
         return False
     if features & RULES:
         return True
     kinds = features & KINDS
-    if not kinds or Feature.TECHNICAL in features:
+    if not kinds:
         return False
     if Feature.FACT in kinds:
+        # A named fact stays one with an identifier in it ("The staging bucket is called
+        # acme_stage_assets"): a technical word does not make it task talk.
         return True
+    if Feature.TECHNICAL in features:
+        return False
     if features & NAMED and words >= 1:
         return True
     if Feature.TIME in features and words >= DETAIL_WORDS:

@@ -59,7 +59,10 @@ def tonight_runs(
         r
         for r in deep
         if (r.agent, r.id) not in undone
-        and (r.id in changing or _summary_memory(r, "removed_by_person"))
+        and (
+            r.id in changing
+            or any(_summary_memory(r, k) for k in ("removed_by_person", "archived_now", "restored"))
+        )
     ]
     shown = changed[:1] or deep[:1]
     latest = deep[0] if deep and shown and deep[0] is not shown[0] else None
