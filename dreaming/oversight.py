@@ -58,6 +58,9 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
     engine = app.engine(agent)
     report = AcceptReport(agent)
     with app.lock(agent, "review"):
+        # Entries a person edited in MEMORY.md since the proposal: a merge into one would
+        # write its text beside theirs (their edit stands as theirs): refused as stale.
+        shown = memory_file.parse(memory_file.load_text(app.paths.memory_file(agent)) or "")
         with engine.begin() as conn:
             review.expire(conn, agent)
             if ids is None:
@@ -77,6 +80,8 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
                     report.not_pending[p.id] = p.status
                     continue
                 why = review.stale_reason(conn, agent, p)
+                if why is None and (touched := shown.edited_hold(p.applied().targets)):
+                    why = "a person edited its target since: " + ", ".join(sorted(touched))
                 if why is None and (gap := review.missing_target(conn, agent, p, coming)):
                     if gap.waits:  # the proposal that adds its target is still pending
                         report.waiting[p.id] = gap.why

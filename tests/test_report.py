@@ -239,6 +239,13 @@ def test_report_to_stdout_and_a_clean_error_for_an_unknown_agent(tmp_path: Path)
     assert result.exit_code == 2
     assert result.stderr.startswith("dreaming: error: unknown agent(s): nobody")
     assert not (tmp_path / "x.html").exists()
+    # A link is not followed: its target (here someone's notes) stays as it was.
+    notes = tmp_path / "notes.md"
+    notes.write_text("mine\n")
+    (tmp_path / "link.html").symlink_to(notes)
+    result = invoke(root, "report", "--out", str(tmp_path / "link.html"))
+    assert result.exit_code != 0 and "symbolic link" in result.stderr
+    assert notes.read_text() == "mine\n" and (tmp_path / "link.html").is_symlink()
 
 
 def test_report_of_fresh_states(tmp_path: Path) -> None:

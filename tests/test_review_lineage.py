@@ -83,3 +83,14 @@ def test_verify_catches_text_from_a_session_missing_from_the_origins(tmp_path: P
     found = dreaming(root, "verify")
     assert found.exit_code != 0
     assert "text_from_unlisted_sessions" in found.output and "s-main-01" in found.output
+
+
+def test_a_merge_into_an_entry_a_person_edited_is_refused_as_stale(tmp_path: Path) -> None:
+    root = staged(tmp_path)
+    assert dreaming(root, "review", "accept", "1", "--agent", "main").exit_code == 0
+    path = root / "workspace" / "MEMORY.md"
+    path.write_text(path.read_text().replace("please remember that", "remember it, always"))
+    result = dreaming(root, "review", "accept", "2", "--agent", "main")
+    assert "#2 refused as stale" in result.output and "a person edited" in result.output
+    text = memory(root)
+    assert text.count("allergic to peanuts") == 1, text  # the person's line alone

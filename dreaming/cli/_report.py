@@ -12,6 +12,7 @@ from dreaming.cli._output import echo, note, printable
 from dreaming.errors import StateError
 from dreaming.forget import record_report
 from dreaming.report import build_report, render
+from dreaming.syntax import atomic_write
 
 
 @cli.command()
@@ -46,13 +47,17 @@ def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: s
         echo(html, nl=False)
         return
     path = Path(out).expanduser()
+    if path.is_symlink():
+        # A link could point anywhere (another user's file, a workspace's MEMORY.md): a
+        # report replaces only a file of its own.
+        raise StateError(f"{path} is a symbolic link: not followed; give the file's own path")
     # Recorded before it is written: `forget` removes the page if it shows what it purges.
     for section in built.agents:
         if ctx.app.has_state(section.agent):
             with ctx.app.engine(section.agent, create=False).begin() as conn:
                 record_report(conn, section.agent, path)
     try:
-        path.write_text(html, encoding="utf-8")
+        atomic_write(path, html)  # readers see the old page or the new one, never half
     except OSError as err:
         raise StateError(f"cannot write the report to {path}: {err.strerror or err}") from err
     note(f"report written: {path}")
