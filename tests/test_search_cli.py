@@ -112,7 +112,7 @@ def test_agent_narrows_the_search(root: Path) -> None:
     assert {h["agent"] for h in mains} == {"main"}
     assert found(root, "bluebird", "--agent", "main")["hits"] == []
     result = invoke(root, "entries", "search", "user", "--agent", "nobody")
-    assert result.exit_code == 1 and "unknown agent(s): nobody" in result.stderr
+    assert result.exit_code == 2 and "unknown agent(s): nobody" in result.stderr
 
 
 def test_hit_text_is_printed_escaped(root: Path) -> None:
