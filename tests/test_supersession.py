@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from dreaming import runner
 from dreaming.app import App
 from dreaming.cli import _entries, _forget, cli  # noqa: F401  (the commands register)
 from dreaming.ingest import slots
@@ -21,6 +20,7 @@ from dreaming.memory.memory_file import read
 from tests.deep_helpers import decide_all, user_prompt
 from tests.fake_openai import FakeOpenAI
 from tests.openclaw_builder import FakeOpenClaw
+from tests.test_memory_quality import night
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -64,16 +64,6 @@ CHANGES = {
     ),
     "japanese": ("僕は東京に住んでいる。", "僕は大阪に引っ越した。", "東京", "大阪"),
 }
-
-
-def night(state: Path, config: str | None = None) -> None:
-    if config is not None:
-        (state / "dreaming.toml").write_text(config)
-    app = App.open(state, state / "dreaming.toml" if config else None, env={})
-    try:
-        runner.run(app, ["light", "rem", "deep"], None)
-    finally:
-        app.close()
 
 
 def memory(state: Path, workspace: str = "workspace") -> str:
