@@ -253,6 +253,7 @@ SAME_SLOT = [
     ("The feature flags go in config/flags.yaml.", "Feature flags now go in settings/flags.toml."),
     ("Our prod database runs in eu-west-1.", "Our prod database runs in us-east-2 now."),
     ("My email is anna@old.example.", "My email is now anna@new.example."),
+    ("I work at Acme.", "I quit my job at Acme in May."),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [
@@ -264,6 +265,13 @@ NOT_REPLACED = [
     ("Anna lives in Lisbon.", "Ben moved to Porto."),
     ("I'm lactose intolerant.", "I made it with coconut milk so it's lactose-free instead."),
     ("I live in Leeds.", "She moved to Oslo."),
+    # LoCoMo: a hoped-for job does not end the fact that the old one was lost.
+    (
+        "I lost my job at the mechanical engineering company.",
+        "I may have found a job at a tech company I like.",
+    ),
+    ("I work at Acme.", "I'm thinking of moving to Berlin."),
+    ("I lost my job at Acme.", "I joined Globex last week."),
 ]
 
 

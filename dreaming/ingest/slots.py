@@ -183,7 +183,7 @@ class Slots:
             pair = _value_tokens(chosen, _NONE) | _value_tokens("".join(other), _NONE)
             relation, rest = f"prefers:{' '.join(sorted(pair))}", chosen
         value = _value_tokens(rest, self.not_values)
-        if value:
+        if value and not _HEDGE.search(clause[: m.start()]):
             negated = _negated(clause[: m.end()])
             mine = not holder or (holder != UNRESOLVED and _possessive(subject))
             yield Fill(holder, relation, value, negated, mine)
@@ -382,7 +382,16 @@ def value_tokens(text: str) -> frozenset[str]:
 
 _NEGATION = re.compile(
     r"\b(?:not|no longer|never|don't|doesn't|didn't|isn't|aren't|wasn't|dont|doesnt|"
-    r"didnt|isnt|arent|wasnt|n't)\b|n't\b|\bany ?more\b",
+    r"didnt|isnt|arent|wasnt|n't)\b|n't\b|\bany ?more\b"
+    # "I lost my job at X", "I quit my job at X": a value that no longer holds
+    r"|\b(?:lost|quit|left|leaving|losing|quitting)\b",
+    re.IGNORECASE,
+)
+# A value only hoped for or weighed ("I may have found a job at ...", "thinking of moving
+# to ...") is no statement that the fact changed.
+_HEDGE = re.compile(
+    r"\b(?:may|might|maybe|perhaps|hope|hoping|hopefully|wish|thinking (?:of|about)|"
+    r"considering|could|would|planning|plan to|want to|wanna|if)\b",
     re.IGNORECASE,
 )
 
