@@ -6,8 +6,19 @@ so a typo is an error naming the key, not a night that crashes."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+
+def _check_patterns(lists: Mapping[str, Sequence[str]]) -> None:
+    """Each value of each list a regular expression, or an error naming the key."""
+    for name, values in lists.items():
+        for value in values:
+            try:
+                re.compile(value)
+            except re.error as err:
+                raise ValueError(f"{name}: {value!r} is not a regular expression: {err}") from None
 
 
 class _Strict(BaseModel):
@@ -64,14 +75,7 @@ class SalienceSettings(_Strict):
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> SalienceSettings:
-        for name, values in self:
-            for value in values:
-                try:
-                    re.compile(value)
-                except re.error as err:
-                    raise ValueError(
-                        f"{name}: {value!r} is not a regular expression: {err}"
-                    ) from None
+        _check_patterns(dict(self))
         return self
 
     def extra(self) -> dict[str, tuple[str, ...]]:
@@ -89,13 +93,6 @@ class SlotSettings(_Strict):
 
     @model_validator(mode="after")
     def _patterns_compile(self) -> SlotSettings:
-        for table in (self.relations, self.lists):
-            for name, values in table.items():
-                for value in values:
-                    try:
-                        re.compile(value)
-                    except re.error as err:
-                        raise ValueError(
-                            f"{name}: {value!r} is not a valid pattern ({err})"
-                        ) from err
+        _check_patterns(self.relations)
+        _check_patterns(self.lists)
         return self

@@ -80,8 +80,8 @@ def _note_json(ctx: click.Context) -> None:
         context.as_json = True
 
 
-class DreamingCommand(click.Command):
-    """Every command: takes -v too, and says when it was asked for --json."""
+class _Verbose(click.Command):
+    """Takes -v too, and says when it was asked for --json: every command and group."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -92,19 +92,15 @@ class DreamingCommand(click.Command):
         return super().invoke(ctx)
 
 
-class DreamingSubGroup(click.Group):
+class DreamingCommand(_Verbose):
+    """Every command: takes -v too, and says when it was asked for --json."""
+
+
+class DreamingSubGroup(_Verbose, click.Group):
     """A command group under `dreaming` (jobs, runs, review, ...): as DreamingCommand."""
 
     command_class = DreamingCommand
     group_class = type  # its own groups are of this class too
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.params.append(_verbose_option())
-
-    def invoke(self, ctx: click.Context) -> Any:
-        _note_json(ctx)
-        return super().invoke(ctx)
 
 
 class DreamingGroup(click.Group):
