@@ -68,7 +68,9 @@ class TranscriptReader:
         skips = self.skips
         self.restarted = self.completed = False
         try:
-            f = self.session.path.open("rb")
+            # 64 KiB, not the 4-8 KiB default: readline over long JSONL lines refills and
+            # copies less (measured: a fifth less CPU reading 154 MB of transcripts).
+            f = self.session.path.open("rb", buffering=64 * 1024)
         except OSError:
             skips[SkipReason.UNREADABLE_FILE.value] += 1
             return
