@@ -49,6 +49,11 @@ _ABBREVIATION = re.compile(
     r"(?:\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|No|Inc|Ltd|Co|U\.S)\.)$",
     re.IGNORECASE,
 )
+# A match ends the text and is at most 7 characters ("approx."), so it starts within the
+# last 8: searching from there finds what a search from the start would, without trying the
+# alternatives at every position of a long sentence (with `pos`, \b still sees the
+# character before it).
+_ABBREVIATION_TAIL = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Outside ASCII, words also end where the script changes: Japanese and Chinese put no spaces
 # between words, so a run of kana or of han characters is a word of its own (a long han run
@@ -395,11 +400,17 @@ def sentences(text: str) -> list[str]:
         return parts
     merged: list[str] = []
     for part in parts:
-        if merged and _ABBREVIATION.search(merged[-1].rstrip()):
-            merged[-1] = f"{merged[-1].rstrip()} {part.lstrip()}"
+        if merged and _ends_in_abbreviation(last := merged[-1].rstrip()):
+            merged[-1] = f"{last} {part.lstrip()}"
         else:
             merged.append(part)
     return merged
+
+
+def _ends_in_abbreviation(text: str) -> bool:
+    """Whether `text` ends in an abbreviation's full stop ("Dr.", "e.g."): only its tail is
+    searched (see _ABBREVIATION_TAIL)."""
+    return _ABBREVIATION.search(text, max(0, len(text) - _ABBREVIATION_TAIL)) is not None
 
 
 _CODE_SPAN = re.compile(r"`[^`]+`")
