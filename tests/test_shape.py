@@ -329,3 +329,71 @@ def test_source_dispatch_has_no_fallthrough() -> None:
 def test_the_fallthrough_finder_sees_a_kind_branch() -> None:
     tree = ast.parse("if src.kind is SourceKind.CLAUDE_CODE:\n    a()\nelse:\n    b()\n")
     assert _kind_branches(tree) == [1]
+
+
+# -- the packages' faces -------------------------------------------------------------------
+
+FACES = {
+    "dreaming.ingest": {
+        "candidates",
+        "claims",
+        "corpus",
+        "salience",
+        "sessions",
+        "slots",
+        "sources",
+        "tags",
+        "tombstones",
+    },
+    "dreaming.memory": {
+        "archive",
+        "capacity",
+        "diary",
+        "entry_index",
+        "gates",
+        "journal",
+        "lineage",
+        "memory_file",
+        "memory_sync",
+        "review",
+    },
+    "dreaming.store": {
+        "MIGRATIONS",
+        "advisory_lock",
+        "agent_lock",
+        "cursors",
+        "engine",
+        "migrate",
+        "migrations",
+        "models",
+        "open_engine",
+        "open_shared_engine",
+        "redact",
+        "schema_version",
+        "session",
+        "state",
+    },
+}
+
+
+def test_the_faces_export_exactly_the_intended_names() -> None:
+    import importlib
+
+    for name, intended in FACES.items():
+        module = importlib.import_module(name)
+        assert set(module.__all__) == intended, name
+        for export in module.__all__:
+            assert getattr(module, export) is not None, f"{name}.{export}"
+
+
+def test_what_the_package_imports_from_a_face_is_on_it() -> None:
+    """`from dreaming.ingest import x` anywhere names something the face exports."""
+    off_face = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{alias.name}"
+        for path in [*MODULES.values(), *sorted(PACKAGE.parent.glob("tests/*.py"))]
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module in FACES
+        for alias in node.names
+        if alias.name not in FACES[node.module]
+    ]
+    assert not off_face, "add it to the face or import it from its module:\n" + "\n".join(off_face)
