@@ -444,7 +444,7 @@ def forget(
     if not files and not has_state:
         app.agents([agent])  # unknown agent: a clean error naming the known ones
     engine = app.engine(agent, create=False) if has_state else None
-    probe = Purge(engine, app.paths, agent).run(selector, files, dry_run=True)
+    probe = Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
     if not (pre_tombstone and selector.sessions):
         _matched(agent, selector, probe.targets, lambda: _known_values(engine, agent, files))
     if dry_run:
@@ -452,7 +452,7 @@ def forget(
     else:
         engine = app.engine(agent)
         with app.lock(agent, "forget", wait_s=wait_s):
-            tally = Purge(engine, app.paths, agent).run(selector, files, dry_run=False)
+            tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
     others = tuple(
         r
         for other in app.paths.kin(agent)
@@ -468,7 +468,7 @@ def _forget_kin(
     """`forget` of the sessions `selector` names that `agent` also holds, or None when it
     holds none of them."""
     files = sources.discover(app.paths, [agent]).get(agent, [])
-    probe = Purge(app.engine(agent, create=False), app.paths, agent).run(
+    probe = Purge(app.engine(agent, create=False), app.paths, agent).forget(
         selector, files, dry_run=True
     )
     held = tuple(t.session_id for t in probe.targets if t.resolved and not t.already_forgotten)
@@ -480,7 +480,8 @@ def _forget_kin(
         return PurgeReport.of(probe)
     engine = app.engine(agent)
     with app.lock(agent, "forget", wait_s=wait_s):
-        return PurgeReport.of(Purge(engine, app.paths, agent).run(selector, files, dry_run=False))
+        tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
+    return PurgeReport.of(tally)
 
 
 def _matched(

@@ -214,7 +214,11 @@ class Purge:
 
     # -- the purge --------------------------------------------------------------------------
 
-    def run(self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool) -> PurgeTally:
+    def forget(
+        self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool
+    ) -> PurgeTally:
+        """Purge what the selected sessions derived and tombstone them (dry: count only);
+        `rederive` is the same purge without the tombstones."""
         report = PurgeTally(self.agent, selector.to_dict(), dry_run)
         if self.engine is None:
             report.targets = resolve(None, self.agent, selector, files)
