@@ -480,10 +480,10 @@ def _purge_row(
 def purge_once(app: App, sid: str, supports: int) -> dict[str, Any]:
     selector = Selector(sessions=(sid,))
     t0 = time.perf_counter()
-    dry = runner.forget(app, AGENT, selector, dry_run=True)
+    dry = runner.forget(app, AGENT, selector, dry_run=True).to_dict()
     dry_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    real = runner.forget(app, AGENT, selector, dry_run=False)
+    real = runner.forget(app, AGENT, selector, dry_run=False).to_dict()
     real_s = time.perf_counter() - t0
     row = _purge_row(sid, supports, dry_s, real, real_s)
     row["dry_matches_real"] = dry["counts"] == real["counts"] and (
@@ -539,7 +539,7 @@ def profile_purge(app: App, sid: str, supports: int, limit: int) -> dict[str, An
     t0 = time.perf_counter()
     with timer.active():
         prof.enable()
-        real = runner.forget(app, AGENT, Selector(sessions=(sid,)), dry_run=False)
+        real = runner.forget(app, AGENT, Selector(sessions=(sid,)), dry_run=False).to_dict()
         prof.disable()
     wall = time.perf_counter() - t0
     row = _purge_row(sid, supports, 0.0, real, wall)

@@ -853,7 +853,7 @@ def purge_check(app: App, conv: Conversation) -> dict[str, Any]:
     before = {hit["text"] for hit in scan(app, conv.agent, wanted)}
     t0 = time.perf_counter()
     selector = Selector(sessions=(forgotten.session_id,))
-    report = runner.forget(app, conv.agent, selector, dry_run=False)
+    report = runner.forget(app, conv.agent, selector, dry_run=False).to_dict()
     seconds = time.perf_counter() - t0
     leaks = scan(app, conv.agent, wanted)
     verdict = verify(app.engine(conv.agent), app.paths, conv.agent)

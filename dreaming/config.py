@@ -11,7 +11,6 @@ import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +28,7 @@ from dreaming.config_cues import SalienceSettings, SlotSettings
 from dreaming.config_errors import format_error as _format_error
 from dreaming.errors import ConfigError
 from dreaming.llm import BudgetSettings, LLMProfile
+from dreaming.messages import Format
 from dreaming.names import check_agent_id as check_agent_id
 from dreaming.names import file_stem as file_stem
 
@@ -42,10 +42,8 @@ STATE_DIR_ENV = "DREAMING_STATE_DIR"
 CONFIG_FILENAME = "dreaming.toml"
 
 
-class SourceKind(StrEnum):
-    OPENCLAW = "openclaw"
-    CLAUDE_CODE = "claude-code"
-    EVENT_LOG = "event-log"
+# A source's kind is the name of the transcript format it holds: one enum, not two.
+SourceKind = Format
 
 
 class Source(_Strict):

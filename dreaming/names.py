@@ -33,3 +33,17 @@ def check_agent_id(agent: str, where: str) -> str:
     ):
         raise ConfigError(f"{where}: {agent!r} is not a valid agent id (a name, not a path)")
     return agent
+
+
+def project_agent_id(agent: str, project: str) -> str:
+    """The agent of one Claude Code project folder: `<agent>:<project>`, e.g.
+    `claude:-home-ana-src-acme` (the folder is the encoded working directory). A folder name
+    that would not make a valid id (too long, unprintable) is shortened and hashed, so it
+    still names one folder and only that one."""
+    name = f"{agent}:{project}"
+    if len(name) <= 255 and name.isprintable() and not any(c in project for c in "/\\\0"):
+        return name
+    digest = hashlib.blake2b(project.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    room = max(0, 255 - len(agent) - len(digest) - 2)
+    slug = re.sub(r"[^\x21-\x7e]+|[/\\]", "_", project)[: min(room, 80)]
+    return f"{agent}:{slug}~{digest}"[:255]

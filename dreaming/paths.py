@@ -5,8 +5,6 @@ Claude Code project's memory folder)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,25 +21,12 @@ from dreaming.config import (
 )
 from dreaming.errors import WorkspaceFileError
 from dreaming.names import file_stem
+from dreaming.names import project_agent_id as project_agent_id
 from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
 from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
 # Claude Code loads the first 200 lines of a project's memory/MEMORY.md at session start.
 CLAUDE_MEMORY_LINES = 200
-
-
-def project_agent_id(agent: str, project: str) -> str:
-    """The agent of one Claude Code project folder: `<agent>:<project>`, e.g.
-    `claude:-home-ana-src-acme` (the folder is the encoded working directory). A folder name
-    that would not make a valid id (too long, unprintable) is shortened and hashed, so it
-    still names one folder and only that one."""
-    name = f"{agent}:{project}"
-    if len(name) <= 255 and name.isprintable() and not any(c in project for c in "/\\\0"):
-        return name
-    digest = hashlib.blake2b(project.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
-    room = max(0, 255 - len(agent) - len(digest) - 2)
-    slug = re.sub(r"[^\x21-\x7e]+|[/\\]", "_", project)[: min(room, 80)]
-    return f"{agent}:{slug}~{digest}"[:255]
 
 
 @dataclass(frozen=True, slots=True)

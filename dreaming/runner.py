@@ -11,6 +11,7 @@ holding the phases' typed summaries; `to_dict()` is its JSON form (run records, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -31,7 +32,7 @@ from dreaming.errors import (
     StorageError,
     WorkspaceFileError,
 )
-from dreaming.forget import Purge, Selector, complete_pending
+from dreaming.forget import Purge, PurgeReport, Selector, complete_pending
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.sessions import records as session_records
 from dreaming.llm import BudgetSettings
@@ -426,7 +427,7 @@ def forget(
     dry_run: bool,
     pre_tombstone: bool = False,
     wait_s: float = 0,
-) -> dict[str, Any]:
+) -> PurgeReport:
     """Purge everything derived from the selected sessions of `agent` (see forget), and
     from the same sessions under the agents that read the same transcripts (`Paths.kin`:
     a Claude Code source's pooled agent of an older state and its projects' agents), so no
@@ -443,31 +444,31 @@ def forget(
     if not files and not has_state:
         app.agents([agent])  # unknown agent: a clean error naming the known ones
     engine = app.engine(agent, create=False) if has_state else None
-    probe = Purge(engine, app.paths, agent).run(selector, files, dry_run=True)
+    probe = Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
     if not (pre_tombstone and selector.sessions):
         _matched(agent, selector, probe.targets, lambda: _known_values(engine, agent, files))
     if dry_run:
-        report = probe.to_dict()
+        tally = probe
     else:
         engine = app.engine(agent)
         with app.lock(agent, "forget", wait_s=wait_s):
-            report = Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
-    report["other_agents"] = [
+            tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
+    others = tuple(
         r
         for other in app.paths.kin(agent)
         if app.has_state(other)
         and (r := _forget_kin(app, other, selector, dry_run=dry_run, wait_s=wait_s)) is not None
-    ]
-    return report
+    )
+    return dataclasses.replace(PurgeReport.of(tally), other_agents=others)
 
 
 def _forget_kin(
     app: App, agent: str, selector: Selector, *, dry_run: bool, wait_s: float = 0
-) -> dict[str, Any] | None:
+) -> PurgeReport | None:
     """`forget` of the sessions `selector` names that `agent` also holds, or None when it
     holds none of them."""
     files = sources.discover(app.paths, [agent]).get(agent, [])
-    probe = Purge(app.engine(agent, create=False), app.paths, agent).run(
+    probe = Purge(app.engine(agent, create=False), app.paths, agent).forget(
         selector, files, dry_run=True
     )
     held = tuple(t.session_id for t in probe.targets if t.resolved and not t.already_forgotten)
@@ -476,10 +477,11 @@ def _forget_kin(
     if selector.sessions:
         selector = Selector(sessions=held)
     if dry_run:
-        return probe.to_dict()
+        return PurgeReport.of(probe)
     engine = app.engine(agent)
     with app.lock(agent, "forget", wait_s=wait_s):
-        return Purge(engine, app.paths, agent).run(selector, files, dry_run=False).to_dict()
+        tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
+    return PurgeReport.of(tally)
 
 
 def _matched(

@@ -106,7 +106,7 @@ def test_agents_share_one_database_without_seeing_each_other(tmp_path: Path, pg_
             ).scalar_one()
         report = runner.forget(
             app, first, Selector(sessions=tuple(_sessions(app, first))), dry_run=False
-        )
+        ).to_dict()
         assert report["sessions"]
         with app.engine(other).connect() as conn:
             after = conn.execute(

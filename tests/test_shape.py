@@ -262,3 +262,138 @@ def test_ingest_reads_memory_only_to_recognise_our_own_output() -> None:
         and any(t.startswith("dreaming.memory") for t in _imports(name, path))
     }
     assert reaching == {"dreaming.ingest.candidates._fold"}
+
+
+# -- transcript formats as a table ---------------------------------------------------------
+
+TRANSCRIPTS = "dreaming.ingest.transcripts"
+
+
+def _registrations(tree: ast.AST) -> list[str]:
+    """The modules whose FORMAT a `register(_x.FORMAT)` call adds, in order."""
+    return [
+        node.args[0].value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "register"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Attribute)
+        and node.args[0].attr == "FORMAT"
+        and isinstance(node.args[0].value, ast.Name)
+    ]
+
+
+def _defines_format(path: Path) -> bool:
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "FORMAT" for t in node.targets)
+        for node in ast.parse(path.read_text()).body
+    )
+
+
+def test_each_format_is_registered_once() -> None:
+    """One module per format, one registration line each, and every format name read."""
+    from dreaming.ingest.transcripts import FORMATS
+    from dreaming.messages import Format
+
+    registered = _registrations(ast.parse(MODULES[TRANSCRIPTS].read_text()))
+    defining = sorted(
+        name.rsplit(".", 1)[1]
+        for name, path in MODULES.items()
+        if name.startswith(TRANSCRIPTS + ".") and _defines_format(path)
+    )
+    assert sorted(registered) == defining, "register each module's FORMAT once in __init__"
+    assert len(set(registered)) == len(registered)
+    assert set(FORMATS) == set(Format), "every Format has its table entry"
+
+
+def _kind_branches(tree: ast.AST) -> list[int]:
+    """Lines of the `if`s that branch on a source's `.kind`."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If | ast.IfExp)
+        and any(isinstance(n, ast.Attribute) and n.attr == "kind" for n in ast.walk(node.test))
+    ]
+
+
+def test_source_dispatch_has_no_fallthrough() -> None:
+    """Sources are read through the format table, never by an if-chain on the kind whose
+    `else` sends a new kind to some other format's discovery."""
+    for name in ("dreaming.ingest.sources", "dreaming.doctor._install"):
+        lines = _kind_branches(ast.parse(MODULES[name].read_text()))
+        assert not lines, f"{name} {lines}: dispatch through format_named(src.kind)"
+
+
+def test_the_fallthrough_finder_sees_a_kind_branch() -> None:
+    tree = ast.parse("if src.kind is SourceKind.CLAUDE_CODE:\n    a()\nelse:\n    b()\n")
+    assert _kind_branches(tree) == [1]
+
+
+# -- the packages' faces -------------------------------------------------------------------
+
+FACES = {
+    "dreaming.ingest": {
+        "candidates",
+        "claims",
+        "corpus",
+        "salience",
+        "sessions",
+        "slots",
+        "sources",
+        "tags",
+        "tombstones",
+    },
+    "dreaming.memory": {
+        "archive",
+        "capacity",
+        "diary",
+        "entry_index",
+        "gates",
+        "journal",
+        "lineage",
+        "memory_file",
+        "memory_sync",
+        "review",
+    },
+    "dreaming.store": {
+        "MIGRATIONS",
+        "advisory_lock",
+        "agent_lock",
+        "cursors",
+        "engine",
+        "migrate",
+        "migrations",
+        "models",
+        "open_engine",
+        "open_shared_engine",
+        "redact",
+        "schema_version",
+        "session",
+        "state",
+    },
+}
+
+
+def test_the_faces_export_exactly_the_intended_names() -> None:
+    import importlib
+
+    for name, intended in FACES.items():
+        module = importlib.import_module(name)
+        assert set(module.__all__) == intended, name
+        for export in module.__all__:
+            assert getattr(module, export) is not None, f"{name}.{export}"
+
+
+def test_what_the_package_imports_from_a_face_is_on_it() -> None:
+    """`from dreaming.ingest import x` anywhere names something the face exports."""
+    off_face = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{alias.name}"
+        for path in [*MODULES.values(), *sorted(PACKAGE.parent.glob("tests/*.py"))]
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module in FACES
+        for alias in node.names
+        if alias.name not in FACES[node.module]
+    ]
+    assert not off_face, "add it to the face or import it from its module:\n" + "\n".join(off_face)

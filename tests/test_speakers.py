@@ -271,7 +271,9 @@ def test_forget_by_participant_removes_the_lines_a_sender_named_in(tmp_path: Pat
     assert any("Caroline" in e for e in memory(tmp_path))
     app = App.open(tmp_path, None, env={})
     try:
-        report = runner.forget(app, "main", Selector(participant="caroline"), dry_run=False)
+        report = runner.forget(
+            app, "main", Selector(participant="caroline"), dry_run=False
+        ).to_dict()
         assert [s["session_id"] for s in report["sessions"]] == ["s0"]
         assert verify(app.engine("main"), app.paths, "main").ok
     finally:

@@ -2,83 +2,64 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.forget import Selector, parse_since
-
-STEPS = [
-    ("corpus", ["corpus_lines"]),
-    ("entries", ["entries"]),
-    ("index", ["index_rows"]),
-    (
-        "state",
-        [
-            "candidates",
-            "candidate_evidence",
-            "recalls",
-            "cursors",
-            "memory_backups",
-            "llm_calls",
-            "run_summaries",
-            "diary_entries",
-            "report_files",
-        ],
-    ),
-    ("origins and tombstones", ["origins", "tombstones"]),
-]
+from dreaming.forget import PurgeReport, Selector, parse_since
 
 
-def format_report(r: dict[str, Any]) -> str:
-    head = "forget (dry run: nothing written)" if r["dry_run"] else f"forget #{r['purge_id']}"
-    out = [f"{head} for agent {r['agent']}"]
-    for s in r["sessions"]:
-        out.append(f"  session {s['session_id']}  key={s['session_key'] or '-'}  {s['status']}")
-    if not r["sessions"]:
+def format_report(r: PurgeReport) -> str:
+    head = "forget (dry run: nothing written)" if r.dry_run else f"forget #{r.purge_id}"
+    out = [f"{head} for agent {r.agent}"]
+    for s in r.sessions:
+        out.append(f"  session {s.session_id}  key={s.session_key or '-'}  {s.status}")
+    if not r.sessions:
         out.append("  no session matches")
-    c = r["counts"]
-    for n, (step, keys) in enumerate(STEPS, 1):
-        out.append(f"  {n}. {step}: " + ", ".join(f"{k} {c.get(k, 0)}" for k in keys))
-    for key in r["entries_emptied"]:
-        out.append(f"     entry {key}: every origin was purged")
-    for m in r["mixed_lineage"]:
+    for step in r.steps:
+        out.append(
+            f"  {step.number}. {step.name}: " + ", ".join(f"{k} {n}" for k, n in step.counts)
+        )
+    out.extend(_details(r))
+    out.append(
+        f"  {len(r.steps) + 1}. files the agent wrote in these sessions (reported, not edited): "
+        f"{len(r.curated_writes)}"
+    )
+    for w in r.curated_writes:
+        out.append(f"     {w['path']}  at {w['at']}  [{w['ref']}]")
+    if r.nothing_left and not r.dry_run:
+        out.append("  nothing left to remove")
+    for other in r.other_agents or ():
+        out.append(f"the same sessions under agent {other.agent} (it reads the same transcripts):")
+        out.append(format_report(other))
+    return "\n".join(out)
+
+
+def _details(r: PurgeReport) -> list[str]:
+    """The lines under the steps: what each removal was, by name."""
+    out = [f"     entry {key}: every origin was purged" for key in r.entries_emptied]
+    for m in r.mixed_lineage:
         out.append(
             f"     entry {m['key']}: mixed lineage (also from {', '.join(m['other_sessions'])});"
             " removed whole, a later night may rebuild it from those sessions"
         )
-    for path, n in r["file_lines_removed"].items():
+    for path, n in r.file_lines_removed.items():
         out.append(f"     {path}: {n} line(s) quoting purged text")
-    for day in r["diary_entries_removed"]:
+    for day in r.diary_entries_removed:
         out.append(f"     DREAMS.md entry {day}: its night read a purged session; removed")
-    if r["run_summaries_redacted"]:
-        runs_ = ", ".join(map(str, r["run_summaries_redacted"]))
+    if r.run_summaries_redacted:
+        runs_ = ", ".join(map(str, r.run_summaries_redacted))
         out.append(f"     run summaries redacted (themes, diary text, purged quotes): {runs_}")
-    verb = "would remove" if r["dry_run"] else "removed"
-    for f in r["report_files"]:
+    verb = "would remove" if r.dry_run else "removed"
+    for f in r.report_files:
         what = {
             "remove": f"mentions what is purged: {verb}",
             "keep": "mentions nothing purged: kept",
             "missing": "no longer there",
         }[f["action"]]
         out.append(f"     report file {f['path']}: {what}")
-    out.append(
-        f"  6. files the agent wrote in these sessions (reported, not edited): "
-        f"{len(r['curated_writes'])}"
-    )
-    for w in r["curated_writes"]:
-        out.append(f"     {w['path']}  at {w['at']}  [{w['ref']}]")
-    if r["nothing_left"] and not r["dry_run"]:
-        out.append("  nothing left to remove")
-    for other in r.get("other_agents", []):
-        out.append(
-            f"the same sessions under agent {other['agent']} (it reads the same transcripts):"
-        )
-        out.append(format_report(other))
-    return "\n".join(out)
+    return out
 
 
 @cli.command()
@@ -133,6 +114,6 @@ def forget(
         ctx.app, agent, selector, dry_run=dry_run, pre_tombstone=pre_tombstone, wait_s=wait_s
     )
     if as_json:
-        emit_json(report)
+        emit_json(report.to_dict())
     else:
         echo(format_report(report))

@@ -349,7 +349,7 @@ def note_degraded(results: list[dict[str, Any]]) -> bool:
 PHASE_NAMES = [p.value for p in Phase]
 
 
-@cli.command()
+@cli.command("run")  # the function is named apart from `runner.run`, which it calls
 @click.option(
     "--phase",
     "phases",
@@ -378,7 +378,7 @@ PHASE_NAMES = [p.value for p in Phase]
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 @pass_ctx
-def run(
+def run_command(
     ctx: Context,
     phases: tuple[str, ...],
     agents: tuple[str, ...],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,11 +15,7 @@ from dreaming.config import Settings, Source, SourceKind, find_config, load_sett
 from dreaming.doctor._findings import Diagnosis, Level, names
 from dreaming.errors import ConfigError
 from dreaming.ingest.tags import TagRegistry, build_registry
-from dreaming.ingest.transcripts import (
-    discover_claude_code,
-    discover_event_log,
-    discover_openclaw,
-)
+from dreaming.ingest.transcripts import SourceRoot, discover_openclaw, format_named
 from dreaming.messages import Format, SessionFile
 from dreaming.openclaw_config import OpenClawConfig, load_openclaw
 from dreaming.paths import Paths
@@ -136,16 +132,6 @@ def check_tags(d: Diagnosis, settings: Settings, env: Mapping[str, str]) -> TagR
 
 # -- sources --------------------------------------------------------------------------------
 
-DISCOVER: dict[SourceKind, Callable[[Path, str], list[SessionFile]]] = {
-    SourceKind.CLAUDE_CODE: discover_claude_code,
-    SourceKind.EVENT_LOG: discover_event_log,
-}
-LAYOUT = {
-    SourceKind.OPENCLAW: "<path>/agents/<agent>/sessions/*.jsonl",
-    SourceKind.CLAUDE_CODE: "<path>/<project>/*.jsonl (or one project folder)",
-    SourceKind.EVENT_LOG: "*.jsonl files under <path> (or one file)",
-}
-
 
 def check_sources(d: Diagnosis, paths: Paths) -> dict[str, list[SessionFile]]:
     """Each place transcripts are read from, and what it holds: agent -> its files."""
@@ -188,9 +174,8 @@ def _source(d: Diagnosis, i: int, src: Source) -> list[SessionFile]:
             " folder), or remove the source",
         )
         return []
-    if src.kind is SourceKind.OPENCLAW:
-        files = discover_openclaw(src.path)
-    elif not src.agent:
+    fmt = format_named(src.kind)
+    if fmt.needs_agent and not src.agent:
         d.add(
             "sources",
             Level.FAIL,
@@ -198,8 +183,8 @@ def _source(d: Diagnosis, i: int, src: Source) -> list[SessionFile]:
             'add agent = "<name>" to the source',
         )
         return []
-    else:
-        files = DISCOVER[src.kind](src.path, src.agent)
+    # Pooled, for everyone: what the source holds, whichever agents it ends up serving.
+    files = fmt.discover(SourceRoot(src.path, src.agent))
     _source_finding(d, label, src.kind, files)
     return files
 
@@ -210,7 +195,7 @@ def _source_finding(d: Diagnosis, label: str, kind: SourceKind, files: list[Sess
             "sources",
             Level.WARN,
             f"{label}: holds no transcripts",
-            f"check the path and the kind: a {kind.value} source reads {LAYOUT[kind]}",
+            f"check the path and the kind: a {kind.value} source reads {format_named(kind).layout}",
         )
         return
     agents = sorted({f.agent for f in files})

@@ -26,23 +26,28 @@ interrupted after the commit is completed by the next `forget` or run.
 The parts are private modules of this package: ``_select`` (which sessions a selector
 names), ``_purge`` (the plan, the counts and the transaction), ``_complete`` (files, the
 completion and the vacuum), ``_scrub`` (finding purged text wherever it was copied),
-``_derived`` (what REM read) and ``_reports`` (report files);
+``_derived`` (what REM read), ``_reports`` (report files) and ``_report`` (the frozen
+`PurgeReport` drivers get);
 everything outside the package imports from here.
 """
 
 from __future__ import annotations
 
 from ._complete import complete_pending
-from ._purge import Purge, PurgeReport, Scope
+from ._purge import Purge, Scope
+from ._report import STEPS, PurgeReport, PurgeStep, SessionOutcome
 from ._reports import record_report, report_files
 from ._scrub import needles_of, scrub_text, snippets_of
 from ._select import Selector, Target, parse_since, resolve
 
 __all__ = [
+    "STEPS",
     "Purge",
     "PurgeReport",
+    "PurgeStep",
     "Scope",
     "Selector",
+    "SessionOutcome",
     "Target",
     "complete_pending",
     "needles_of",

@@ -78,7 +78,10 @@ class Plan:
 
 
 @dataclass
-class PurgeReport:
+class PurgeTally:
+    """What a purge found and did, filled in as it works (drivers get the frozen
+    `PurgeReport` of it; the `purges` row keeps its `to_dict`)."""
+
     agent: str
     selector: dict[str, Any]
     dry_run: bool
@@ -211,10 +214,12 @@ class Purge:
 
     # -- the purge --------------------------------------------------------------------------
 
-    def run(
+    def forget(
         self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool
-    ) -> PurgeReport:
-        report = PurgeReport(self.agent, selector.to_dict(), dry_run)
+    ) -> PurgeTally:
+        """Purge what the selected sessions derived and tombstone them (dry: count only);
+        `rederive` is the same purge without the tombstones."""
+        report = PurgeTally(self.agent, selector.to_dict(), dry_run)
         if self.engine is None:
             report.targets = resolve(None, self.agent, selector, files)
             report.counts = {"tombstones": 0 if dry_run else len(report.targets)}
@@ -229,18 +234,18 @@ class Purge:
         scope = Scope(tuple(t.session_id for t in report.targets))
         return self._execute(report, scope, new_tombstones, forget=True)
 
-    def rederive(self, scope: Scope, why: dict[str, Any]) -> PurgeReport:
+    def rederive(self, scope: Scope, why: dict[str, Any]) -> PurgeTally:
         """Purge what was derived from `scope` as forget does, but leave no tombstone: the
         sessions stay readable and the caller ingests them again (a session whose admission
         changed, lines of a transcript edited in place). Audited in `purges` like a forget."""
         assert self.engine is not None
         complete_pending(self.engine, self.paths, self.agent)
-        report = PurgeReport(self.agent, why, dry_run=False)
+        report = PurgeTally(self.agent, why, dry_run=False)
         return self._execute(report, scope, [], forget=False)
 
     def _execute(
-        self, report: PurgeReport, scope: Scope, new_tombstones: list[Target], *, forget: bool
-    ) -> PurgeReport:
+        self, report: PurgeTally, scope: Scope, new_tombstones: list[Target], *, forget: bool
+    ) -> PurgeTally:
         assert self.engine is not None
         with self.engine.connect() as conn:
             plan = self._plan(conn, scope)
@@ -360,4 +365,4 @@ class Purge:
         return out
 
 
-__all__ = ["Purge", "PurgeReport", "Scope"]
+__all__ = ["Purge", "PurgeTally", "Scope"]

@@ -8,3 +8,32 @@ registry), `admission` and `tombstones` (whose words may enter, and what never m
 `salience` and `scoring` (what a claim tells, and its score), `candidates` (claims folded
 across sessions, with their evidence). The light phase (`dreaming.phases.light`) drives them.
 """
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = [
+    "candidates",
+    "claims",
+    "corpus",
+    "salience",
+    "sessions",
+    "slots",
+    "sources",
+    "tags",
+    "tombstones",
+]
+
+
+def __getattr__(name: str) -> ModuleType:
+    # The face is the submodules; each loads when first asked for, so importing the package
+    # (as `dreaming.cli` does, through its commands) costs nothing until a stage needs one.
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

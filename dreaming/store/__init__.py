@@ -1,4 +1,14 @@
-"""Agent state: SQLModel tables, append-only migrations, engines and the per-agent lock."""
+"""Agent state: SQLModel tables, append-only migrations, engines and the per-agent lock.
+
+The face: the engine and migration functions below, and the submodules other packages
+import by name (`cursors`, `models`, `state` load when first asked for; `engine` and
+`migrations` are loaded already).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 from dreaming.store.engine import (
     advisory_lock,
@@ -14,10 +24,22 @@ __all__ = [
     "MIGRATIONS",
     "advisory_lock",
     "agent_lock",
+    "cursors",
+    "engine",
     "migrate",
+    "migrations",
+    "models",
     "open_engine",
     "open_shared_engine",
     "redact",
     "schema_version",
     "session",
+    "state",
 ]
+_SUBMODULES = frozenset({"cursors", "models", "state"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

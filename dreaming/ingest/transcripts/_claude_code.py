@@ -9,14 +9,18 @@ as Kind.HARNESS so they never pass for something the user said.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from dreaming.messages import Kind, Message, Role, SkipReason
+from dreaming.messages import Format, Kind, Message, Role, SessionFile, SkipReason
+from dreaming.names import project_agent_id
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
+from ._discovery import claude_projects, discover_claude_code, discover_claude_project
+from ._format import SourceRoot, TranscriptFormat
 
 # Line types that carry no conversation: titles, hooks output, streaming progress, snapshots.
 _QUIET_TYPES = frozenset(
@@ -145,3 +149,49 @@ def parse_claude_code(
             skips[_UNKNOWN] += 1
     if pending is not None and (done := pending.message(ctx)) is not None:
         yield done
+
+
+# The quiet types that name the format by themselves when sniffing (the newer ones might
+# turn up elsewhere).
+_NAMING_TYPES = frozenset(
+    {"summary", "system", "progress", "file-history-snapshot", "queue-operation"}
+)
+
+
+def _claims(line_type: str, obj: dict[str, Any]) -> bool:
+    if line_type in ("user", "assistant"):
+        # Claude Code's conversation lines; OpenClaw wraps the same roles in `message` lines.
+        return type(obj.get("message")) is dict
+    return line_type in _NAMING_TYPES
+
+
+def _discover(root: SourceRoot) -> list[SessionFile]:
+    agent = root.agent
+    if agent is None:
+        return []
+    if root.per_project:
+        return _per_project(root.path, agent, root.agents)
+    if root.agents is not None and agent not in root.agents:
+        return []
+    return discover_claude_code(root.path, agent)
+
+
+def _per_project(root: Path, agent: str, agents: Collection[str] | None) -> list[SessionFile]:
+    """Each project folder's transcripts as its own agent's (only `agents`' when given)."""
+    if agents is not None and not any(a.startswith(f"{agent}:") for a in agents):
+        return []  # not one of this source's agents: its folder is not even listed
+    found: list[SessionFile] = []
+    for project in claude_projects(root):
+        name = project_agent_id(agent, project.name)
+        if agents is None or name in agents:
+            found.extend(discover_claude_project(project, name))
+    return found
+
+
+FORMAT = TranscriptFormat(
+    name=Format.CLAUDE_CODE,
+    claims=_claims,
+    discover=_discover,
+    parse=parse_claude_code,
+    layout="<path>/<project>/*.jsonl (or one project folder)",
+)

@@ -9,38 +9,22 @@ from typing import Any
 
 from dreaming.messages import Format
 
-from ._event_log import is_quiet_event
+from ._format import FORMATS
 from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
-from ._openclaw import QUIET_TYPES as OPENCLAW_QUIET_TYPES
 
 SNIFF_LINES = 20
 _BINARY_SNIFF_BYTES = 8192
 
-# Line types that name their format by themselves (OpenClaw's: its quiet types).
-_CLAUDE_CODE_TYPES = frozenset(
-    {"summary", "system", "progress", "file-history-snapshot", "queue-operation"}
-)
-_EVENT_MESSAGES = frozenset(
-    {"user/message", "assistant/message", "context/message", "steering/message"}
-)
-
 
 def classify_line(obj: dict[str, Any]) -> Format | None:
-    """The format one object line belongs to, when it says so unambiguously."""
+    """The format one object line belongs to, when it says so unambiguously (the table's
+    formats claim disjoint line types, so the first claim is the only one)."""
     line_type = obj.get("type")
     if not isinstance(line_type, str):
         return None
-    if line_type == "message":
-        return Format.OPENCLAW if type(obj.get("message")) is dict else None
-    if line_type in ("user", "assistant"):
-        # Claude Code's conversation lines; OpenClaw wraps the same roles in `message` lines.
-        return Format.CLAUDE_CODE if type(obj.get("message")) is dict else None
-    if line_type in OPENCLAW_QUIET_TYPES:
-        return Format.OPENCLAW
-    if line_type in _CLAUDE_CODE_TYPES:
-        return Format.CLAUDE_CODE
-    if line_type in _EVENT_MESSAGES or ("data" in obj and is_quiet_event(line_type)):
-        return Format.EVENT_LOG
+    for fmt in FORMATS.values():
+        if fmt.claims(line_type, obj):
+            return fmt.name
     return None
 
 

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from dreaming.messages import Kind, Message, Role, SkipReason
+from dreaming.messages import Format, Kind, Message, Role, SessionFile, SkipReason
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
+from ._discovery import discover_event_log
+from ._format import SourceRoot, TranscriptFormat
 
 _MESSAGES = {
     "user/message": (Role.USER, Kind.SPEECH),
@@ -108,3 +110,22 @@ def _source(value: object) -> str | None:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _claims(line_type: str, obj: dict[str, Any]) -> bool:
+    return line_type in _MESSAGES or ("data" in obj and is_quiet_event(line_type))
+
+
+def _discover(root: SourceRoot) -> list[SessionFile]:
+    if root.agent is None or (root.agents is not None and root.agent not in root.agents):
+        return []
+    return discover_event_log(root.path, root.agent)
+
+
+FORMAT = TranscriptFormat(
+    name=Format.EVENT_LOG,
+    claims=_claims,
+    discover=_discover,
+    parse=parse_event_log,
+    layout="*.jsonl files under <path> (or one file)",
+)

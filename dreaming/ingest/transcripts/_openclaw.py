@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dreaming.messages import Kind, Message, Role, SkipReason
+from dreaming.messages import Format, Kind, Message, Role, SessionFile, SkipReason
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
+from ._discovery import discover_openclaw
+from ._format import SourceRoot, TranscriptFormat
 from ._inbound import sender
 
 # Line types of the format that carry no conversation text (and name it: format detection
@@ -75,3 +77,23 @@ def parse_openclaw(
             writes=writes,
             speaker=sender(blocks[0]) if role is Role.USER and blocks else None,
         )
+
+
+def _claims(line_type: str, obj: dict[str, Any]) -> bool:
+    if line_type == "message":
+        return type(obj.get("message")) is dict
+    return line_type in QUIET_TYPES
+
+
+def _discover(root: SourceRoot) -> list[SessionFile]:
+    return discover_openclaw(root.path, root.agents)
+
+
+FORMAT = TranscriptFormat(
+    name=Format.OPENCLAW,
+    claims=_claims,
+    discover=_discover,
+    parse=parse_openclaw,
+    layout="<path>/agents/<agent>/sessions/*.jsonl",
+    needs_agent=False,
+)

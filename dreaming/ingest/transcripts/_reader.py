@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from dreaming.messages import Format, Message, SessionFile, SkipCounts, SkipReason
 
-from ._claude_code import parse_claude_code
 from ._common import ParseContext
 from ._cursor import START, Cursor, digest, hash_range, new_hasher, prefix_hasher
 from ._detect import detect_format, starts_as_json
-from ._event_log import parse_event_log
+from ._format import FORMATS
 from ._lines import DEFAULT_MAX_LINE_BYTES, LineSource
-from ._openclaw import parse_openclaw
 
-_Parser = Callable[[Iterable[tuple[int, dict[str, Any]]], ParseContext], Iterator[Message]]
-_PARSERS: dict[Format, _Parser] = {
-    Format.OPENCLAW: parse_openclaw,
-    Format.CLAUDE_CODE: parse_claude_code,
-    Format.EVENT_LOG: parse_event_log,
-}
 # A NUL in the first bytes means a binary file, not a transcript (JSON text never has one).
 _BINARY_SNIFF_BYTES = 8192
 
@@ -109,7 +100,7 @@ class TranscriptReader:
             )
             ctx = ParseContext(self.session.agent, self.session.session_id, skips)
             self.completed = False
-            yield from _PARSERS[self.format](source, ctx)
+            yield from FORMATS[self.format].parse(source, ctx)
             self.completed = True
             # Reached only when the consumer read everything: a reader abandoned half-way
             # keeps its old cursor, so nothing it did not hand out is skipped next time.
