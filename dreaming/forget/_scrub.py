@@ -86,6 +86,16 @@ def redact(value: Any, needles: Sequence[str]) -> Any:
     return value
 
 
+def redact_within(value: Any, needles: Sequence[str]) -> Any:
+    """`redact` of a whole JSON value (a run summary) searching each of its strings only for
+    the needles its JSON text holds: JSON escapes character by character, so a string that
+    holds a needle makes the whole text hold the needle's escaped form. A summary lists
+    thousands of strings; a purge's needles are hundreds, and few of them are in it."""
+    whole = json.dumps(value, ensure_ascii=False)
+    present = [n for n in needles if json.dumps(n, ensure_ascii=False)[1:-1] in whole]
+    return redact(value, present)
+
+
 def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
     """Drop managed entries (compact lines or legacy blocks) of removed keys and every other
     whole line quoting a needle, then managed headings left with no entry under them.
