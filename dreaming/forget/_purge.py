@@ -30,7 +30,7 @@ from ._scrub import (
     backup_carries,
     carries,
     needles_of,
-    redact,
+    redact_within,
     scrub_backups,
     scrub_files,
     snippets_of,
@@ -323,7 +323,7 @@ class Purge:
         if scope.whole:
             cursors.forget_sessions(conn, a, ids)
         forget_calls(conn, sorted(set(plan.calls) | set(plan.derived.rem_calls)))
-        runs.redact_summaries(conn, plan.runs, lambda summary: redact(summary, needles))
+        runs.redact_summaries(conn, plan.runs, lambda summary: redact_within(summary, needles))
         # What REM derived without quoting (theme words, a model's diary): the themes and
         # diary text of every run whose window read a purged session, and the windows of
         # the diary entries the file step removes.

@@ -41,17 +41,39 @@ def snippets_of(texts: Iterable[str], settings: Settings) -> set[str]:
 def carries(text: str | None, needles: Sequence[str]) -> bool:
     if not text:
         return False
-    return any(n in text for n in needles)
+    # map over the bound method: no Python frame per needle (a purge asks this of every
+    # line, call record and summary of the agent).
+    return any(map(text.__contains__, needles))
+
+
+# Above this many needles the containment pass below would cost more than it saves.
+_MINIMIZE_MAX = 2000
 
 
 def needles_of(snippets: Iterable[str]) -> list[str]:
-    """Snippets as they appear raw and as they appear inside JSON (prompts, summaries)."""
+    """Snippets as they appear raw and as they appear inside JSON (prompts, summaries).
+
+    Every use asks whether a text holds any of them, so a needle holding a shorter one is
+    left out (a corpus line holds its claims and sentences): the same answers, fewer
+    searches."""
     out: set[str] = set()
     for s in snippets:
         out.add(s)
         out.add(json.dumps(s, ensure_ascii=False)[1:-1])
         out.add(json.dumps(s)[1:-1])
-    return sorted(out, key=len, reverse=True)
+    return sorted(_minimal(out), key=len, reverse=True)
+
+
+def _minimal(needles: set[str]) -> list[str]:
+    """The needles that hold no other one (any text holding one of `needles` holds one of
+    these)."""
+    if len(needles) > _MINIMIZE_MAX:
+        return list(needles)
+    kept: list[str] = []
+    for n in sorted(needles, key=lambda x: (len(x), x)):
+        if not any(map(n.__contains__, kept)):
+            kept.append(n)
+    return kept
 
 
 def redact(value: Any, needles: Sequence[str]) -> Any:
@@ -62,6 +84,16 @@ def redact(value: Any, needles: Sequence[str]) -> Any:
     if isinstance(value, dict):
         return {k: redact(v, needles) for k, v in value.items()}
     return value
+
+
+def redact_within(value: Any, needles: Sequence[str]) -> Any:
+    """`redact` of a whole JSON value (a run summary) searching each of its strings only for
+    the needles its JSON text holds: JSON escapes character by character, so a string that
+    holds a needle makes the whole text hold the needle's escaped form. A summary lists
+    thousands of strings; a purge's needles are hundreds, and few of them are in it."""
+    whole = json.dumps(value, ensure_ascii=False)
+    present = [n for n in needles if json.dumps(n, ensure_ascii=False)[1:-1] in whole]
+    return redact(value, present)
 
 
 def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:

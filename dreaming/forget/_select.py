@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, and_, or_, select
 
 from dreaming.ingest import sessions, tombstones
 from dreaming.messages import SessionFile
+from dreaming.store.tables import SESSIONS
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,14 @@ def resolve(
         }
     tombstoned: set[str] = set()
     if conn is not None:
-        for r in sessions.records(conn, agent).values():
+        for r in _records(conn, agent, selector, files):
             known[r["session_id"]] = {
                 "session_id": r["session_id"],
                 "session_key": r["session_key"],
                 "path": r["path"],
                 "external_source": r["external_source"],
-                "participants": json.loads(r["participants"] or "[]"),
+                # Read (JSON) only by a participant selector: see _participants_of.
+                "participants": r["participants"],
                 "created_at": r["created_at"],
                 "parent": _parent_of(r["path"]),
             }
@@ -133,7 +135,7 @@ def resolve(
     else:
         assert selector.participant is not None
         for s in known.values():
-            if _participant_matches(selector.participant, s["participants"]):
+            if _participant_matches(selector.participant, _participants_of(s)):
                 out.setdefault(s["session_id"], target(s))
     # A Claude Code subagent's transcript (<session>/subagents/agent-*.jsonl) is part of the
     # session that started it: it goes with its parent.
@@ -142,6 +144,33 @@ def resolve(
         if s.get("parent") in parents:
             out.setdefault(s["session_id"], target(s))
     return [out[k] for k in sorted(out)]
+
+
+def _records(
+    conn: Connection, agent: str, selector: Selector, files: Sequence[SessionFile]
+) -> list[dict[str, Any]]:
+    """The session records `resolve` needs. For ids and keys, only those that can match or
+    shadow a file that matches (by id, by key, or the id of a file whose key matches) and
+    the subagents' (they go with their parent): a purge of one session need not read
+    every record of the agent. A source or participant reads them all."""
+    if not selector.sessions:
+        return list(sessions.records(conn, agent).values())
+    wanted = set(selector.sessions)
+    ids = wanted | {f.session_id for f in files if f.session_key in wanted}
+    c = SESSIONS.c
+    query = select(SESSIONS).where(
+        and_(
+            c.agent == agent,
+            or_(c.session_id.in_(ids), c.session_key.in_(wanted), c.path.like("%subagents%")),
+        )
+    )
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _participants_of(s: dict[str, Any]) -> list[str]:
+    """A known session's participants: a list from a file, JSON text from its record."""
+    value = s["participants"]
+    return list(json.loads(value or "[]")) if isinstance(value, str | None) else list(value)
 
 
 def _parent_of(path: str | None) -> str | None:

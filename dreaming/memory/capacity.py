@@ -256,8 +256,12 @@ def place(
 
     movable = [w for w in worths if w.key not in edited]
     everything = memory_file.apply_entries(doc, [(w.key, w.text) for w in worths], group_of)
-    if fits(*measure(everything.render(), crlf=crlf)):
+    everything_text = everything.render()
+    # The layout of every entry, when they all fit: the loop below would build it again.
+    laid: dict[tuple[str, ...], str] = {}
+    if fits(*measure(everything_text, crlf=crlf)):
         chosen = {w.key for w in movable}  # all of them fit: no worth needed
+        laid[tuple(w.key for w in worths)] = everything_text
     else:
         if valued is not None:
             worths = valued()
@@ -266,7 +270,10 @@ def place(
     ranked = sorted((w for w in movable if w.key in chosen), key=Worth.rank)
     while True:
         wanted = [(w.key, w.text) for w in worths if w.key in chosen or w.key in edited]
-        text = memory_file.apply_entries(doc, wanted, group_of).render()
+        text = (
+            laid.pop(tuple(k for k, _ in wanted), None)
+            or memory_file.apply_entries(doc, wanted, group_of).render()
+        )
         chars, lines = measure(text, crlf=crlf)
         if fits(chars, lines) or not ranked:
             break

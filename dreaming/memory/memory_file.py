@@ -23,6 +23,7 @@ is and reported, never rewritten or moved.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,15 +108,15 @@ class Block:
         """The entry `key` rendered: a line showing `shown` (default: the whole key), or a
         legacy block."""
         if not compact:
-            return cls(key, text, render_block(key, text), entry_key(text) != key, LEGACY, key)
+            return cls(key, text, render_block(key, text), _key_of(text) != key, LEGACY, key)
         text, shown = one_line(text), shown or key
-        return cls(key, text, render_line(shown, text), entry_key(text) != key, LINE, shown)
+        return cls(key, text, render_line(shown, text), _key_of(text) != key, LINE, shown)
 
     @classmethod
     def read(cls, shown: str, text: str, raw: str, form: str) -> Block:
         """A block as a file shows it: known by its whole key when the text hashes to one
         the shown key stands for, else edited."""
-        whole = entry_key(text)
+        whole = _key_of(text)
         if syntax.matches(shown, whole):
             return cls(whole, text, raw, False, form, shown)
         return cls(shown, text, raw, True, form, shown)
@@ -189,9 +190,22 @@ class Document:
         return {k for k in keys if any(b.stands_for(k) for b in edited)} if edited else set()
 
 
+# The key of an entry's text, remembered: hashing the normalized text is most of a parse,
+# and a rewrite or a purge parses files (MEMORY.md, its backups) that share most lines.
+_key_of = functools.lru_cache(maxsize=1 << 16)(entry_key)
+
+
 def parse(text: str) -> Document:
     """Any text: entry lines of either form, legacy blocks and managed headings are
-    recognised, everything else is operator text; `parse(text).render() == text` always."""
+    recognised, everything else is operator text; `parse(text).render() == text` always.
+
+    The same text is parsed once: a purge and a MEMORY.md write each read the file several
+    times (scrub, dry count, render, duplicates), and a Document is immutable."""
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _parse(text: str) -> Document:
     segments: list[Segment] = []
     pos = 0
     for m in SEGMENT_RE.finditer(text):

@@ -118,13 +118,15 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
 def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
     """Read the salience of candidates not yet assessed (new ones, and rows from before
     salience existed). Once per candidate: its text does not change. Returns how many."""
-    lexicon = salience_mod.lexicon_for(settings.salience.extra())
     wanted = and_(CANDIDATES.c.agent == agent, CANDIDATES.c.features.is_(None))
     if not settings.deep.promote_agent_only:
         # What only the agent said is never promoted on its own: it is read once the owner
         # says it too. Agents talk far more than their owners, so this is most of the work.
         wanted = and_(wanted, CANDIDATES.c.owner_lines > 0)
     rows = conn.execute(select(CANDIDATES.c.id, CANDIDATES.c.text).where(wanted)).all()
+    if not rows:
+        return 0  # the lexicon takes most of a second to build: not for nothing (a purge)
+    lexicon = salience_mod.lexicon_for(settings.salience.extra())
     changes = []
     for cid, text in rows:
         found = salience_mod.assess(text, lexicon)
