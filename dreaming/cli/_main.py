@@ -201,7 +201,9 @@ def _interrupt_on_sigterm(ctx: click.Context) -> None:
     ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
-def main() -> None:
+def register_commands() -> click.Group:
+    """`cli` with every command on it: importing a command module registers its commands.
+    The modules import the library only inside their commands, so this stays cheap."""
     from dreaming.cli import (  # noqa: F401  (registers commands)
         _candidates,
         _demo,
@@ -224,4 +226,8 @@ def main() -> None:
         _worker,
     )
 
-    cli()
+    return cli
+
+
+def main() -> None:
+    register_commands()()
