@@ -3,8 +3,9 @@ prints `interrupted`, exits 130, records the run `interrupted`, and leaves files
 what was committed, so `verify` passes and the next night converges to an uninterrupted
 one. A run killed outright (no cleanup) leaves what `verify` explains with "run again".
 
-Every run is a real `dreaming` process; `DREAMING_PAUSE_AT` (dreaming.faults) stops it at a
-named point so that the signal arrives exactly there.
+Every interrupted or killed run is a real `dreaming` process; `DREAMING_PAUSE_AT`
+(dreaming.faults) stops it at a named point so that the signal arrives exactly there. The
+nights and checks around them run in this process (tests/cli_process.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from dreaming import demo
 from dreaming.faults import PAUSE_ENV, PAUSE_FILE_ENV
+from tests.cli_process import in_process, process
 
 EXIT_INTERRUPTED = 130
 AGENTS = {"main": "workspace", "bob": "workspace-bob"}
@@ -30,15 +32,9 @@ AGENTS = {"main": "workspace", "bob": "workspace-bob"}
 def dreaming(
     root: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
-    return subprocess.run(
-        [sys.executable, "-m", "dreaming", "--state-dir", str(root), *args],
-        capture_output=True,
-        text=True,
-        env=clean | (env or {}),
-        timeout=300,
-        check=False,
-    )
+    """A process when `env` sets something only a process survives (a crash point)."""
+    argv = ["--state-dir", str(root), *args]
+    return in_process(argv) if env is None else process(argv, env)
 
 
 def interrupted_run(root: Path, point: str, signum: int) -> subprocess.CompletedProcess[str]:

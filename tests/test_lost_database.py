@@ -3,21 +3,21 @@ log was deleted. The next night adopts the managed MEMORY.md lines it has no rec
 `dreaming repair` does) instead of rebuilding the file from the empty database; `verify`
 fails while such lines stand; lines of entries the database retired never come back.
 
-Every run is a real `dreaming` process over the demo state folder and real SQLite files.
+Every run is `dreaming` over the demo state folder and real SQLite files: a killed run is a
+real process (its crash point kills it), the others run in this process (tests/cli_process.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 from dreaming import demo
 from dreaming.memory import memory_file
+from tests.cli_process import in_process, process
 from tests.openclaw_builder import append
 
 CRASH_RC = 137
@@ -30,17 +30,10 @@ TONIGHT = "Please remember that my daughter Ines starts school in Coimbra in Sep
 
 
 def dreaming(root: Path, *args: str, crash: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMING_")}
-    if crash is not None:
-        env["DREAMING_CRASH_AT"] = crash
-    return subprocess.run(
-        [sys.executable, "-m", "dreaming", "--state-dir", str(root), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    argv = ["--state-dir", str(root), *args]
+    if crash is None:
+        return in_process(argv)
+    return process(argv, {"DREAMING_CRASH_AT": crash})
 
 
 def ok(root: Path, *args: str) -> str:

@@ -2,8 +2,9 @@
 truncated database each end in one line per failure that names the file and what to do,
 exit 1, and nothing written; never a traceback.
 
-Each fault is real, on a copy of a demo state folder after one night, with `dreaming` run as
-a subprocess: a read-only folder is one this process may not write (chmod, and as root the
+Each fault is real, on a copy of a demo state folder after one night. `dreaming` runs as a
+subprocess where the fault is the process's (tests/cli_process.py runs the rest in this
+process): a read-only folder is one this process may not write (chmod, and as root the
 capabilities that bypass permissions dropped with `setpriv`), a full disk is a file-size
 limit (RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk), flipped bytes and
 truncation are written into the copy's files."""
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from dreaming import demo
+from tests.cli_process import in_process
 from tests.openclaw_builder import FakeOpenClaw
 
 # Run as root, a process writes whatever the permissions say; without these capabilities
@@ -33,6 +35,8 @@ ERROR = "dreaming: error: "
 def dreaming(
     root: Path, *args: str, prefix: list[str] | None = None, limit: int | None = None
 ) -> subprocess.CompletedProcess[str]:
+    if prefix is None and limit is None:  # nothing only a process can be held to
+        return in_process(["--state-dir", str(root), *args], left_out=("DREAMING_", "OPENAI_"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DREAMING_", "OPENAI_"))}
 
     def file_size_limit() -> None:  # in the child only: writes past it fail with EFBIG

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,14 +10,21 @@ from dreaming.cli._entries import shorten
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import StateError
-from dreaming.ingest.admission import OriginClass
-from dreaming.memory.gates import gate_counts, list_candidates
 
-SPEAKERS = (
-    (OriginClass.OWNER.value, "owner_lines"),
-    (OriginClass.AGENT.value, "agent_lines"),
-    (OriginClass.UNTRUSTED.value, "untrusted_lines"),
-)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def _speakers() -> Sequence[tuple[str, str]]:
+    """Who said a candidate's lines, and the column that counts them. Admission (with the
+    settings and pydantic behind it) is imported when a listing is printed, not at start-up."""
+    from dreaming.ingest.admission import OriginClass
+
+    return (
+        (OriginClass.OWNER.value, "owner_lines"),
+        (OriginClass.AGENT.value, "agent_lines"),
+        (OriginClass.UNTRUSTED.value, "untrusted_lines"),
+    )
 
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
@@ -33,7 +40,7 @@ def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
 
 
 def _said_by(c: dict[str, Any]) -> str:
-    said = [f"{name} {c[column]}" for name, column in SPEAKERS if c[column]]
+    said = [f"{name} {c[column]}" for name, column in _speakers() if c[column]]
     if c["system_lines"]:
         said.append(f"system {c['system_lines']}")
     return ", ".join(said) or "nobody"
@@ -83,6 +90,8 @@ def candidates(
 
     Pending candidates only unless --all. The gate is the first of deep's rules the
     candidate fails ("passes": deep considers it tonight, highest score first)."""
+    from dreaming.memory.gates import gate_counts, list_candidates
+
     app = ctx.app
     deep = app.settings.deep
     shown: list[dict[str, Any]] = []

@@ -8,9 +8,6 @@ from typing import Any
 
 import click
 
-from dreaming import demo as demo_mod
-from dreaming import runner
-from dreaming.app import App
 from dreaming.cli._main import Context, cli
 from dreaming.cli._output import echo, emit_json, note
 from dreaming.cli._run import format_result
@@ -29,6 +26,11 @@ from dreaming.phases import Phase
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document and nothing else.")
 def demo(directory: Path, as_json: bool) -> None:
     """Write a demo state folder and run the night on it with the embedded default (no LLM)."""
+    # The library is imported when the command runs, not when it registers (`--help`).
+    from dreaming import demo as demo_mod
+    from dreaming import runner
+    from dreaming.app import App
+
     root = demo_mod.build(directory.resolve())
     app = App.open(root, root / "dreaming.toml", env={})
     try:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import EXIT_FAILED, echo, emit_json
-from dreaming.doctor import Finding, diagnose
+
+if TYPE_CHECKING:
+    from dreaming.doctor import Finding
 
 
 def format_finding(f: Finding) -> str:
@@ -40,6 +43,8 @@ def doctor(ctx: Context, try_llm: bool, timeout: float | None, as_json: bool) ->
     Each finding is one line, `ok`, `warn` or `fail`, with the fix. Exits 1 when a check
     fails, 0 otherwise (warnings alone too). Nothing is written.
     """
+    from dreaming.doctor import diagnose  # it checks everything: it imports everything
+
     result = diagnose(ctx.state_dir, ctx.config, dict(os.environ), llm=try_llm, timeout_s=timeout)
     if as_json:
         emit_json(result.to_dict())

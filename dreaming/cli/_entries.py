@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from sqlalchemy import Connection
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import NoSuchError, StateError
-from dreaming.memory import lineage
-from dreaming.store.statuses import HELD, EntryStatus
+
+# Lineage and the store's statuses are SQLAlchemy: imported by the commands that read them,
+# so registering these commands (every `dreaming` start) costs nothing.
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 SHOWN_CHARS = 200  # an evidence line's text in the text output; JSON has it whole
 GONE = "(text no longer in the corpus)"
@@ -32,6 +34,8 @@ def evidence(
     conn: Connection, agent: str, key: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Entry key -> its evidence lines as JSON data (text None once purged from the corpus)."""
+    from dreaming.memory import lineage
+
     return {
         entry: [
             {
@@ -59,6 +63,8 @@ def evidence_line(ev: dict[str, Any]) -> str:
 
 
 def _entry(conn: Any, agent: str, key: str, text: str, *, detail: bool) -> dict[str, Any]:
+    from dreaming.memory import lineage
+
     lin = lineage.entry_lineage(conn, agent, key)
     data: dict[str, Any] = {
         "agent": agent,
@@ -124,6 +130,9 @@ def entries(
     the archive (`entries show KEY` for one in full)."""
     if click_ctx.invoked_subcommand is not None:
         return
+    from dreaming.memory import lineage
+    from dreaming.store.statuses import EntryStatus
+
     ctx = click_ctx.find_object(Context)
     assert ctx is not None
     status = EntryStatus.ARCHIVED if archived else EntryStatus.LIVE
@@ -159,6 +168,8 @@ def entries(
 def _replaced(ctx: Context, key: str, wanted: str, agents: tuple[str, ...], as_json: bool) -> None:
     """A key that left memory because a later statement superseded it: say by what (and
     return normally only when it is no such key)."""
+    from dreaming.memory import lineage
+
     for agent in _agents(ctx, agents):
         with ctx.app.engine(agent, create=False).connect() as conn:
             by = lineage.superseded_by(conn, agent, wanted)
@@ -181,6 +192,9 @@ def _replaced(ctx: Context, key: str, wanted: str, agents: tuple[str, ...], as_j
 def show(ctx: Context, key: str, agents: tuple[str, ...], as_json: bool) -> None:
     """Show one entry with its full lineage: origins, evidence lines and their text,
     supersessions, decisions. KEY may be a unique prefix (`m:76f5` or `76f5`)."""
+    from dreaming.memory import lineage
+    from dreaming.store.statuses import HELD, EntryStatus
+
     wanted = key.strip().lower()
     if not wanted:
         raise StateError("give an entry key or a prefix of one (list them with `dreaming entries`)")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dreaming.app import App
 from dreaming.errors import StateError
+
+if TYPE_CHECKING:
+    from dreaming.app import App
 
 F = TypeVar("F", bound=Callable[..., Any])
 

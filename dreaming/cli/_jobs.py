@@ -6,28 +6,22 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dreaming.app import App
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note, usd
 from dreaming.cli._progress import progress
 from dreaming.cli._run import exit_status, format_recorded, note_degraded, source_warnings
 from dreaming.errors import ExitCode
-from dreaming.scheduler import (
-    AgentOutcome,
-    CopyOutcome,
-    InProcessRunner,
-    StoredSchedule,
-    copy_bundled_jobs,
-    describe_job,
-    job_catalog,
-    jobs_dir,
-    read_schedules,
-)
+
+# The scheduler package brings APScheduler and the whole library: the commands import it
+# when they run, so registering them (every `dreaming` start) stays cheap.
+if TYPE_CHECKING:
+    from dreaming.app import App
+    from dreaming.scheduler import StoredSchedule
 
 JSON_HELP = "Print one JSON document and nothing else."
 
@@ -91,6 +85,8 @@ def _format_store(store: StoredSchedule) -> str:
 
 
 def format_agent_result(result: dict[str, Any]) -> str:
+    from dreaming.scheduler import AgentOutcome
+
     if result["outcome"] == AgentOutcome.QUEUED:
         return f"agent {result['agent']}: queued as task {result['queue_job_id']}"
     if result["outcome"] == AgentOutcome.SKIPPED:
@@ -121,6 +117,8 @@ def jobs(click_ctx: click.Context, as_json: bool) -> None:
 def list_jobs(ctx: Context, as_json: bool) -> None:
     """List the jobs: where each comes from, its trigger and next fire time (computed, and
     as the scheduler's job store holds it when there is one)."""
+    from dreaming.scheduler import describe_job, job_catalog, read_schedules
+
     app = ctx.app
     catalog = job_catalog(app.paths)
     stores = read_schedules(app.paths)
@@ -162,6 +160,8 @@ def init_jobs(ctx: Context, force: bool, as_json: bool) -> None:
     A file that exists is kept unless --force. Copies replace the bundled jobs of the same
     name; to switch one off, keep its file and set `enabled = false`.
     """
+    from dreaming.scheduler import CopyOutcome, copy_bundled_jobs, jobs_dir
+
     folder = jobs_dir(ctx.app.paths)
     copied = copy_bundled_jobs(folder, force=force)
     if as_json:
@@ -200,6 +200,8 @@ def run_job(
     decided what the model should have), 75 when one was skipped because another run held
     it, else 0; 2 for a settings error (a missing API key included) before anything ran.
     """
+    from dreaming.scheduler import InProcessRunner, job_catalog
+
     app = ctx.app
     runner = InProcessRunner(app, job_catalog(app.paths))
     job = runner.job(name)
@@ -242,6 +244,7 @@ def run_job(
 def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:
     require_fleet(app, "--executor procrastinate")
     from dreaming.fleet import enqueue_job
+    from dreaming.scheduler import jobs_dir
 
     results = enqueue_job(app, jobs_dir(app.paths), name, agents=list(agents) or None, dry_run=dry)
     if as_json:

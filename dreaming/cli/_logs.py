@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dreaming.app import App
-from dreaming.call_log import LoggedCall, list_calls, newest_first
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
+
+if TYPE_CHECKING:
+    from dreaming.app import App
+    from dreaming.call_log import LoggedCall
 
 
 def _calls(
     app: App, agents: tuple[str, ...], limit: int | None, run_id: int | None
 ) -> list[LoggedCall]:
+    from dreaming.call_log import list_calls, newest_first  # SQLAlchemy: only when read
+
     names = app.agents_with_state(list(agents) or None)  # an unknown name is an error
     if not names:
         return []

@@ -10,16 +10,17 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dreaming import __version__
-from dreaming.app import App
 from dreaming.cli import _output
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import DreamingError, ExitCode, exit_code
-from dreaming.store.storage import os_fault
+
+if TYPE_CHECKING:
+    from dreaming.app import App
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "DREAMING_DEBUG"
@@ -41,6 +42,10 @@ class Context:
     @property
     def app(self) -> App:
         if self._app is None:
+            # Imported here, not at the top: the App pulls in SQLAlchemy, pydantic and the
+            # whole library, which `--help`, `--version` and usage errors never need.
+            from dreaming.app import App
+
             self._app = App.open(self.state_dir, self.config)
         return self._app
 
@@ -129,6 +134,8 @@ class DreamingGroup(click.Group):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(int(ExitCode.FAILED))
         except OSError as err:
+            from dreaming.store.storage import os_fault  # the store is heavy: only on a fault
+
             fault = os_fault(err)
             self._fail(ctx, err, str(fault) if fault else _os_line(err))
         except UnicodeDecodeError as err:
@@ -194,7 +201,9 @@ def _interrupt_on_sigterm(ctx: click.Context) -> None:
     ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
-def main() -> None:
+def register_commands() -> click.Group:
+    """`cli` with every command on it: importing a command module registers its commands.
+    The modules import the library only inside their commands, so this stays cheap."""
     from dreaming.cli import (  # noqa: F401  (registers commands)
         _candidates,
         _demo,
@@ -217,4 +226,8 @@ def main() -> None:
         _worker,
     )
 
-    cli()
+    return cli
+
+
+def main() -> None:
+    register_commands()()

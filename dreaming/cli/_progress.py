@@ -7,13 +7,16 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING
 
 from dreaming.cli._output import echo
 from dreaming.progress import Progress as ProgressFn
 from dreaming.progress import Tick
+
+# rich loads when a run shows progress, not with every command that might.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
 
 
 @contextlib.contextmanager
@@ -22,6 +25,8 @@ def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
     if not enabled:
         yield None
         return
+    from rich.console import Console
+
     console = Console(stderr=True)
     if console.is_terminal:
         with _Bars(console) as bars:
@@ -43,6 +48,8 @@ class _Bars:
     """One rich bar per phase and agent, cleared when the run ends (stdout has the result)."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

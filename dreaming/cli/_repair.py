@@ -6,8 +6,6 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.memory.lineage import ADOPTED
-from dreaming.repair import adopt
 
 
 @cli.command("repair")
@@ -18,6 +16,9 @@ from dreaming.repair import adopt
 def repair_cmd(ctx: Context, agent: str, dry_run: bool, as_json: bool) -> None:
     """Give managed MEMORY.md lines with no entry behind them (a lost database) their entry
     back. Their sources are unknown, and recorded so."""
+    from dreaming.memory.lineage import ADOPTED  # the store: imported when the command runs
+    from dreaming.repair import adopt
+
     app = ctx.app
     app.agents([agent])
     with app.lock(agent, "repair"):

@@ -10,9 +10,6 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, note, printable
 from dreaming.errors import StateError
-from dreaming.forget import record_report
-from dreaming.report import build_report, render
-from dreaming.syntax import atomic_write
 
 
 @cli.command()
@@ -38,6 +35,12 @@ def report(ctx: Context, agents: tuple[str, ...], since: datetime | None, out: s
     from disk. "Tonight" is the agent's last run with a deep phase that changed memory (a
     quiet night after it does not hide it); spend is shown against every daily cap that
     applies, the settings' and each job's, as `status` shows them."""
+    # The report (Jinja2) and the purge records (SQLAlchemy) load when a page is written,
+    # not at every `dreaming` start.
+    from dreaming.forget import record_report
+    from dreaming.report import build_report, render
+    from dreaming.syntax import atomic_write
+
     day: date | None = since.date() if since is not None else None
     # Control characters of stored text shown as escapes, in the file as on stdout: a page
     # piped to a terminal (or `cat`) must not drive it.

@@ -5,22 +5,24 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note
 from dreaming.cli._progress import progress
 from dreaming.errors import DreamingError, ExitCode
-from dreaming.llm import BudgetSettings
-from dreaming.memory.lineage import ADOPTED
 from dreaming.phases import Phase
-from dreaming.phases.deep import DeepSummary
-from dreaming.phases.light import LightSummary
-from dreaming.phases.rem import RemSummary
-from dreaming.runner import AgentResult, Outcome, Summary, summary_from_dict
+
+# The runner, the phases' summaries and the LLM settings pull in SQLAlchemy, pydantic and
+# most of the library: imported where a command runs, so `dreaming --help` stays fast.
+if TYPE_CHECKING:
+    from dreaming.llm import BudgetSettings
+    from dreaming.phases.deep import DeepSummary
+    from dreaming.phases.light import LightSummary
+    from dreaming.phases.rem import RemSummary
+    from dreaming.runner import AgentResult, Summary
 
 
 def format_light(s: LightSummary) -> str:
@@ -172,6 +174,9 @@ def format_rem(s: RemSummary) -> str:
 
 
 def format_summary(summary: Summary) -> str:
+    from dreaming.phases.light import LightSummary
+    from dreaming.phases.rem import RemSummary
+
     if isinstance(summary, LightSummary):
         return format_light(summary)
     if isinstance(summary, RemSummary):
@@ -190,6 +195,8 @@ def format_result(result: AgentResult) -> str:
 def format_adopted(agent: str, count: int) -> str:
     """The one line a night prints when it adopted managed lines its database had no record
     of (the database was lost), as `dreaming repair` would have."""
+    from dreaming.memory.lineage import ADOPTED
+
     return (
         f"agent {agent}: adopted {count} managed MEMORY.md entries the database had no record"
         f" of (was it deleted or rolled back?); their sources are unknown ({ADOPTED})"
@@ -199,6 +206,8 @@ def format_adopted(agent: str, count: int) -> str:
 def format_recorded(phases: Mapping[str, Mapping[str, Any]]) -> str:
     """Phase summaries as recorded (a run record's, a scheduler's report), shown as run
     shows them. Raises KeyError, TypeError or ValueError on another version's shape."""
+    from dreaming.results import summary_from_dict
+
     return "\n".join(
         format_summary(summary_from_dict(Phase(p), data)) for p, data in phases.items()
     )
@@ -219,6 +228,8 @@ def run_phases(
     workers: int = 1,
     deep: dict[str, Any] | None = None,
 ) -> None:
+    from dreaming import runner
+
     app = ctx.app
     if ctx.verbose:
         note(app.registry.banner())
@@ -300,6 +311,8 @@ def where_files(app: Any, agent: str) -> dict[str, str]:
 def format_run_result(app: Any, result: AgentResult) -> str:
     """What one agent's run did, then where its files are; one line for an agent that did
     not run (its error is on stderr)."""
+    from dreaming.runs import Outcome
+
     if result.error is not None:
         why = "skipped" if result.outcome == Outcome.SKIPPED else "failed"
         return f"agent {result.agent}: {why} (the error is on stderr)"
@@ -315,6 +328,8 @@ def format_run_result(app: Any, result: AgentResult) -> str:
 def exit_status(results: list[dict[str, Any]]) -> ExitCode:
     """The worst of the agents' outcomes: failed, then degraded, then busy (skipped because
     another run held it), else ok."""
+    from dreaming.runs import Outcome
+
     outcomes = {r.get("outcome") for r in results}
     if Outcome.FAILED in outcomes:
         return ExitCode.FAILED

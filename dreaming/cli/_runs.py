@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,8 +11,10 @@ from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, json_default
 from dreaming.cli._run import format_recorded
 from dreaming.errors import NoSuchError
-from dreaming.oversight import undone_by
-from dreaming.runs import RunRecord, get_run, list_runs
+
+# Run records are SQLAlchemy: read by the commands when they run, not when they register.
+if TYPE_CHECKING:
+    from dreaming.runs import RunRecord
 
 
 def _agents(ctx: Context, agents: tuple[str, ...]) -> list[str]:
@@ -54,6 +56,9 @@ def runs(click_ctx: click.Context, agents: tuple[str, ...], limit: int, as_json:
     """List past runs across agents, newest first (`runs show ID` for one in full)."""
     if click_ctx.invoked_subcommand is not None:
         return
+    from dreaming.oversight import undone_by
+    from dreaming.runs import list_runs
+
     ctx = click_ctx.find_object(Context)
     assert ctx is not None
     app = ctx.app
@@ -81,6 +86,9 @@ def runs(click_ctx: click.Context, agents: tuple[str, ...], limit: int, as_json:
 @pass_ctx
 def show(ctx: Context, run_id: int, agent: str | None, as_json: bool) -> None:
     """Show run RUN_ID in full: its numbers and the summary of every phase."""
+    from dreaming.oversight import undone_by
+    from dreaming.runs import get_run, list_runs
+
     app = ctx.app
     found = [
         rec
@@ -141,6 +149,7 @@ def undo(
     how they were before its decisions. The operator's text and blocks a person edited
     since are left alone; nothing a purge removed comes back."""
     from dreaming.oversight import undo as undo_run
+    from dreaming.runs import get_run
 
     app = ctx.app
     owners = [

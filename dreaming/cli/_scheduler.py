@@ -6,13 +6,18 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.scheduler import Executor, JobScheduler, StoredSchedule, jobs_dir, read_schedules
+
+# APScheduler and the library behind the scheduler load when a command runs, not when it
+# registers: `dreaming --help` never needs them.
+if TYPE_CHECKING:
+    from dreaming.scheduler import Executor, StoredSchedule
 
 
 def _service_logging() -> None:
@@ -52,6 +57,8 @@ def scheduler(click_ctx: click.Context, folder: Path | None, executor: Executor)
     """
     if click_ctx.invoked_subcommand is not None:
         return
+    from dreaming.scheduler import JobScheduler, jobs_dir
+
     ctx = click_ctx.find_object(Context)
     assert ctx is not None
     app = ctx.app
@@ -83,6 +90,8 @@ def _format_store(store: StoredSchedule) -> str:
 def scheduler_status(ctx: Context, as_json: bool) -> None:
     """Whether a scheduler serves this state folder, and the next fire time of each job its
     store holds. Exit status: 0 when one runs, 3 when none does."""
+    from dreaming.scheduler import read_schedules
+
     app = ctx.app
     stores = read_schedules(app.paths)
     running = any(s.running for s in stores)

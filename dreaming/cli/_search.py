@@ -7,7 +7,11 @@ import click
 from dreaming.cli._entries import entries
 from dreaming.cli._main import Context, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.search import DEFAULT_LIMIT, search
+
+# dreaming.search.DEFAULT_LIMIT, said again so that registering the command (every start,
+# `--help` included) does not import the search index and SQLAlchemy; a test holds the two
+# equal.
+DEFAULT_LIMIT = 10
 
 
 @entries.command("search")
@@ -32,6 +36,8 @@ def search_cmd(
     The words may be given quoted or not; no character of them is query syntax. A query
     that starts with `-` goes after `--`: `dreaming entries search -- -rf`.
     """
+    from dreaming.search import search
+
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
     result = search([(a, app.engine(a, create=False)) for a in names], " ".join(query), limit)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dreaming.app import App
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note, usd
-from dreaming.status import agent_status, every_job, memory_target
+
+if TYPE_CHECKING:
+    from dreaming.app import App
 
 
 def _format(s: dict[str, Any]) -> str:
@@ -159,6 +160,8 @@ def status(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     """Show each agent's state: sessions, corpus, candidates, entries, today's LLM spend
     against each daily cap that applies (the settings' for run/promote, each job's own),
     last runs."""
+    from dreaming.status import agent_status, every_job, memory_target  # the whole store
+
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
     if not names and not agents:

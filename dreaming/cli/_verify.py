@@ -9,7 +9,6 @@ import click
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import NoAgentsError
-from dreaming.verify import verify, verify_without_state
 
 
 @cli.command("verify")
@@ -18,6 +17,8 @@ from dreaming.verify import verify, verify_without_state
 @pass_ctx
 def verify_cmd(ctx: Context, agents: tuple[str, ...], as_json: bool) -> None:
     """Check MEMORY.md, lineage, tombstones, corpus files, index and schema agree."""
+    from dreaming.verify import verify, verify_without_state  # reads every store: heavy
+
     app = ctx.app
     names = app.agents_with_state(list(agents) or None)
     verdicts = [verify(app.engine(a, create=False), app.paths, a) for a in names]

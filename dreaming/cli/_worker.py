@@ -9,7 +9,6 @@ import click
 from dreaming.cli._fleet import require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._scheduler import _service_logging
-from dreaming.scheduler import jobs_dir
 
 
 @cli.command()
@@ -54,6 +53,7 @@ def worker(ctx: Context, concurrency: int, drain: bool, folder: Path | None, pol
     app = ctx.app
     require_fleet(app, "`dreaming worker`")
     from dreaming.fleet import run_worker
+    from dreaming.scheduler import jobs_dir
 
     _service_logging()
     run_worker(
