@@ -12,15 +12,13 @@ import pkgutil
 import subprocess
 import sys
 
-import pytest
-
 import dreaming.cli
 
 # What a start-up must not load; each costs tenths of a second to import.
 HEAVY = ("sqlalchemy", "sqlmodel", "jinja2", "apscheduler", "openai")
 # Command modules that still import the library at module level (owned elsewhere; issue #24
 # lists them): registering them loads SQLAlchemy.
-NOT_YET_LAZY = ("_forget",)
+NOT_YET_LAZY: tuple[str, ...] = ()
 
 
 def loaded_after(code: str) -> set[str]:
@@ -50,11 +48,6 @@ def test_registering_the_commands_loads_no_heavy_library() -> None:
     assert loaded_after(imports) == set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli/_forget.py imports the runner at module level; when it no longer does, "
-    "this passes: empty NOT_YET_LAZY and drop this mark",
-)
 def test_dreaming_help_loads_no_heavy_library() -> None:
     code = (
         "import contextlib, io, sys\n"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from dreaming import runner
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.forget import PurgeReport, Selector, parse_since
+
+if TYPE_CHECKING:
+    from dreaming.forget import PurgeReport
 
 
 def format_report(r: PurgeReport) -> str:
@@ -101,6 +104,9 @@ def forget(
 
     A selector that matches no session is an error that forgets nothing (exit 2). A run
     holding the agent makes it busy (exit 75) unless --wait gives it time."""
+    from dreaming import runner  # loads the library: only when the command runs
+    from dreaming.forget import Selector, parse_since
+
     try:
         selector = Selector(
             sessions=sessions,

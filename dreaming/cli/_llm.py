@@ -11,10 +11,10 @@ import click
 
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
-from dreaming.config import Settings
 from dreaming.errors import ConfigError, LLMConfigError, LLMError
 
 if TYPE_CHECKING:
+    from dreaming.config import Settings
     from dreaming.llm_check import EndpointCheck
 
 
