@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,107 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> list[int | None]:
     return codes
 
 
+@dataclass
+class _Memory:
+    """What the watch saw of memory: the watched trees' summed RSS over time, its peaks, and
+    the database server's peak PSS."""
+
+    peak: int = 0
+    procs: int = 0
+    single: int = 0
+    db: int = 0
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+
+    def sample(self, procs: list[psutil.Process], at: float) -> None:
+        total_rss = count = 0
+        for p in procs:
+            t, c, largest = _tree_rss(p)
+            total_rss, count = total_rss + t, count + c
+            self.single = max(self.single, largest)
+        self.timeline.append((at, total_rss))
+        self.peak, self.procs = max(self.peak, total_rss), max(self.procs, count)
+
+    def by_quarter(self, wall: float) -> list[int]:
+        return [
+            max((b for t, b in self.timeline if q * wall / 4 <= t <= (q + 1) * wall / 4), default=0)
+            for q in range(4)
+        ]
+
+
+@dataclass
+class _Watch:
+    """The enqueueing CLI and the queue as the watch loop follows them."""
+
+    proc: subprocess.Popen[bytes]
+    out_path: Path
+    err_path: Path
+    failures: list[str] = field(default_factory=list)
+    enqueue: dict[str, Any] = field(default_factory=dict)
+    states: dict[str, int] = field(default_factory=dict)
+    total: int | None = None  # tasks queued, once the CLI has said
+    usage: Any = None  # the CLI's resource usage, once it has exited
+
+    def enqueued(self, status: int, seconds: float) -> bool:
+        """Read the exited CLI's JSON; False: it printed none (give up)."""
+        proc = self.proc
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.enqueue = {"exit_status": proc.returncode, "s": seconds}
+        try:
+            queued = json.loads(self.out_path.read_bytes())["queued"]
+        except (ValueError, KeyError):
+            self.failures.append("enqueue printed no JSON: " + _tail(self.err_path))
+            return False
+        kinds: dict[str, int] = {}
+        for q in queued:
+            kinds[q["outcome"]] = kinds.get(q["outcome"], 0) + 1
+        self.enqueue["outcomes"] = kinds
+        self.total = kinds.get("queued", 0)
+        if proc.returncode != 0 or self.total != len(queued):
+            self.failures.append(f"enqueue: exit {proc.returncode}, outcomes {kinds}")
+        return True
+
+
+def _follow(
+    watch: _Watch,
+    conn: Any,
+    workers: list[subprocess.Popen[bytes]],
+    watched: list[psutil.Process],
+    db_proc: psutil.Process | None,
+    memory: _Memory,
+    started: float,
+) -> None:
+    """Every POLL_S until every task succeeded or failed (or the run stalls, or every worker
+    exits): sample memory, reap the enqueueing CLI, read the queue."""
+    enqueuer = psutil.Process(watch.proc.pid)
+    last_finished, last_progress = -1, started
+    db_next = started
+    while True:
+        now = time.perf_counter()
+        memory.sample([*watched, *([enqueuer] if watch.usage is None else [])], now - started)
+        if db_proc is not None and now >= db_next:
+            db_next = now + DB_POLL_S
+            memory.db = max(memory.db, _tree_pss(db_proc))
+        if watch.usage is None:
+            pid, status, ru = os.wait4(watch.proc.pid, os.WNOHANG)
+            if pid:
+                watch.usage = ru
+                if not watch.enqueued(status, now - started):
+                    break
+        watch.states = states = _queue_states(conn)
+        finished = states.get("succeeded", 0) + states.get("failed", 0)
+        if watch.total is not None and finished >= watch.total:
+            break
+        if finished != last_finished:
+            last_finished, last_progress = finished, now
+        elif now - last_progress > STALL_S:
+            watch.failures.append(f"no task finished for {STALL_S:.0f} s; queue {states}")
+            break
+        if all(w.poll() is not None for w in workers):
+            watch.failures.append(f"every worker exited; queue {states}")
+            break
+        time.sleep(POLL_S)
+
+
 def run_queue(
     state: Path,
     dsn: str,
@@ -278,13 +380,7 @@ def run_queue(
     out_path, err_path = state / "enqueue.json", state / "enqueue.stderr"
     watched = [psutil.Process(p.pid) for p in workers]
     db_proc = pg.process()
-    peak = peak_procs = peak_single = db_peak = 0
-    timeline: list[tuple[float, int]] = []
-    failures: list[str] = []
-    enqueue: dict[str, Any] = {}
-    states: dict[str, int] = {}
-    total: int | None = None
-    usage = None
+    memory = _Memory()
     conn = psycopg.connect(dsn, autocommit=True)
     try:
         cpu0 = sum(_tree_cpu_s(w) for w in watched)
@@ -294,62 +390,18 @@ def run_queue(
         started = time.perf_counter()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=_child_env(), cwd=state)
-        enqueuer = psutil.Process(proc.pid)
-        last_finished, last_progress = -1, started
-        db_next = started
-        while True:
-            now = time.perf_counter()
-            total_rss = count = 0
-            for p in [*watched, *([enqueuer] if usage is None else [])]:
-                t, c, largest = _tree_rss(p)
-                total_rss, count = total_rss + t, count + c
-                peak_single = max(peak_single, largest)
-            timeline.append((now - started, total_rss))
-            peak, peak_procs = max(peak, total_rss), max(peak_procs, count)
-            if db_proc is not None and now >= db_next:
-                db_next = now + DB_POLL_S
-                db_peak = max(db_peak, _tree_pss(db_proc))
-            if usage is None:
-                pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    usage = ru
-                    proc.returncode = os.waitstatus_to_exitcode(status)
-                    enqueue = {"exit_status": proc.returncode, "s": now - started}
-                    try:
-                        queued = json.loads(out_path.read_bytes())["queued"]
-                    except (ValueError, KeyError):
-                        failures.append("enqueue printed no JSON: " + _tail(err_path))
-                        break
-                    kinds: dict[str, int] = {}
-                    for q in queued:
-                        kinds[q["outcome"]] = kinds.get(q["outcome"], 0) + 1
-                    enqueue["outcomes"] = kinds
-                    total = kinds.get("queued", 0)
-                    if proc.returncode != 0 or total != len(queued):
-                        failures.append(f"enqueue: exit {proc.returncode}, outcomes {kinds}")
-            states = _queue_states(conn)
-            finished = states.get("succeeded", 0) + states.get("failed", 0)
-            if total is not None and finished >= total:
-                break
-            if finished != last_finished:
-                last_finished, last_progress = finished, now
-            elif now - last_progress > STALL_S:
-                failures.append(f"no task finished for {STALL_S:.0f} s; queue {states}")
-                break
-            if all(w.poll() is not None for w in workers):
-                failures.append(f"every worker exited; queue {states}")
-                break
-            time.sleep(POLL_S)
+        watch = _Watch(proc, out_path, err_path)
+        _follow(watch, conn, workers, watched, db_proc, memory, started)
         wall = time.perf_counter() - started
         cpu = sum(_tree_cpu_s(w) for w in watched) - cpu0
         db_cpu = _tree_cpu_s(db_proc) - db_cpu0 if db_proc is not None else None
         busy = _busy_cpu_s() - busy0
     finally:
         conn.close()
-    if usage is None:  # gave up before the enqueue finished
+    if watch.usage is None:  # gave up before the enqueue finished
         proc.kill()
-        _, _, usage = os.wait4(proc.pid, 0)
-    enqueue_cpu = usage.ru_utime + usage.ru_stime
+        _, _, watch.usage = os.wait4(proc.pid, 0)
+    enqueue_cpu = watch.usage.ru_utime + watch.usage.ru_stime
     tree_cpu = cpu + enqueue_cpu
     return {
         "command": " ".join(base) + (f" --agent ... ({len(agents)} agents)" if agents else ""),
@@ -357,25 +409,22 @@ def run_queue(
         + f" {WORKER_POLL_S}",
         "wall_s": wall,
         "wall_started_at": wall0,
-        "enqueue": enqueue,
-        "queue_total": total,
-        "queue_states_at_end": states,
-        "peak_rss_bytes": peak,
-        "peak_processes": peak_procs,
-        "peak_single_rss_bytes": peak_single,
-        "rss_samples": len(timeline),
-        "rss_by_quarter_bytes": [
-            max((b for t, b in timeline if q * wall / 4 <= t <= (q + 1) * wall / 4), default=0)
-            for q in range(4)
-        ],
+        "enqueue": watch.enqueue,
+        "queue_total": watch.total,
+        "queue_states_at_end": watch.states,
+        "peak_rss_bytes": memory.peak,
+        "peak_processes": memory.procs,
+        "peak_single_rss_bytes": memory.single,
+        "rss_samples": len(memory.timeline),
+        "rss_by_quarter_bytes": memory.by_quarter(wall),
         "cpu_s": tree_cpu,
         "worker_cpu_s": cpu,
         "enqueue_cpu_s": enqueue_cpu,
         "db_cpu_s": db_cpu,
-        "db_peak_pss_bytes": db_peak if db_proc is not None else None,
+        "db_peak_pss_bytes": memory.db if db_proc is not None else None,
         # PostgreSQL's CPU is the system under test here, not another job competing.
         "others_cores": max(0.0, busy - tree_cpu - (db_cpu or 0.0)) / wall if wall else 0.0,
-        "watch_failures": failures,
+        "watch_failures": watch.failures,
     }
 
 

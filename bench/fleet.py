@@ -155,7 +155,7 @@ def _sample(text: str) -> tuple[int, int]:
     return w, k
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="bench/fleet.py",
         description=(
@@ -172,6 +172,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "--agents 1000 --sessions 50 --workers 1,2,4 --data-dir /tmp/fleet-1000x50 --json"
         ),
     )
+    _add_fleet_arguments(ap)
+    _add_run_arguments(ap)
+    return ap
+
+
+def _add_fleet_arguments(ap: argparse.ArgumentParser) -> None:
+    """The fleet's size, where it lives, and how much of it each worker count measures."""
     ap.add_argument("--agents", type=int, default=None, help=f"default {DEFAULT_AGENTS}")
     ap.add_argument(
         "--sessions",
@@ -214,6 +221,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="WORKERS:EVERY",
         help="measure this worker count on every EVERY-th agent (repeatable), e.g. 1:4",
     )
+
+
+def _add_run_arguments(ap: argparse.ArgumentParser) -> None:
+    """What else a run does, which executor runs it, and what the report looks like."""
     ap.add_argument(
         "--verify", type=int, default=3, help="agents to spot-check with `dreaming verify`"
     )
@@ -249,6 +260,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep the state folders (and, with --database-url, the databases)",
     )
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = _parser()
     args = ap.parse_args(argv)
     args.agents = args.agents or (QUICK_AGENTS if args.quick else DEFAULT_AGENTS)
     args.sessions = args.sessions or (QUICK_SESSIONS if args.quick else DEFAULT_SESSIONS)

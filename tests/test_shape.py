@@ -397,3 +397,24 @@ def test_what_the_package_imports_from_a_face_is_on_it() -> None:
         if alias.name not in FACES[node.module]
     ]
     assert not off_face, "add it to the face or import it from its module:\n" + "\n".join(off_face)
+
+
+# -- bench/ ------------------------------------------------------------------------------------
+
+BENCH = PACKAGE.parent / "bench"
+def test_bench_is_small_tools_over_a_shared_library() -> None:
+    """The benchmarks keep the package's limits: no function over 80 lines, no module over
+    600 (a script is a command line over `_*.py` parts)."""
+    paths = sorted(BENCH.glob("*.py"))
+    assert len(paths) > 10, "the check sees bench/"
+    over = [
+        f"bench/{path.name}:{fn.lineno} {fn.name} ({n} lines)"
+        for path in paths
+        for fn in _functions(ast.parse(path.read_text()))
+        if (n := (fn.end_lineno or fn.lineno) - fn.lineno + 1) > MAX_FUNCTION_LINES
+    ] + [
+        f"bench/{path.name} ({n} lines)"
+        for path in paths
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not over, "split into named steps or by concern:\n" + "\n".join(over)
