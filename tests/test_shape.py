@@ -402,6 +402,8 @@ def test_what_the_package_imports_from_a_face_is_on_it() -> None:
 # -- bench/ ------------------------------------------------------------------------------------
 
 BENCH = PACKAGE.parent / "bench"
+
+
 def test_bench_is_small_tools_over_a_shared_library() -> None:
     """The benchmarks keep the package's limits: no function over 80 lines, no module over
     600 (a script is a command line over `_*.py` parts)."""
