@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from dreaming.app import App
-from dreaming.call_log import LoggedCall, list_calls, newest_first
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json
+from dreaming.llm.call_log import LoggedCall, list_calls, newest_first
 
 
 def _calls(
