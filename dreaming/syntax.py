@@ -109,9 +109,8 @@ def mentions_key(content: str, key: str) -> bool:
 
 # -- MEMORY.md: entries, headings -------------------------------------------------------------
 
-# Managed groups in render order, and the titles of their headings.
-GROUPS: tuple[str, ...] = ("instructions", "people", "work", "preferences")
-GROUP_TITLES: dict[str, str] = {g: g.capitalize() for g in GROUPS}
+# The managed groups and their titles are data (`dreaming.ingest.grouping`); a heading's
+# spelling is here.
 
 _BLOCK_OPEN = "<!-- dreaming:entry {key} -->\n"
 _BLOCK_CLOSE = "\n<!-- /dreaming:entry -->\n"
@@ -190,9 +189,9 @@ def render_block(key: str, text: str) -> str:
     return _BLOCK_OPEN.format(key=key) + text + _BLOCK_CLOSE
 
 
-def render_heading(group: str) -> str:
-    """A group's managed heading line (without the blank line before it)."""
-    return f"## {GROUP_TITLES.get(group, group)} {_GROUP_MARK}\n"
+def render_heading(title: str) -> str:
+    """A group's managed heading line, titled `title` (without the blank line before it)."""
+    return f"## {title} {_GROUP_MARK}\n"
 
 
 # -- DREAMS.md ------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def _archive_file(files: memory_sync.Files, archived: dict[str, str]) -> list[st
         content = archive.read(files.archive)
     except WorkspaceFileError as err:
         return [str(err)]
-    want = archive.render(list(archived.items()), memory_sync.group_of)
+    want = archive.render(list(archived.items()), files.group_of)
     if (content or "") == want:
         return []
     doc = memory_file.parse(content or "")

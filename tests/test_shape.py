@@ -338,6 +338,7 @@ FACES = {
         "candidates",
         "claims",
         "corpus",
+        "grouping",
         "salience",
         "sessions",
         "slots",

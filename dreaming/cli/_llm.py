@@ -15,7 +15,7 @@ from dreaming.errors import ConfigError, LLMConfigError, LLMError
 
 if TYPE_CHECKING:
     from dreaming.config import Settings
-    from dreaming.llm_check import EndpointCheck
+    from dreaming.llm.check import EndpointCheck
 
 
 def _profile_name(settings: Settings, name: str | None) -> str:
@@ -107,7 +107,7 @@ def check(ctx: Context, profile: str | None, timeout: float | None, as_json: boo
     timeout), 2 when the settings are wrong. Nothing is recorded or charged to a budget.
     """
     # The HTTP client stack loads only for this command (see dreaming.llm).
-    from dreaming.llm_check import check_endpoint
+    from dreaming.llm.check import check_endpoint
 
     app = ctx.app
     name = _profile_name(app.settings, profile)

@@ -12,13 +12,13 @@ from dreaming.cli._output import echo, emit_json
 
 if TYPE_CHECKING:
     from dreaming.app import App
-    from dreaming.call_log import LoggedCall
+    from dreaming.llm.call_log import LoggedCall
 
 
 def _calls(
     app: App, agents: tuple[str, ...], limit: int | None, run_id: int | None
 ) -> list[LoggedCall]:
-    from dreaming.call_log import list_calls, newest_first  # SQLAlchemy: only when read
+    from dreaming.llm.call_log import list_calls, newest_first  # SQLAlchemy: only when read
 
     names = app.agents_with_state(list(agents) or None)  # an unknown name is an error
     if not names:

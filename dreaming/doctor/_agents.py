@@ -156,7 +156,7 @@ def check_endpoint_of(
     if not llm:
         d.add("endpoint", Level.OK, f"{where}: not tried (--llm sends one small request)")
         return
-    from dreaming.llm_check import check_endpoint  # the HTTP stack loads only for this
+    from dreaming.llm.check import check_endpoint  # the HTTP stack loads only for this
 
     try:
         result = check_endpoint(profile, env=env, timeout_s=timeout_s)

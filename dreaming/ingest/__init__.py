@@ -18,6 +18,7 @@ __all__ = [
     "candidates",
     "claims",
     "corpus",
+    "grouping",
     "salience",
     "sessions",
     "slots",

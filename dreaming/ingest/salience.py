@@ -24,6 +24,7 @@ from enum import StrEnum
 from importlib import resources
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest import grouping
 from dreaming.ingest.cues import Cues, Text
 
 
@@ -106,6 +107,8 @@ class Lexicon:
     fragment_starts: frozenset[str]
     smalltalk_words: frozenset[str]
     thin_words: frozenset[str]
+    # The managed groups in the order entries are tried, each with its cue lists merged.
+    groups: tuple[tuple[grouping.Group, Cues], ...] = ()
 
     @functools.cached_property
     def chatter(self) -> frozenset[str]:
@@ -115,7 +118,13 @@ class Lexicon:
         return frozenset({claims_mod.NEGATED, *(claims_mod.stem(w) for w in words)})
 
     @classmethod
-    def build(cls, extra: Mapping[str, Sequence[str]] | None = None) -> Lexicon:
+    def build(
+        cls,
+        extra: Mapping[str, Sequence[str]] | None = None,
+        groups: Sequence[grouping.Group] | None = None,
+    ) -> Lexicon:
+        """The lists of `lexicon.toml` with `extra` appended, and `groups` (default: the
+        file's) each with the cue lists it names."""
         lists = dict(_default_lists())
         for key, values in (extra or {}).items():
             lists[key] = (*lists.get(key, ()), *values)
@@ -158,6 +167,9 @@ class Lexicon:
             ),
             smalltalk_words=frozenset(w.casefold() for w in lists.get("smalltalk_words", ())),
             thin_words=frozenset(w.casefold() for w in lists.get("thin_words", ())),
+            groups=grouping.with_cues(
+                lists, grouping.default_groups() if groups is None else groups
+            ),
         )
 
 
@@ -171,7 +183,8 @@ def _default_lists() -> Mapping[str, tuple[str, ...]]:
     raw = tomllib.loads(
         resources.files("dreaming.ingest").joinpath("lexicon.toml").read_text("utf-8")
     )
-    return {k: tuple(str(v) for v in vs) for k, vs in raw.items()}
+    # `[[groups]]` is read by `grouping`; the rest are cue lists.
+    return {k: tuple(str(v) for v in vs) for k, vs in raw.items() if k != "groups"}
 
 
 @functools.cache
@@ -528,16 +541,23 @@ def parse_features(names: str | None) -> frozenset[Feature]:
 
 
 def group_of(text: str, lexicon: Lexicon | None = None) -> str:
-    """The MEMORY.md heading an entry goes under: instructions, preferences, work or people."""
+    """The MEMORY.md heading an entry goes under: the first of the lexicon's groups (by
+    rank, `lexicon.toml`'s `[[groups]]`) whose cues or checks it hits, else the fallback.
+    Pass the effective lexicon (`lexicon_for` the settings' `[salience]`): a user's cues
+    change headings as they change scores."""
     lex = lexicon or default_lexicon()
     prepared = Text.of(text)
-    if lex.instruction.hit(prepared) or _directive(text, prepared, lex):
-        return "instructions"
-    if lex.preference.hit(prepared):
-        return "preferences"
-    if lex.work.hit(prepared) and not _about_family(prepared):
-        return "work"
-    return "people"
+    checks = {
+        "directive": lambda: _directive(text, prepared, lex),
+        "about_family": lambda: _about_family(prepared),
+    }
+    for group, cues in lex.groups:
+        if group.fallback:
+            return group.name
+        hit = cues.hit(prepared) or any(checks[c]() for c in group.checks)
+        if hit and not any(checks[c]() for c in group.unless):
+            return group.name
+    raise ValueError("the lexicon has no fallback group")
 
 
 # Whose entry it is decides its heading before what it mentions: "My sister Anna lives in

@@ -140,3 +140,24 @@ def calls_carrying(
     c = LLM_CALLS.c
     rows = conn.execute(select(c.id, c.request, c.response).where(c.agent == agent))
     return [i for i, request, response in rows if carries(request) or carries(response)]
+
+
+def log_calls(
+    engine: Engine,
+    agent: str,
+    run_id: int | None,
+    calls: Sequence[CallRecord],
+    *,
+    held: list[CallRecord] | None = None,
+) -> CallTotals:
+    """Record `calls` in a transaction of their own and return what they cost, for the
+    phase's summary. With `held` (a dry run, whose own transaction is rolled back) they are
+    kept there instead, for the caller to record once the rollback is done: what was spent
+    was spent."""
+    totals = CallTotals.of(calls)
+    if held is not None:
+        held.extend(calls)
+        return totals
+    with engine.begin() as conn:
+        record_calls(conn, agent, run_id, calls)
+    return totals

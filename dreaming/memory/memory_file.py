@@ -32,9 +32,8 @@ from pathlib import Path
 # The syntax (key, line, block, heading) is `dreaming.syntax`'s; re-exported here for the
 # callers that reach it through the memory file.
 from dreaming import syntax
+from dreaming.ingest.grouping import GROUP_TITLES, GROUPS
 from dreaming.syntax import (
-    GROUP_TITLES,
-    GROUPS,
     KEY_PREFIX,
     MARKER_RE,
     SEGMENT_RE,
@@ -44,7 +43,6 @@ from dreaming.syntax import (
     normalize_entry_text,
     one_line,
     render_block,
-    render_heading,
     render_line,
     render_old_line,
     shortest,
@@ -261,6 +259,12 @@ def default_group(text: str) -> str:
     if _WORK_RE.search(folded):
         return "work"
     return "people"
+
+
+def render_heading(group: str) -> str:
+    """A group's managed heading line, titled as the group data says (without the blank
+    line before it)."""
+    return syntax.render_heading(GROUP_TITLES.get(group, group.capitalize()))
 
 
 # -- applying the database's entries --------------------------------------------------------

@@ -51,10 +51,19 @@ class Files:
     memory: Path
     archive: Path
     capacity: Capacity = field(default_factory=Capacity.unbounded)
+    # The effective lexicon (settings' `[salience]` cues included): it decides headings.
+    lexicon: salience.Lexicon = field(default_factory=salience.default_lexicon)
 
     @classmethod
     def of(cls, paths: Paths, agent: str) -> Files:
-        return cls(paths.memory_file(agent), paths.archive_file(agent), paths.capacity(agent))
+        lexicon = salience.lexicon_for(paths.settings.salience.extra())
+        return cls(
+            paths.memory_file(agent), paths.archive_file(agent), paths.capacity(agent), lexicon
+        )
+
+    def group_of(self, text: str) -> str:
+        """The heading an entry goes under, by this agent's effective lexicon."""
+        return group_of(text, self.lexicon)
 
 
 @dataclass
@@ -84,10 +93,10 @@ class SyncReport:
 
 
 @functools.lru_cache(maxsize=65_536)
-def group_of(text: str) -> str:
-    """The heading an entry goes under (`salience.group_of`), once per text: every write
-    lays out every entry held, in MEMORY.md or the archive."""
-    return salience.group_of(text)
+def group_of(text: str, lexicon: salience.Lexicon | None = None) -> str:
+    """The heading an entry goes under (`salience.group_of`), once per text and lexicon:
+    every write lays out every entry held, in MEMORY.md or the archive."""
+    return salience.group_of(text, lexicon)
 
 
 def content_hash(content: str) -> str:
@@ -185,11 +194,11 @@ def render(conn: Connection, agent: str, files: Files, base: str | None = None) 
         worths,
         cap,
         crlf=is_crlf(files.memory),
-        group_of=group_of,
+        group_of=files.group_of,
         valued=lambda: capacity.worth(conn, agent, cap.half_life_days),
     )
     texts = {w.key: w.text for w in worths}
-    archived = archive.render([(k, texts[k]) for k in placement.archived], group_of)
+    archived = archive.render([(k, texts[k]) for k in placement.archived], files.group_of)
     return Rendered(current, memory, archived, placement, texts)
 
 
@@ -254,7 +263,7 @@ def write(
     if returning:
         both = set(wanted.placement.archived) | returning
         interim = [(k, t) for k, t in wanted.texts.items() if k in both]
-        archive.write(files.archive, archive.render(interim, group_of))
+        archive.write(files.archive, archive.render(interim, files.group_of))
     else:
         archive.write(files.archive, wanted.archive)
     faults.checkpoint("archive.after_write")

@@ -39,11 +39,10 @@ from dreaming.ingest import salience as salience_mod
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, calls_of
-from dreaming.llm.calls import LLMAccess
+from dreaming.llm.calls import LLMAccess, log_calls
 from dreaming.memory import diary
 from dreaming.memory.sanitize import entry_text_problems, sanitize_entry_text
 from dreaming.paths import Paths
-from dreaming.phases._calls_log import log_calls
 from dreaming.phases._rem_themes import (
     SPEAKER_WEIGHT,
     Evidence,

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, select
 
-from dreaming.call_log import LoggedCall, list_calls
+from dreaming.llm.call_log import LoggedCall, list_calls
 from dreaming.memory import lineage, memory_file
 from dreaming.oversight import undone_by
 from dreaming.report._records import (

@@ -18,12 +18,11 @@ from dreaming.ingest.candidates import refresh_stale, rescore
 from dreaming.ingest.slots import slots_for
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord
-from dreaming.llm.calls import LLMAccess, record_calls
+from dreaming.llm.calls import LLMAccess, log_calls, record_calls
 from dreaming.memory import lineage, memory_sync, review
 from dreaming.memory.decisions import Action
 from dreaming.memory.sanitize import hold_reason
 from dreaming.paths import Paths
-from dreaming.phases._calls_log import log_calls
 from dreaming.phases.deep import _apply, _deterministic
 from dreaming.phases.deep._model import Exchange, ModelDecider
 from dreaming.phases.deep._selection import (
