@@ -5,6 +5,7 @@ and says where, so the limit is a decision, not drift."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -421,3 +422,102 @@ def test_bench_is_small_tools_over_a_shared_library() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     ]
     assert not over, "split into named steps or by concern:\n" + "\n".join(over)
+
+
+# -- the scheduler on APScheduler's public API -------------------------------------------------
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _apscheduler_private_uses(tree: ast.Module) -> list[str]:
+    """Where a module reaches into APScheduler's private names: an import of a private
+    module or name, an attribute `_x` read on anything but `self`/`cls` (a job's, an event's,
+    the scheduler's), or a private method of an APScheduler base class overridden (its
+    abstract hooks excepted: declaring them is how a subclass extends it)."""
+    found: list[str] = []
+    bases: dict[str, type] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("apscheduler"):
+            parts = (node.module or "").split(".")
+            for alias in node.names:
+                if any(_private(p) for p in parts) or _private(alias.name):
+                    found.append(f"{node.lineno}: from {node.module} import {alias.name}")
+                else:
+                    bases[alias.asname or alias.name] = getattr(
+                        importlib.import_module(node.module or ""), alias.name
+                    )
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})
+        ):
+            found.append(f"{node.lineno}: .{node.attr}")
+        if isinstance(node, ast.ClassDef):
+            parents = [bases[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in bases]
+            found += _inherited_private_reads(node, parents)
+            for fn in node.body:
+                if not isinstance(fn, ast.FunctionDef) or not _private(fn.name):
+                    continue
+                inherited = [getattr(p, fn.name) for p in parents if hasattr(p, fn.name)]
+                if inherited and not all(
+                    getattr(m, "__isabstractmethod__", False) for m in inherited
+                ):
+                    found.append(f"{fn.lineno}: overrides {node.name}.{fn.name}")
+    return found
+
+
+def _inherited_private_reads(cls: ast.ClassDef, parents: list[type]) -> list[str]:
+    """`self._x` in a subclass of APScheduler's where `_x` is the base class's, not its own."""
+    own = {fn.name for fn in cls.body if isinstance(fn, ast.FunctionDef)} | {
+        t.attr
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    return [
+        f"{node.lineno}: self.{node.attr} (the base class's)"
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and _private(node.attr)
+        and node.attr not in own
+        and any(hasattr(p, node.attr) for p in parents)
+    ]
+
+
+def test_the_scheduler_uses_public_apscheduler_names_only() -> None:
+    """A 3.x patch release may rename anything private (`job._jobstore_alias`,
+    `BaseExecutor._run_job_success`); the service must not notice."""
+    uses = {
+        name: found
+        for name, path in MODULES.items()
+        if "apscheduler" in (text := path.read_text())
+        and (found := _apscheduler_private_uses(ast.parse(text)))
+    }
+    assert not uses, uses
+
+
+def test_the_private_name_finder_sees_each_kind_of_use() -> None:
+    code = (
+        "from apscheduler.executors.base import BaseExecutor\n"
+        "from apscheduler.util import _private_helper\n"
+        "class E(BaseExecutor):\n"
+        "    def _do_submit_job(self, job, run_times): ...\n"
+        "    def _run_job_success(self, job_id, events): ...\n"
+        "    def go(self, job):\n"
+        "        self._mine = 1\n"
+        "        self._run_job_error(job.id, None, None)\n"
+        "        return job._jobstore_alias, self._mine\n"
+    )
+    found = _apscheduler_private_uses(ast.parse(code))
+    assert sorted(found) == [
+        "2: from apscheduler.util import _private_helper",
+        "5: overrides E._run_job_success",
+        "8: self._run_job_error (the base class's)",
+        "9: ._jobstore_alias",
+    ], found

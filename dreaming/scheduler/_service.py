@@ -13,8 +13,10 @@ import logging
 import os
 import queue
 import signal
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
@@ -29,7 +31,7 @@ from apscheduler.events import (
     EVENT_JOB_MISSED,
     JobExecutionEvent,
 )
-from apscheduler.executors.base import BaseExecutor
+from apscheduler.executors.base import BaseExecutor, MaxInstancesReachedError
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -107,14 +109,35 @@ class _Signal:
     signum: int
 
 
+# The one job store, by the alias the scheduler knows it under (events name it).
+JOBSTORE = "default"
+
+
 class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
     """Queues due jobs for the serving thread instead of running them on a pool, so one job
     runs at a time, a run sees signals like a foreground command, and a forced stop is
-    recorded `interrupted` by the run itself."""
+    recorded `interrupted` by the run itself.
 
-    def __init__(self, inbox: queue.SimpleQueue[_Due | _Signal]) -> None:
+    Only APScheduler's public API: `submit_job` is overridden whole (it keeps its own count
+    of queued and running fires per job, so `max_instances` holds as before) and outcomes go
+    to `on_event`, the listener the service registered, rather than through the base class's
+    private bookkeeping. `_do_submit_job` is the abstract hook BaseExecutor declares."""
+
+    def __init__(
+        self, inbox: queue.SimpleQueue[_Due | _Signal], on_event: Callable[[Any], None]
+    ) -> None:
         super().__init__()
         self._inbox = inbox
+        self._on_event = on_event
+        self._guard = threading.Lock()
+        self._in_flight: Counter[str] = Counter()
+
+    def submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        with self._guard:
+            if self._in_flight[job.id] >= job.max_instances:
+                raise MaxInstancesReachedError(job)  # the scheduler reports it as an event
+            self._in_flight[job.id] += 1
+        self._do_submit_job(job, run_times)
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
         self._inbox.put(_Due(job, tuple(run_times)))
@@ -124,40 +147,44 @@ class _MainThreadExecutor(BaseExecutor):  # type: ignore[misc]
         Outcomes go out as APScheduler events (logged by JobScheduler's listener); a ran
         event carries its Fire."""
         job = due.job
-        alias = job._jobstore_alias
         fires: list[Fire] = []
         events: list[Any] = []
         try:
             for run_time in due.run_times:
-                late = datetime.now(UTC) - run_time
-                if job.misfire_grace_time is not None and late > timedelta(
-                    seconds=job.misfire_grace_time
-                ):
-                    events.append(JobExecutionEvent(EVENT_JOB_MISSED, job.id, alias, run_time))
-                    fires.append(Fire(job.id, run_time, FireStatus.MISSED))
-                    continue
-                log.info("job=%s event=fire scheduled=%s", job.id, run_time.isoformat())
-                started = time.monotonic()
-                token = SCHEDULED_FIRE.set(run_time)
-                try:
-                    results = job.func(*job.args, **job.kwargs)
-                except Exception as err:
-                    SCHEDULED_FIRE.reset(token)
-                    events.append(
-                        JobExecutionEvent(EVENT_JOB_ERROR, job.id, alias, run_time, exception=err)
-                    )
-                    fires.append(Fire(job.id, run_time, FireStatus.FAILED))
-                else:
-                    SCHEDULED_FIRE.reset(token)
-                    took = time.monotonic() - started
-                    fire = Fire(job.id, run_time, FireStatus.RAN, tuple(results or ()), took)
-                    events.append(
-                        JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, alias, run_time, retval=fire)
-                    )
-                    fires.append(fire)
+                fire, event = self._fire(job, run_time)
+                fires.append(fire)
+                events.append(event)
         finally:
-            self._run_job_success(job.id, events)
+            with self._guard:
+                self._in_flight[job.id] -= 1
+                if self._in_flight[job.id] <= 0:
+                    del self._in_flight[job.id]
+            for event in events:
+                try:
+                    self._on_event(event)
+                except Exception:  # as APScheduler's own dispatch: a listener never stops a run
+                    log.exception("job=%s event=listener-error", job.id)
         return fires
+
+    def _fire(self, job: Any, run_time: datetime) -> tuple[Fire, JobExecutionEvent]:
+        """One scheduled run time of `job`: missed past its grace, else run."""
+        late = datetime.now(UTC) - run_time
+        if job.misfire_grace_time is not None and late > timedelta(seconds=job.misfire_grace_time):
+            missed = JobExecutionEvent(EVENT_JOB_MISSED, job.id, JOBSTORE, run_time)
+            return Fire(job.id, run_time, FireStatus.MISSED), missed
+        log.info("job=%s event=fire scheduled=%s", job.id, run_time.isoformat())
+        started = time.monotonic()
+        token = SCHEDULED_FIRE.set(run_time)
+        try:
+            results = job.func(*job.args, **job.kwargs)
+        except Exception as err:
+            failed = JobExecutionEvent(EVENT_JOB_ERROR, job.id, JOBSTORE, run_time, exception=err)
+            return Fire(job.id, run_time, FireStatus.FAILED), failed
+        finally:
+            SCHEDULED_FIRE.reset(token)
+        took = time.monotonic() - started
+        fire = Fire(job.id, run_time, FireStatus.RAN, tuple(results or ()), took)
+        return fire, JobExecutionEvent(EVENT_JOB_EXECUTED, job.id, JOBSTORE, run_time, retval=fire)
 
 
 @contextlib.contextmanager
@@ -226,17 +253,16 @@ class JobScheduler:
         self._inbox: queue.SimpleQueue[_Due | _Signal] = queue.SimpleQueue()
         self._deferred: list[_Due] = []
         self._busy: str | None = None
-        self._executor = _MainThreadExecutor(self._inbox)
+        self._executor = _MainThreadExecutor(self._inbox, self._log_outcome)
         self._aps = BackgroundScheduler(
-            jobstores={"default": SQLAlchemyJobStore(url=store)},
+            jobstores={JOBSTORE: SQLAlchemyJobStore(url=store)},
             executors={"default": self._executor},
             job_defaults={"coalesce": True, "max_instances": 1},
             timezone=timezone or get_localzone(),
         )
-        self._aps.add_listener(
-            self._log_outcome,
-            EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES,
-        )
+        # A fire's own outcomes come from the executor (`on_event`); the scheduler itself
+        # reports a fire dropped because the previous one has not finished.
+        self._aps.add_listener(self._log_outcome, EVENT_JOB_MAX_INSTANCES)
 
     @classmethod
     def for_app(
