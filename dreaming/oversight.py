@@ -131,6 +131,67 @@ def accept(app: App, agent: str, ids: list[int] | None) -> AcceptReport:
 # -- undo ------------------------------------------------------------------------------------
 
 
+def proposals(app: App, agents: Sequence[str] | None, *, everything: bool) -> list[Any]:
+    """The agents' proposals, oldest first: pending ones (with `everything`, decided ones
+    too). Reading them first expires those past their time, in the same transaction."""
+    found: list[Any] = []
+    for agent in app.agents_with_state(list(agents) if agents else None):
+        with app.engine(agent, create=False).begin() as conn:
+            review.expire(conn, agent)
+            status = None if everything else review.ProposalStatus.PENDING
+            found += review.proposals(conn, agent, status=status)
+    return found
+
+
+def proposal(app: App, agent: str, proposal_id: int) -> Any:
+    """One proposal of `agent`, or NoSuchError naming where to look."""
+    with app.engine(agent, create=False).connect() as conn:
+        found = review.proposals(conn, agent, ids=[proposal_id])
+    if not found:
+        raise NoSuchError(
+            f"agent {agent} has no proposal {proposal_id} (see `dreaming review list`)"
+        )
+    return found[0]
+
+
+@dataclass(frozen=True)
+class RejectReport:
+    agent: str
+    rejected: tuple[int, ...] = ()
+    not_pending: dict[int, str] = field(default_factory=dict)  # left as they are: status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "rejected": list(self.rejected),
+            "not_pending": self.not_pending,
+        }
+
+
+def reject(app: App, agent: str, ids: Sequence[int], reason: str | None) -> RejectReport:
+    """Reject pending proposals under the agent's lock, in one transaction: their candidates
+    are not proposed again unless new evidence arrives. An id the agent has no proposal of
+    is an error that rejects nothing; one no longer pending is left as it is."""
+    done: list[int] = []
+    skipped: dict[int, str] = {}
+    with app.lock(agent, "review"), app.engine(agent, create=False).begin() as conn:
+        found = {p.id: p for p in review.proposals(conn, agent, ids=list(ids))}
+        missing = sorted(set(ids) - set(found))
+        if missing:
+            raise NoSuchError(
+                f"agent {agent} has no proposal {', '.join(map(str, missing))}"
+                " (see `dreaming review list`)"
+            )
+        for pid in ids:
+            p = found[pid]
+            if p.status != review.ProposalStatus.PENDING:
+                skipped[pid] = p.status
+                continue
+            review.reject(conn, p, reason)
+            done.append(pid)
+    return RejectReport(agent, tuple(done), skipped)
+
+
 @dataclass
 class UndoReport:
     agent: str

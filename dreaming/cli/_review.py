@@ -55,15 +55,9 @@ def review() -> None:
 @pass_ctx
 def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool) -> None:
     """Pending proposals (with --all, decided ones too), oldest first."""
-    from dreaming.memory import review as review_mod
+    from dreaming import oversight
 
-    app = ctx.app
-    found: list[dict[str, Any]] = []
-    for agent in app.agents_with_state(list(agents) or None):
-        with app.engine(agent, create=False).begin() as conn:
-            review_mod.expire(conn, agent)
-            status = None if everything else review_mod.ProposalStatus.PENDING
-            found += [p.to_dict() for p in review_mod.proposals(conn, agent, status=status)]
+    found = [p.to_dict() for p in oversight.proposals(ctx.app, agents, everything=everything)]
     if as_json:
         emit_json({"proposals": found})
         return
@@ -82,16 +76,9 @@ def list_(ctx: Context, agents: tuple[str, ...], everything: bool, as_json: bool
 @pass_ctx
 def show(ctx: Context, proposal_id: int, agent: str | None, as_json: bool) -> None:
     """One proposal in full: candidate, evidence, decision, reason, MEMORY.md diff."""
-    from dreaming.memory import review as review_mod
+    from dreaming import oversight
 
-    name = _agent(ctx, agent)
-    with ctx.app.engine(name, create=False).connect() as conn:
-        found = review_mod.proposals(conn, name, ids=[proposal_id])
-    if not found:
-        raise NoSuchError(
-            f"agent {name} has no proposal {proposal_id} (see `dreaming review list`)"
-        )
-    data = found[0].to_dict()
+    data = oversight.proposal(ctx.app, _agent(ctx, agent), proposal_id).to_dict()
     if as_json:
         emit_json(data)
     else:
@@ -145,32 +132,15 @@ def reject(
 ) -> None:
     """Reject proposals: their candidates are not proposed again unless new evidence
     arrives."""
-    from dreaming.memory import review as review_mod
+    from dreaming import oversight
 
-    name = _agent(ctx, agent)
-    app = ctx.app
-    done: list[int] = []
-    skipped: dict[int, str] = {}
-    with app.lock(name, "review"), app.engine(name, create=False).begin() as conn:
-        found = {p.id: p for p in review_mod.proposals(conn, name, ids=list(proposal_ids))}
-        missing = sorted(set(proposal_ids) - set(found))
-        if missing:
-            raise NoSuchError(
-                f"agent {name} has no proposal {', '.join(map(str, missing))}"
-                " (see `dreaming review list`)"
-            )
-        for pid in proposal_ids:
-            p = found[pid]
-            if p.status != review_mod.ProposalStatus.PENDING:
-                skipped[pid] = p.status
-                continue
-            review_mod.reject(conn, p, reason)
-            done.append(pid)
+    report = oversight.reject(ctx.app, _agent(ctx, agent), proposal_ids, reason)
     if as_json:
-        emit_json({"agent": name, "rejected": done, "not_pending": skipped})
+        emit_json(report.to_dict())
         return
-    lines = [f"agent {name}: rejected {len(done)}"]
+    lines = [f"agent {report.agent}: rejected {len(report.rejected)}"]
     lines += [
-        f"  #{pid} is {status}, not pending: left as it is" for pid, status in skipped.items()
+        f"  #{pid} is {status}, not pending: left as it is"
+        for pid, status in report.not_pending.items()
     ]
     echo("\n".join(lines))
