@@ -122,6 +122,24 @@ class RemSummary:
             "dry_run": self.dry_run,
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RemSummary:
+        """The summary back from `to_dict`'s JSON (a run record's), to show it as it was
+        shown. Raises KeyError or TypeError on another shape (another version's)."""
+        themes = [
+            Theme(t["concept"], t["concept"], tuple(t["related"]), t["sessions"], t["days"], "")
+            for t in d["themes"]
+        ]
+        return cls(
+            agent=d["agent"],
+            themes=themes,
+            boosted=d["boosted"],
+            diary_written=d["diary_written"],
+            diary_by=d["diary_by"],
+            fallback=d["fallback"],
+            dry_run=d["dry_run"],
+        )
+
 
 class RemPhase:
     def __init__(

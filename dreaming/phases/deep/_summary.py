@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,45 @@ class DeepSummary:
             "diff": self.diff,
             "duration_s": round(self.duration_s, 3),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeepSummary:
+        """The summary back from `to_dict`'s JSON (a run record's), to show it as it was
+        shown. Raises KeyError or TypeError on another shape (another version's)."""
+        llm, memory = d["llm"], d["memory"]
+        return cls(
+            agent=d["agent"],
+            dry_run=d["dry_run"],
+            selected=d["selected"],
+            batches=d["batches"],
+            actions=Counter(d["actions"]),
+            paths=Counter(d["paths"]),
+            deferred=Counter(d["deferred"]),
+            fallbacks=list(d["fallbacks"]),
+            llm_calls=llm["calls"],
+            input_tokens=llm["input_tokens"],
+            output_tokens=llm["output_tokens"],
+            cost_usd=llm["cost_usd"],
+            ended_on_budget=d["ended_on_budget"],
+            runaway_stop=d["runaway_stop"],
+            degraded=list(d.get("degraded", [])),
+            proposed=d.get("proposed", 0),
+            edited_by_person=list(memory["edited_by_person"]),
+            removed_by_person=list(memory["removed_by_person"]),
+            duplicates_removed=list(memory.get("duplicates_removed", [])),
+            memory_chars=memory.get("chars", 0),
+            memory_lines=memory.get("lines", 0),
+            max_chars=memory.get("max_chars"),
+            max_lines=memory.get("max_lines"),
+            archived_now=list(memory.get("archived_now", [])),
+            restored=list(memory.get("restored", [])),
+            over_budget=memory.get("over_budget"),
+            archive_repaired=memory.get("archive_repaired", False),
+            entries=d["entries"],
+            archived=d.get("archived", 0),
+            decisions=list(d["decisions"]),
+            diff=d["diff"],
+        )
 
 
 def preview_diff(before: str, after: str) -> str:

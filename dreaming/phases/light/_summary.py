@@ -4,6 +4,7 @@ the candidates and recalls its folds produced."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,3 +84,30 @@ class LightSummary:
             "clock": self.clock,
             "duration_s": round(self.duration_s, 3),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LightSummary:
+        """The summary back from `to_dict`'s JSON (a run record's), to show it as it was
+        shown. Raises KeyError or TypeError on another shape (another version's)."""
+        s, c = d["sessions"], d["candidates"]
+        unclassified = list(s.get("unclassified", []))
+        unclassified += [""] * (s.get("unclassified_count", 0) - len(unclassified))  # count kept
+        return cls(
+            agent=d["agent"],
+            sessions_seen=s["seen"],
+            sessions_read=s["read"],
+            sessions_unchanged=s["unchanged"],
+            files_rewritten=s["rewritten"],
+            lines_rederived=s.get("lines_rederived", 0),
+            not_admitted=Counter(s["not_admitted"]),
+            unclassified=unclassified,
+            reclassified=list(s.get("reclassified", [])),
+            messages=d["messages"],
+            corpus_lines=d["corpus_lines"],
+            dropped=Counter(d["dropped"]),
+            skips=Counter(d["skips"]),
+            candidates_new=c["new"],
+            candidates_updated=c["updated"],
+            candidates_pending=c["pending"],
+            recalls=d["recalls"],
+        )
