@@ -11,7 +11,8 @@ across sessions, with their evidence). The light phase (`dreaming.phases.light`)
 
 from __future__ import annotations
 
-from dreaming.faces import lazy_submodules
+import importlib
+from types import ModuleType
 
 __all__ = [
     "candidates",
@@ -27,8 +28,12 @@ __all__ = [
 ]
 
 
-# The face is the submodules; each loads when first asked for.
-__getattr__ = lazy_submodules(__name__, __all__)
+def __getattr__(name: str) -> ModuleType:
+    # The face is the submodules; each loads when first asked for, so importing the package
+    # (as `dreaming.cli` does, through its commands) costs nothing until a stage needs one.
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

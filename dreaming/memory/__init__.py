@@ -10,7 +10,8 @@ crashes and human edits), `journal` (undo images), `review` (proposals staged fo
 
 from __future__ import annotations
 
-from dreaming.faces import lazy_submodules
+import importlib
+from types import ModuleType
 
 __all__ = [
     "archive",
@@ -26,8 +27,12 @@ __all__ = [
 ]
 
 
-# The face is the submodules; each loads when first asked for.
-__getattr__ = lazy_submodules(__name__, __all__)
+def __getattr__(name: str) -> ModuleType:
+    # The face is the submodules; each loads when first asked for, so importing the package
+    # (as `dreaming.cli` does, through its commands) costs nothing until a stage needs one.
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

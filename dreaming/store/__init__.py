@@ -7,7 +7,9 @@ import by name (`cursors`, `models`, `state` load when first asked for; `engine`
 
 from __future__ import annotations
 
-from dreaming.faces import lazy_submodules
+import importlib
+from types import ModuleType
+
 from dreaming.store.engine import (
     advisory_lock,
     agent_lock,
@@ -36,4 +38,8 @@ __all__ = [
 ]
 _SUBMODULES = frozenset({"cursors", "models", "state"})
 
-__getattr__ = lazy_submodules(__name__, _SUBMODULES)
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
