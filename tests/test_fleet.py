@@ -134,8 +134,8 @@ def test_two_schedulers_firing_together_enqueue_each_agent_once(
         # ...not even by a host that sees the instant in another time zone.
         tokyo = fire.astimezone(ZoneInfo("Asia/Tokyo"))
         late = enqueue_job(app, root / "jobs", "nightly", fire=tokyo)
-        assert {r["outcome"] for r in late} == {"skipped"}
-        assert all("already enqueued" in r["reason"] for r in late)
+        assert {r.outcome for r in late} == {"skipped"}
+        assert all("already enqueued" in str(r.reason) for r in late)
     finally:
         app.close()
     assert queue_states(pg_database.url) == {"succeeded": 4}
@@ -325,7 +325,7 @@ def test_concurrent_enqueues_of_one_fire_claim_each_agent_once(
             # The same instant as another host in another time zone would see it.
             local = fire.astimezone(ZoneInfo("Asia/Tokyo"))
             outcomes.extend(
-                r["outcome"] for r in enqueue_job(app, root / "jobs", "nightly", fire=local)
+                r.outcome for r in enqueue_job(app, root / "jobs", "nightly", fire=local)
             )
         finally:
             app.close()
@@ -382,7 +382,7 @@ def test_a_fire_claim_abandoned_before_its_task_was_queued_is_taken_over(
                 {"f": fire.isoformat()},
             )
         results = {
-            r["agent"]: r["outcome"] for r in enqueue_job(app, root / "jobs", "nightly", fire=fire)
+            r.agent: r.outcome for r in enqueue_job(app, root / "jobs", "nightly", fire=fire)
         }
     finally:
         app.close()

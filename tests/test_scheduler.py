@@ -227,7 +227,7 @@ def test_fires_missed_while_down_run_once_when_within_grace(
         fires = service.run_next(timeout=120)
         assert fires is not None
         assert [(f.status, f.scheduled_at) for f in fires] == [(FireStatus.RAN, at(11, 0))]
-        assert {r["agent"]: r["outcome"] for r in fires[0].results} == {"main": "ok", "bob": "ok"}
+        assert {r.agent: r.outcome for r in fires[0].results} == {"main": "ok", "bob": "ok"}
         assert service.run_next(timeout=0.5) is None  # coalesced: once, not three times
         assert service.scheduled() == {"tenmin": at(11, 10)}
         service.shutdown()
@@ -290,7 +290,7 @@ def test_the_service_schedules_the_bundled_examples_and_their_fire_finds_them(
         service.shutdown()
     assert fires is not None
     assert [(f.job, f.status) for f in fires] == [("nightly", FireStatus.RAN)]
-    assert {r["agent"]: r["outcome"] for r in fires[0].results} == {"main": "ok", "bob": "ok"}
+    assert {r.agent: r.outcome for r in fires[0].results} == {"main": "ok", "bob": "ok"}
     assert runs_rows(root, "main") == [(1, "nightly", "light,rem,deep", "ok")]
 
 
@@ -453,18 +453,18 @@ def test_a_scheduled_run_skips_a_busy_agent_and_runs_the_others(
     args = ("night", str(root), str(root / "dreaming.toml"), str(jobs_folder(root)))
     caplog.set_level("INFO", logger="dreaming")
     with lock_held_elsewhere(root, "bob") as holder:
-        results = {r["agent"]: r for r in run_scheduled_job(*args)}
-    assert results["main"]["outcome"] == "ok"
-    assert results["main"]["phases"]["deep"]["actions"]["add"] >= 1
+        results = {r.agent: r for r in run_scheduled_job(*args)}
+    assert results["main"].outcome == "ok"
+    assert results["main"].phase_dicts()["deep"]["actions"]["add"] >= 1
     bob = results["bob"]
-    assert bob["outcome"] == "skipped" and bob["phases"] == {}
-    assert bob["reason"] == f"locked by pid {holder.pid} holder-test"
+    assert bob.outcome == "skipped" and bob.summaries == {}
+    assert bob.reason == f"locked by pid {holder.pid} holder-test"
     assert runs_rows(root, "bob") == [(1, "night", "light,rem,deep", "skipped")]
     assert runs_rows(root, "main") == [(1, "night", "light,rem,deep", "ok")]
     assert "job=night agent=bob run=1 outcome=skipped" in caplog.text
     assert "job=night agent=main run=1 outcome=ok duration=" in caplog.text
     # Once the other run is gone, the next run takes the agent as usual.
-    again = {r["agent"]: r["outcome"] for r in run_scheduled_job(*args)}
+    again = {r.agent: r.outcome for r in run_scheduled_job(*args)}
     assert again == {"main": "ok", "bob": "ok"}
 
 

@@ -14,13 +14,19 @@ from dreaming.cli._fleet import executor_option, require_fleet
 from dreaming.cli._main import Context, cli, pass_ctx
 from dreaming.cli._output import echo, emit_json, note, usd
 from dreaming.cli._progress import progress
-from dreaming.cli._run import exit_status, format_recorded, note_degraded, source_warnings
+from dreaming.cli._run import (
+    exit_status,
+    format_result,
+    note_degraded,
+    source_warnings,
+)
 from dreaming.errors import ExitCode
 
 # The scheduler package brings APScheduler and the whole library: the commands import it
 # when they run, so registering them (every `dreaming` start) stays cheap.
 if TYPE_CHECKING:
     from dreaming.app import App
+    from dreaming.results import AgentResult
     from dreaming.scheduler import StoredSchedule
 
 JSON_HELP = "Print one JSON document and nothing else."
@@ -84,16 +90,16 @@ def _format_store(store: StoredSchedule) -> str:
     return f"scheduler store {store.path}: {state}, {len(store.next_fire)} job(s) scheduled"
 
 
-def format_agent_result(result: dict[str, Any]) -> str:
+def format_agent_result(result: AgentResult) -> str:
     from dreaming.scheduler import AgentOutcome
 
-    if result["outcome"] == AgentOutcome.QUEUED:
-        return f"agent {result['agent']}: queued as task {result['queue_job_id']}"
-    if result["outcome"] == AgentOutcome.SKIPPED:
-        return f"agent {result['agent']}: skipped, {result['reason']}"
-    if result["outcome"] == AgentOutcome.FAILED:
-        return f"agent {result['agent']}: failed: {result['error']}"
-    return format_recorded(result["phases"])
+    if result.outcome == AgentOutcome.QUEUED:
+        return f"agent {result.agent}: queued as task {result.queue_job_id}"
+    if result.outcome == AgentOutcome.SKIPPED:
+        return f"agent {result.agent}: skipped, {result.reason}"
+    if result.outcome == AgentOutcome.FAILED:
+        return f"agent {result.agent}: failed: {result.error}"
+    return format_result(result)
 
 
 @cli.group(invoke_without_command=True)
@@ -224,11 +230,8 @@ def run_job(
                 "job": job.name,
                 "dry_run": dry,
                 "warnings": warnings,
-                "agents": {r["agent"]: r["phases"] for r in results},
-                "runs": [
-                    {k: r[k] for k in ("agent", "run_id", "outcome", "reason", "error") if k in r}
-                    for r in results
-                ],
+                "agents": {r.agent: r.phase_dicts() for r in results},
+                "runs": [_run_keys(r.to_dict()) for r in results],
             }
         )
     elif results:
@@ -241,6 +244,11 @@ def run_job(
         sys.exit(int(code))
 
 
+def _run_keys(result: dict[str, Any]) -> dict[str, Any]:
+    keys = ("agent", "run_id", "outcome", "reason", "error")
+    return {k: result[k] for k in keys if k in result}
+
+
 def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: bool) -> None:
     require_fleet(app, "--executor procrastinate")
     from dreaming.fleet import enqueue_job
@@ -249,6 +257,7 @@ def _enqueue(app: App, name: str, agents: tuple[str, ...], dry: bool, as_json: b
     results = enqueue_job(app, jobs_dir(app.paths), name, agents=list(agents) or None, dry_run=dry)
     if as_json:
         keys = ("agent", "outcome", "queue_job_id", "reason")
-        emit_json({"job": name, "queued": [{k: r[k] for k in keys if k in r} for r in results]})
+        queued = [r.to_dict() for r in results]
+        emit_json({"job": name, "queued": [{k: r[k] for k in keys if k in r} for r in queued]})
     else:
         echo("\n".join(format_agent_result(r) for r in results) or "no agents")

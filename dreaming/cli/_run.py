@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -281,7 +281,7 @@ def run_phases(
         echo("\n".join(format_run_result(app, r) for r in results) or nothing_yet(app))
         if dry_run and any(r.deep is not None for r in results):
             echo("preview only: run again with --apply to write MEMORY.md")
-    exit_on_problems([r.to_dict() for r in results])
+    exit_on_problems(results)
 
 
 def source_warnings(app: Any) -> list[str]:
@@ -325,38 +325,38 @@ def format_run_result(app: Any, result: AgentResult) -> str:
     return "\n".join(part for part in (format_result(result), where) if part)
 
 
-def exit_status(results: list[dict[str, Any]]) -> ExitCode:
+def exit_status(results: Sequence[AgentResult]) -> ExitCode:
     """The worst of the agents' outcomes: failed, then degraded, then busy (skipped because
     another run held it), else ok."""
     from dreaming.runs import Outcome
 
-    outcomes = {r.get("outcome") for r in results}
+    outcomes = {r.outcome for r in results}
     if Outcome.FAILED in outcomes:
         return ExitCode.FAILED
-    if any(r.get("degraded") for r in results):
+    if any(r.degraded for r in results):
         return ExitCode.DEGRADED
     if Outcome.SKIPPED in outcomes:
         return ExitCode.BUSY
     return ExitCode.OK
 
 
-def exit_on_problems(results: list[dict[str, Any]]) -> None:
+def exit_on_problems(results: Sequence[AgentResult]) -> None:
     """A busy, failed or degraded agent is one line on stderr each; the exit status says
     the worst (`exit_status`). The agents that ran have been reported above."""
     for r in results:
-        if "error" in r:
-            echo(f"dreaming: error: {r['error']}", err=True)
-    note_degraded([r for r in results if "error" not in r])
+        if r.error is not None:
+            echo(f"dreaming: error: {r.error}", err=True)
+    note_degraded([r for r in results if r.error is None])
     code = exit_status(results)
     if code != ExitCode.OK:
         sys.exit(int(code))
 
 
-def note_degraded(results: list[dict[str, Any]]) -> bool:
+def note_degraded(results: Sequence[AgentResult]) -> bool:
     """One stderr line per degraded agent, with why; whether there was one."""
-    degraded = [r for r in results if r.get("degraded")]
+    degraded = [r for r in results if r.degraded]
     for r in degraded:
-        note(f"dreaming: agent {r['agent']} degraded: {'; '.join(r['degraded'])[:400]}")
+        note(f"dreaming: agent {r.agent} degraded: {'; '.join(r.degraded)[:400]}")
     return bool(degraded)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -58,13 +59,7 @@ def enqueue_job(
     results: list[AgentResult] = []
     with queue.open():
         for agent in names:
-            base: AgentResult = {
-                "agent": agent,
-                "job": job.name,
-                "phases": {},
-                "dry_run": dry,
-                "run_id": None,
-            }
+            base = AgentResult(agent, AgentOutcome.QUEUED, job.name, dry)
             if fire_key is not None and not _claim(app, job.name, agent, fire_key):
                 results.append(_duplicate(base, f"fire {fire_key} is already enqueued"))
                 continue
@@ -80,7 +75,7 @@ def enqueue_job(
             if fire_key is not None:
                 _claimed(app, job.name, agent, fire_key, queue_id)
             log.info("job=%s agent=%s task=%s event=queued", job.name, agent, queue_id)
-            results.append(base | {"outcome": AgentOutcome.QUEUED.value, "queue_job_id": queue_id})
+            results.append(replace(base, queue_job_id=queue_id))
     return results
 
 
@@ -143,8 +138,8 @@ def _release(app: App, job: str, agent: str, fire: str) -> None:
 
 
 def _duplicate(base: AgentResult, reason: str) -> AgentResult:
-    log.info("job=%s agent=%s event=duplicate reason=%r", base["job"], base["agent"], reason)
-    return base | {"outcome": AgentOutcome.SKIPPED.value, "reason": reason}
+    log.info("job=%s agent=%s event=duplicate reason=%r", base.job, base.agent, reason)
+    return replace(base, outcome=AgentOutcome.SKIPPED, reason=reason)
 
 
 def enqueue_scheduled_job(

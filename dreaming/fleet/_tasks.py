@@ -6,10 +6,10 @@ only."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete
 
@@ -23,7 +23,7 @@ from dreaming.fleet._queue import (
     connect_queue,
     defer_run,
 )
-from dreaming.scheduler import AgentOutcome, AgentResult, InProcessRunner, JobCatalog
+from dreaming.scheduler import AgentOutcome, InProcessRunner, JobCatalog
 from dreaming.store.tables import FLEET_FIRES
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def run_agent_job(
     dry_run: bool = False,
     fire: str | None = None,
     busy_attempt: int = 0,
-) -> AgentResult:
+) -> dict[str, Any]:
     """Run `job` for `agent` now, exactly as a local run would (App.run: the agent's lock,
     one run record). A crash half way is safe to run again: every phase resumes from what
     committed, which is what lets a dead worker's task simply be retried."""
@@ -104,20 +104,22 @@ def run_agent_job(
     log.info("task=%s job=%s agent=%s fire=%s event=start", queue_id, job, agent, fire)
     runner = InProcessRunner(state.app, JobCatalog.over_bundled(state.jobs_dir))
     [result] = runner.run(job, agents=[agent], dry_run=dry_run)
-    result["queue_job_id"] = queue_id
-    if result["outcome"] == AgentOutcome.SKIPPED:
+    result = replace(result, queue_job_id=queue_id)
+    # What the task returns is JSON for Procrastinate's log: the result's own form.
+    report = result.to_dict()
+    if result.outcome == AgentOutcome.SKIPPED:
         # Procrastinate's per-agent lock keeps queued runs apart, so whoever holds the agent
         # is outside the queue (a CLI run, a dead machine's session not yet dropped).
-        result["busy_retry"] = _retry_busy_later(state, job, agent, dry_run, fire, busy_attempt)
+        report["busy_retry"] = _retry_busy_later(state, job, agent, dry_run, fire, busy_attempt)
     log.info(
         "task=%s job=%s agent=%s run=%s outcome=%s",
         queue_id,
         job,
         agent,
-        result.get("run_id"),
-        result["outcome"],
+        result.run_id,
+        result.outcome,
     )
-    return result
+    return report
 
 
 def _retry_busy_later(

@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from dreaming.errors import DreamingError, LockedError, NoSuchError
 from dreaming.llm import BudgetSettings
 from dreaming.paths import Paths
 from dreaming.progress import Progress
+from dreaming.results import AgentResult as AgentResult  # the scheduler reports these
 from dreaming.runner import Outcome
 from dreaming.runs import record_skipped
 
@@ -38,7 +39,6 @@ log = logging.getLogger("dreaming.scheduler")
 
 # The stable public name the job store keeps, whatever module defines the function.
 RUN_JOB_FUNC = "dreaming.scheduler:run_scheduled_job"
-AgentResult = dict[str, Any]
 # The fire a scheduled call belongs to (set by the scheduler around the call): an executor
 # that enqueues uses it to never enqueue one fire twice. None for on-demand runs.
 SCHEDULED_FIRE: ContextVar[datetime | None] = ContextVar("scheduled_fire", default=None)
@@ -113,10 +113,10 @@ AgentOutcome = Outcome
 class JobRunner(ABC):
     """Runs one job now over its agents and reports one result per agent.
 
-    Contract: a result is `{"agent", "job", "phases", "dry_run", "run_id", "outcome"}` with
-    `outcome` an `AgentOutcome` value (plus `reason` for skipped and `error` for failed
-    agents). An agent that another run holds is reported `skipped`, never raised; a failure
-    on one agent does not stop the others. An unknown job raises `StateError`.
+    Contract: one `AgentResult` per agent (the runner's, as `dreaming run` gets it), with
+    `reason` set for skipped and `error` for failed agents. An agent that another run holds
+    is reported `skipped`, never raised; a failure on one agent does not stop the others.
+    An unknown job raises `StateError`.
     """
 
     @abstractmethod
@@ -178,14 +178,13 @@ class InProcessRunner(JobRunner):
         budget: BudgetSettings,
         progress: Progress | None,
     ) -> AgentResult:
-        base: AgentResult = {"agent": agent, "job": job.name, "phases": {}, "dry_run": dry_run}
         phases = ",".join(job.phases)
         log.info(
             "job=%s agent=%s phases=%s dry_run=%s event=start", job.name, agent, phases, dry_run
         )
         started = time.monotonic()
         try:
-            [typed] = runner.run(
+            [result] = runner.run(
                 self.app,
                 job.phases,
                 [agent],
@@ -195,31 +194,28 @@ class InProcessRunner(JobRunner):
                 llm=job.llm,
                 progress=progress,
             )
-            result = typed.to_dict()
         except LockedError as err:
-            result = base | {
-                "run_id": None,
-                "outcome": AgentOutcome.SKIPPED.value,
-                "reason": f"locked by {err.holder}",
-            }
+            result = AgentResult(
+                agent, AgentOutcome.SKIPPED, job.name, dry_run, reason=f"locked by {err.holder}"
+            )
             if not dry_run:
-                result["run_id"] = self._record_skip(job, agent, result)
+                result = replace(result, run_id=self._record_skip(job, agent, result))
         except Exception as err:  # one agent's failure must not cost the others their run
             if isinstance(err, DreamingError):
                 log.error("job=%s agent=%s error=%r", job.name, agent, str(err))
             else:
                 log.exception("job=%s agent=%s crashed", job.name, agent)
-            result = base | {"run_id": None, "outcome": AgentOutcome.FAILED.value}
-            result["error"] = str(err) or type(err).__name__
+            error = str(err) or type(err).__name__
+            result = AgentResult(agent, AgentOutcome.FAILED, job.name, dry_run, error=error)
         took = time.monotonic() - started
-        why = result.get("reason") or result.get("error")
+        why = result.reason or result.error
         if why is None:
             log.info(
                 "job=%s agent=%s run=%s outcome=%s duration=%.1fs",
                 job.name,
                 agent,
-                result["run_id"],
-                result["outcome"],
+                result.run_id,
+                result.outcome,
                 took,
             )
         else:
@@ -227,8 +223,8 @@ class InProcessRunner(JobRunner):
                 "job=%s agent=%s run=%s outcome=%s duration=%.1fs reason=%r",
                 job.name,
                 agent,
-                result["run_id"],
-                result["outcome"],
+                result.run_id,
+                result.outcome,
                 took,
                 why,
             )
@@ -236,7 +232,8 @@ class InProcessRunner(JobRunner):
 
     def _record_skip(self, job: Job, agent: str, result: AgentResult) -> int | None:
         try:
-            return record_skipped(self.app.engine(agent), agent, list(job.phases), job.name, result)
+            engine, summary = self.app.engine(agent), result.to_dict()
+            return record_skipped(engine, agent, list(job.phases), job.name, summary)
         except (SQLAlchemyError, DreamingError) as err:
             log.warning("job=%s agent=%s cannot record the skipped run: %s", job.name, agent, err)
             return None

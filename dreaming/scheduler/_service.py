@@ -78,7 +78,7 @@ class Fire:
         """How many agents ended each way, as "ok=2 skipped=1"."""
         counts: dict[str, int] = {}
         for result in self.results:
-            counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
         return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "agents=0"
 
 
@@ -458,7 +458,7 @@ class JobScheduler:
                 )
         else:
             fire: Fire = event.retval
-            failed = any(r["outcome"] == AgentOutcome.FAILED for r in fire.results)
+            failed = any(r.outcome == AgentOutcome.FAILED for r in fire.results)
             log.log(
                 logging.WARNING if failed else logging.INFO,
                 "job=%s event=done scheduled=%s %s duration=%.1fs next=%s",
