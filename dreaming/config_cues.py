@@ -45,6 +45,7 @@ class SalienceSettings(_Strict):
     event_cjk: tuple[str, ...] = ()
     preference: tuple[str, ...] = ()
     preference_cjk: tuple[str, ...] = ()
+    preference_stated: tuple[str, ...] = ()
     work: tuple[str, ...] = ()
     work_cjk: tuple[str, ...] = ()
     time: tuple[str, ...] = ()

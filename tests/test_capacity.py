@@ -182,7 +182,7 @@ def test_least_valuable_go_first_and_standing_entries_last() -> None:
     # Room for the operator's text, two groups' headings and two lines.
     room = capacity.measure(
         memory_file.apply_entries(
-            doc, [(x.key, x.text) for x in worths[:2]], memory_file.default_group
+            doc, [(x.key, x.text) for x in worths[:2]], salience.group_of
         ).render()
     )[0]
     placed, rendered = capacity.place(doc, worths, Capacity(room, None))

@@ -10,8 +10,7 @@ from dreaming.memory import memory_file as mf
 from dreaming.memory import memory_sync
 
 
-# The classifier on the cases of the keyword fallback `memory_file.default_group`. "likes"
-# is no cue of the built-in lexicon (the fallback has it): see the settings test below.
+# An entry states a preference of someone named: "likes" is a heading cue, not a scoring one.
 @pytest.mark.parametrize(
     ("text", "group"),
     [
@@ -19,6 +18,8 @@ from dreaming.memory import memory_sync
         ("Call me Sam from now on.", "instructions"),
         ("The user: don't push to main before you run the tests.", "instructions"),
         ("日本語で答えること", "instructions"),
+        ("The user likes green tea.", "preferences"),
+        ("Anna hates flying.", "preferences"),
         ("The user's favourite band is Muse.", "preferences"),
         ("ユーザーは猫が好き", "preferences"),
         ("The user works at ACME.", "work"),
@@ -33,9 +34,9 @@ def test_group_of(text: str, group: str) -> None:
 
 
 def test_a_user_cue_in_settings_changes_the_heading(tmp_path: object) -> None:
-    text = "The user likes green tea."
+    text = "The user is vegetarian."
     assert salience.group_of(text) == "people"
-    lexicon = salience.lexicon_for(SalienceSettings(preference=("likes",)).extra())
+    lexicon = salience.lexicon_for(SalienceSettings(preference=("vegetarian",)).extra())
     assert salience.group_of(text, lexicon) == "preferences"
     # The memory files lay entries out by the agent's effective lexicon.
     files = memory_sync.Files(memory=tmp_path / "M.md", archive=tmp_path / "A.md", lexicon=lexicon)  # type: ignore[operator]

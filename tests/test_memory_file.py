@@ -407,27 +407,6 @@ def test_a_short_key_a_person_edited_is_scrubbed_with_its_entry() -> None:
     assert cleaned == mf.render_heading("people") + line(*b) and removed == 1
 
 
-@pytest.mark.parametrize(
-    ("text", "group"),
-    [
-        ("2026-03-08 — the user: never change files other than MEMORY.md.", "instructions"),
-        ("Call me Sam from now on.", "instructions"),
-        ("The user: don't push to main before you run the tests.", "instructions"),
-        ("日本語で答えること", "instructions"),
-        ("The user likes green tea.", "preferences"),
-        ("The user's favourite band is Muse.", "preferences"),
-        ("ユーザーは猫が好き", "preferences"),
-        ("The user works at ACME.", "work"),
-        ("The staging server is called rimazu.", "work"),
-        ("ユーザーの会社は東京にある", "work"),
-        ("2023-05-08 — the user: I went to a LGBTQ support group yesterday.", "people"),
-        ("The user's sister Anna lives in Lisbon.", "people"),
-    ],
-)
-def test_default_group(text: str, group: str) -> None:
-    assert mf.default_group(text) == group
-
-
 def test_atomic_write(tmp_path: Path) -> None:
     target = tmp_path / "MEMORY.md"
     mf.atomic_write(target, "x\n")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from dreaming.ingest import salience
 from dreaming.memory import memory_file
 
 HEADER = (
@@ -29,7 +30,7 @@ HEADER = (
 
 def render(
     entries: Sequence[tuple[str, str]],
-    group_of: Callable[[str], str] = memory_file.default_group,
+    group_of: Callable[[str], str] = salience.group_of,
 ) -> str:
     """The archive holding `entries` (key, text), in their order within each group; "" when
     there are none (the file is removed)."""

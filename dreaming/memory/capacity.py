@@ -239,7 +239,7 @@ def place(
     capacity: Capacity,
     *,
     crlf: bool = False,
-    group_of: Callable[[str], str] = memory_file.default_group,
+    group_of: Callable[[str], str] = salience.group_of,
     valued: Callable[[], Sequence[Worth]] | None = None,
 ) -> tuple[Placement, str]:
     """Where each of `worths` (in creation order) goes when MEMORY.md is laid out from `doc`

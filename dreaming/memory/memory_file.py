@@ -24,7 +24,6 @@ is and reported, never rewritten or moved.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 # The syntax (key, line, block, heading) is `dreaming.syntax`'s; re-exported here for the
 # callers that reach it through the memory file.
 from dreaming import syntax
+from dreaming.ingest import salience
 from dreaming.ingest.grouping import GROUP_TITLES, GROUPS
 from dreaming.syntax import (
     KEY_PREFIX,
@@ -59,7 +59,6 @@ __all__ = [
     "Segment",
     "apply_entries",
     "atomic_write",
-    "default_group",
     "entry_key",
     "load_text",
     "normalize_entry_text",
@@ -230,36 +229,6 @@ def read(path: Path) -> Document:
 
 # -- grouping -------------------------------------------------------------------------------
 
-# A first guess only: callers with a better classifier pass it as `group_of`.
-_INSTRUCTION_RE = re.compile(
-    r"\b(?:always|never|don['’]t|do not|must|call me|from now on|before you|make sure"
-    r"|remember to)\b"
-    r"|こと|禁|必ず|しないで|ください"
-)
-_PREFERENCE_RE = re.compile(
-    r"\b(?:likes?|liked|loves?|loved|prefers?|preferred|preferences?|favou?rites?"
-    r"|enjoys?|enjoyed|hates?|hated|dislikes?|disliked)\b"
-    r"|好き|嫌い"
-)
-_WORK_RE = re.compile(
-    r"\b(?:work|works|worked|working|jobs?|projects?|company|companies|teams?|deploy\w*"
-    r"|code|coding|repos?|repository|repositories|servers?|office|careers?)\b"
-    r"|仕事|会社"
-)
-
-
-def default_group(text: str) -> str:
-    """The group of an entry by keywords: instructions, then preferences, then work, else
-    people (facts about the user and those around them)."""
-    folded = text.casefold()
-    if _INSTRUCTION_RE.search(folded):
-        return "instructions"
-    if _PREFERENCE_RE.search(folded):
-        return "preferences"
-    if _WORK_RE.search(folded):
-        return "work"
-    return "people"
-
 
 def render_heading(group: str) -> str:
     """A group's managed heading line, titled as the group data says (without the blank
@@ -273,7 +242,7 @@ def render_heading(group: str) -> str:
 def apply_entries(
     doc: Document,
     entries: Sequence[tuple[str, str]],
-    group_of: Callable[[str], str] = default_group,
+    group_of: Callable[[str], str] = salience.group_of,
 ) -> Document:
     """A document whose managed entries are exactly `entries` (key, text), as lines.
 
