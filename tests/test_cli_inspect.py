@@ -99,6 +99,14 @@ def night(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def read_night(tmp_path: Path) -> Path:
+    """The demo's agents after light alone: every candidate still pending."""
+    root = build_state(tmp_path / "s")
+    ok(root, "run", "--phase", "light")
+    return root
+
+
 def pending_in_db(root: Path) -> int:
     return int(
         sql(
@@ -169,7 +177,9 @@ def test_candidates_text_has_a_block_each_and_a_footer_that_adds_up(night: Path)
     assert sum(counts.values()) == pending
 
 
-def test_limit_shows_the_first_n_but_counts_them_all(night: Path) -> None:
+def test_limit_shows_the_first_n_but_counts_them_all(read_night: Path) -> None:
+    night = read_night
+    assert pending_in_db(night) > 1
     everything = as_json(night, "candidates", "--agent", "main", "--limit", "0")
     one = as_json(night, "candidates", "--agent", "main", "--limit", "1")
     assert len(one["candidates"]) == 1

@@ -61,6 +61,11 @@ def format_light(s: LightSummary) -> str:
         f" {again} heard again; {s.candidates_pending} not in memory yet"
         " (`dreaming candidates` says why)"
     )
+    if s.agent_unmatched:
+        lines.append(
+            f"  agent's own claims: {s.agent_unmatched} repeated nothing anyone else said"
+            " (not kept: [deep] promote_agent_only keeps them)"
+        )
     if s.recalls:
         lines.append(f"  recalls: {s.recalls} lines repeat what memory already holds")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,8 +91,15 @@ class Specificity:
         self._top = math.log(n + 1) + 1.0
 
     @classmethod
-    def of(cls, conn: Connection, agent: str, words: set[str]) -> Specificity:
-        """Session frequencies of `words` from every candidate's owner and agent evidence."""
+    def of(
+        cls,
+        conn: Connection,
+        agent: str,
+        words: set[str],
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> Specificity:
+        """Session frequencies of `words` from every candidate's owner and agent evidence,
+        and from `extra` (session, tokens): the agent's claims no candidate holds."""
         c, e = CANDIDATES.c, CANDIDATE_EVIDENCE.c
         seen: dict[str, set[str]] = defaultdict(set)
         sessions: set[str] = set()
@@ -102,7 +109,7 @@ class Specificity:
             .where(and_(e.agent == agent, e.origin_class.in_(tuple(SPEAKER_WEIGHT))))
             .distinct()
         )
-        for session_id, tokens in conn.execute(query):
+        for session_id, tokens in itertools.chain(conn.execute(query), extra):
             sessions.add(session_id)
             for t in tokens.split():
                 if t in words:

@@ -43,6 +43,7 @@ from dreaming.llm.calls import LLMAccess, log_calls
 from dreaming.memory import diary
 from dreaming.memory.sanitize import entry_text_problems, sanitize_entry_text
 from dreaming.paths import Paths
+from dreaming.phases import _rem_agent as agent_claims
 from dreaming.phases._rem_themes import (
     SPEAKER_WEIGHT,
     Evidence,
@@ -169,8 +170,12 @@ class RemPhase:
             summary.day = clock.date().isoformat()
             since = clock - timedelta(days=self.settings.lookback_days)
             rows = _window(conn, agent, since)
-            summary.read_sessions = _sessions_read(conn, [r.id for r in rows])
-            found = self._themes(conn, agent, rows, _evidence(conn, [r.id for r in rows]))
+            dreams = self.paths.dreams_file(agent)
+            said = agent_claims.gather(conn, agent, since, self.paths.settings, dreams)
+            read = set(_sessions_read(conn, [r.id for r in rows])) | said.sessions
+            summary.read_sessions = sorted(read)
+            evidence = _evidence(conn, [r.id for r in rows]) | said.evidence
+            found = self._themes(conn, agent, [*rows, *said.rows], evidence, said)
             previous_boosts = {
                 cid: boost
                 for cid, boost in conn.execute(
@@ -184,7 +189,6 @@ class RemPhase:
         boosts = self._boosts(rows, summary.themes)
         summary.boosted = sum(1 for b in boosts.values() if b > 0)
         newest_line = _newest_line(self.engine, agent)
-        dreams = self.paths.dreams_file(agent)
         written = {e.day: e.body for e in diary.entries(diary.read(dreams))}
         if summary.day in written and _get_mark(self.engine, agent) == newest_line:
             # Nothing admitted since tonight's entry was written: keep it, call no model
@@ -216,6 +220,7 @@ class RemPhase:
         agent: str,
         rows: Sequence[Any],
         evidence: Mapping[int, Sequence[Evidence]],
+        said: agent_claims.AgentClaims,
     ) -> list[Theme]:
         """The concepts that kept coming back, strongest first: recurrence across sessions and
         days (the owner's word counting more than the agent's) times how specific the word
@@ -226,7 +231,8 @@ class RemPhase:
         for row in rows:
             tally.add(row, evidence.get(row.id, ()))
         s = self.settings
-        specificity = Specificity.of(conn, agent, set(tally.words))
+        extra = [(e.session, r.tokens) for r in said.rows for e in said.evidence[r.id]]
+        specificity = Specificity.of(conn, agent, set(tally.words), extra)
         weights = {w: r.weight(specificity.of_word(w)) for w, r in tally.words.items()}
         eligible = sorted(
             (
@@ -246,7 +252,7 @@ class RemPhase:
             label, partner = tally.phrase(w, s.min_theme_sessions)
             related = tally.related(w, partner, specificity)
             covered |= {w, partner, *related}
-            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon)
+            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon, said)
             quoted.add(example)
             themes.append(
                 Theme(
@@ -272,12 +278,13 @@ class RemPhase:
         contenders: Sequence[int],
         used: set[str],
         lexicon: salience_mod.Lexicon,
+        said: agent_claims.AgentClaims,
     ) -> tuple[str, str]:
         """The sentence that best carries a theme, and whose it is: a whole sentence a
         person said (the owner's before the agent's), free of markdown, not a question, not
         small talk, which forget finds again if its line is purged. ("", "") if none is."""
         best: tuple[tuple[float, int, int], str, str] | None = None
-        for line_id, text, origin in _lines_of(conn, contenders):
+        for line_id, text, origin in _lines_of(conn, contenders, said):
             for i, sentence in enumerate(diary.quotable(text, lexicon)):
                 if sentence in used or concept not in claims_mod.content_tokens(sentence):
                     continue
@@ -438,24 +445,38 @@ def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]
     return out
 
 
-def _lines_of(conn: Connection, ids: Sequence[int]) -> list[tuple[int, str, str]]:
-    """(id, text, origin class) of the owner and agent lines behind `ids`: the owner's
-    first, the newest first, at most MAX_QUOTE_LINES."""
+def _lines_of(
+    conn: Connection, ids: Sequence[int], said: agent_claims.AgentClaims
+) -> list[tuple[int, str, str]]:
+    """(id, text, origin class) of the owner and agent lines behind `ids` (candidates, and
+    the agent's claim groups by their negative ids): the owner's first, the newest first, at
+    most MAX_QUOTE_LINES."""
     if not ids:
         return []
     e, line = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
     owner_first = case((line.origin_class == OriginClass.OWNER.value, 0), else_=1)
-    query = (
-        select(line.id, line.text, line.origin_class, owner_first)
-        .join(CANDIDATE_EVIDENCE, e.corpus_line_id == line.id)
-        .where(
-            and_(
-                e.candidate_id.in_(ids),
-                line.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+    real = [i for i in ids if i > 0]
+    own = sorted({n for i in ids if i < 0 for n in said.lines(i)}, reverse=True)
+    found: list[tuple[int, str, str, int]] = []
+    if real:
+        query = (
+            select(line.id, line.text, line.origin_class, owner_first)
+            .join(CANDIDATE_EVIDENCE, e.corpus_line_id == line.id)
+            .where(
+                and_(
+                    e.candidate_id.in_(real),
+                    line.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+                )
             )
+            .distinct()
+            .order_by(owner_first, line.id.desc())
+            .limit(MAX_QUOTE_LINES)
         )
-        .distinct()
-        .order_by(owner_first, line.id.desc())
-        .limit(MAX_QUOTE_LINES)
-    )
-    return [(r[0], r[1], r[2]) for r in conn.execute(query)]
+        found += [(r[0], r[1], r[2], r[3]) for r in conn.execute(query)]
+    if own:
+        query = select(line.id, line.text, line.origin_class, owner_first).where(
+            line.id.in_(own[:MAX_QUOTE_LINES])
+        )
+        found += [(r[0], r[1], r[2], r[3]) for r in conn.execute(query)]
+    found = sorted(set(found), key=lambda r: (r[3], -r[0]))[:MAX_QUOTE_LINES]
+    return [(r[0], r[1], r[2]) for r in found]

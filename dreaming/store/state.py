@@ -23,6 +23,7 @@ class StateKey(StrEnum):
     MEMORY_BASE_RUN = "memory_base_run"  # an undo: the run whose pre-run backup to lay over
     REPORT_FILES = "report_files"  # JSON list: where `dreaming report` wrote pages about it
     ARCHIVE_HASH = "archive_hash"  # the archive's content hash as dreaming last wrote it
+    AGENT_LINES = "agent_lines"  # "created": the agent's lines were folded creating candidates
 
 
 _GET = select(AGENT_STATE.c.value).where(

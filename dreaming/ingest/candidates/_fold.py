@@ -6,7 +6,14 @@ A first-person claim of a line that names its speaker ("I live in Leeds", said b
 in a chat of several people) is that person's: the speaker is part of the candidate's key
 and guard (`candidates.speaker`), so Caroline's and Melanie's "I live in Leeds" stay two
 candidates, and neither recalls the other's entry. Everything else folds as before: the
-owner's claims, and claims that speak of no one in particular, whoever said them."""
+owner's claims, and claims that speak of no one in particular, whoever said them.
+
+The agent's own lines corroborate, they do not create: unless `[deep] promote_agent_only` is
+on (the agent's words alone never become memory otherwise), a claim only the agent made is
+evidence for the candidate it repeats, or nothing (counted as `agent_unmatched`). Two thirds
+of what a chatty agent says would otherwise be candidates no night could promote. An agent
+line is folded after the batch's other lines, so it can back what the owner said just
+before it. REM still hears the agent (`phases._rem_agent`)."""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from sqlalchemy import (
 from dreaming import syntax
 from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
 from dreaming.memory import diary, memory_file
 from dreaming.store.dialect import insert_ignore
@@ -49,6 +57,7 @@ class FoldStats:
     echoes: int  # lines dropped as our own diary quoted back
     candidates_new: int
     recalls: int
+    agent_unmatched: int = 0  # the agent's claims that repeated no candidate: not kept
 
 
 @dataclass(slots=True)
@@ -61,6 +70,7 @@ class _Batch:
     pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids -1, -2, ...
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
+    agent_unmatched: int = 0
 
 
 @dataclass
@@ -167,7 +177,9 @@ class Folder:
         here: touched candidates are marked stale and refreshed once at the end of the run."""
         batch = _Batch()
         now = utc_now()
-        for line_id, row in lines:
+        # The agent's lines last: what the owner said in the batch is a candidate by then.
+        ordered = sorted(lines, key=lambda x: not self.creates(x[1]))
+        for line_id, row in ordered:
             self._gather_line(batch, line_id, row, now)
         real = self._insert_new(conn, batch.pending)
         touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
@@ -181,7 +193,13 @@ class Folder:
             echoes=batch.echoes,
             candidates_new=len(batch.pending),
             recalls=len(batch.recalls),
+            agent_unmatched=batch.agent_unmatched,
         )
+
+    def creates(self, row: Mapping[str, Any]) -> bool:
+        """Whether a line's claims may start candidates: anyone's but the agent's, unless
+        the agent's words alone may become memory."""
+        return row.get("origin_class") != OriginClass.AGENT or self.settings.deep.promote_agent_only
 
     def _gather_line(self, batch: _Batch, line_id: int, row: dict[str, Any], now: datetime) -> None:
         """One line's recalls and claims, each claim tied to its candidate (a new one pending)."""
@@ -193,6 +211,7 @@ class Folder:
             body = self._gather_quoted_blocks(batch, line_id, row, body)
         cs = self.settings.candidates
         speaker = row.get("speaker")
+        create = self.creates(row)
         for claim in claims_mod.extract(
             body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
         ):
@@ -201,7 +220,11 @@ class Folder:
             if entry is not None:
                 batch.recalls.append(self._recall(entry, line_id, row))
                 continue
-            batch.evidence.append((self._candidate_of(batch, claim, holder, now), line_id, row))
+            cid = self._candidate_of(batch, claim, holder, now, create=create)
+            if cid is None:
+                batch.agent_unmatched += 1
+                continue
+            batch.evidence.append((cid, line_id, row))
 
     def _gather_quoted_blocks(
         self, batch: _Batch, line_id: int, row: dict[str, Any], body: str
@@ -226,15 +249,24 @@ class Folder:
         }
 
     def _candidate_of(
-        self, batch: _Batch, claim: claims_mod.Claim, holder: str | None, now: datetime
-    ) -> int:
+        self,
+        batch: _Batch,
+        claim: claims_mod.Claim,
+        holder: str | None,
+        now: datetime,
+        *,
+        create: bool = True,
+    ) -> int | None:
         """The candidate a claim (of `holder`, when it is a named speaker's own) is evidence
         for: the one with its key, else the most similar of the same holder, else a new one
-        of this batch (a negative id until it is inserted)."""
+        of this batch (a negative id until it is inserted); None when there is none and the
+        claim may not `create` one."""
         key = claims_mod.held_key(claim.key, holder)
         cid = self.by_key.get(key)
         if cid is None:
             cid = self.index.best(claim.tokens, holder)
+        if cid is None and not create:
+            return None
         if cid is None:
             cid = -(len(batch.pending) + 1)
             batch.pending.append(

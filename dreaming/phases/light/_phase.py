@@ -30,6 +30,7 @@ from dreaming.ingest.tombstones import in_db as tombstones_in_db
 from dreaming.memory import lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
+from dreaming.phases.light import _agent_lines as agent_lines
 from dreaming.phases.light._commit import RESCORE_KEY, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
@@ -80,6 +81,7 @@ class LightPhase:
         # again below if they are admitted now.
         planned = self._admit(files, sessions, tombstoned, cursors, summary)
         changed = self._rederive_moved(planned, cursors, summary)
+        changed = agent_lines.sync(self.engine, self.folder, summary) or changed
         changed = self._read_admitted(planned, cursors, summary) or changed
         self._rescore(changed, summary)
         summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)

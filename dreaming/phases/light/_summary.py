@@ -34,6 +34,9 @@ class LightSummary:
     candidates_updated: int = 0
     candidates_pending: int = 0
     recalls: int = 0
+    # The agent's claims that repeated no candidate: not kept (it corroborates, it does not
+    # create, unless [deep] promote_agent_only is on).
+    agent_unmatched: int = 0
     bytes_read: int = 0
     corpus_files_written: int = 0
     clock: str | None = None
@@ -53,6 +56,7 @@ class LightSummary:
             self.dropped["echo"] += stats.echoes
         self.candidates_new += stats.candidates_new
         self.recalls += stats.recalls
+        self.agent_unmatched += stats.agent_unmatched
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +81,7 @@ class LightSummary:
                 "new": self.candidates_new,
                 "updated": self.candidates_updated,
                 "pending": self.candidates_pending,
+                "agent_unmatched": self.agent_unmatched,
             },
             "recalls": self.recalls,
             "bytes_read": self.bytes_read,
@@ -109,5 +114,6 @@ class LightSummary:
             candidates_new=c["new"],
             candidates_updated=c["updated"],
             candidates_pending=c["pending"],
+            agent_unmatched=c.get("agent_unmatched", 0),
             recalls=d["recalls"],
         )
