@@ -66,11 +66,12 @@ def gather(
                     line.ts >= since, and_(line.ts.is_(None), line.day >= since.date().isoformat())
                 ),
                 ~exists().where(e.corpus_line_id == line.id),
-                ~exists().where(and_(r.agent == agent, r.corpus_line_id == line.id)),
             )
         )
         .order_by(line.id)
     )
+    # Recalls are few and keyed by entry: one scan, not a lookup per line.
+    recalled = {n for (n,) in conn.execute(select(r.corpus_line_id).where(r.agent == agent))}
     echoes = claims_mod.EchoIndex()
     for entry in diary.entries(diary.read(dreams)):
         for text in entry.body.splitlines():
@@ -80,7 +81,7 @@ def gather(
     by_key: dict[str, int] = {}
     out = AgentClaims()
     for line_id, session_id, day, text, speaker in conn.execute(query):
-        if "<!--" in text or echoes.contains_echo(text):
+        if line_id in recalled or "<!--" in text or echoes.contains_echo(text):
             continue  # our own output quoted back: no claim of anyone's
         for claim in claims_mod.extract(
             text, min_words=cs.min_claim_words, max_words=cs.max_claim_words

@@ -5,18 +5,20 @@ Themes are found deterministically (`dreaming.phases._rem_themes`): a concept (a
 word of what the owner or the agent said, never a stopword, a small-talk word or a role word
 like "user") is a theme when candidates seen in the lookback window, or the agent's claims
 of the window that no candidate holds (`_rem_agent`: the agent's lines create no
-candidates), carry it in several sessions on several days, on the agent's own clock. Themes are ranked by that recurrence
-(the owner's sessions over the agent's, how often it was said) times how specific the word
-is among the agent's sessions; ties go to the measure's parts, then to what was said first.
-Each theme quotes one whole sentence a person said, without its markdown, never a question
-or small talk (`diary.quotable`), the owner's first. The diary entry is a short narrative by
-the LLM when a profile and budget allow, else a plain summary. Either way it never quotes
-metadata (scores, line references), and the diary is never read back as input.
+candidates), carry it in several sessions on several days, on the agent's own clock. Themes
+are ranked by that recurrence (the owner's sessions over the agent's, how often it was said)
+times how specific the word is among the agent's sessions; ties go to the measure's parts,
+then to what was said first. Each theme quotes one whole sentence a person said, without its
+markdown, never a question or small talk (`diary.quotable`), the owner's first. The diary
+entry is a short narrative by the LLM when a profile and budget allow, else a plain summary.
+Either way it never quotes metadata (scores, line references), and the diary is never read
+back as input.
 
 What the window read is recorded, so a purge can find what it derived: the sessions of every
-piece of evidence of the window's candidates, and of the agent's claims it read, go into the entry's window (`diary_windows`,
-written before the entry) and into the run summary (`read_sessions`). Forget removes the
-entry and redacts the summary's themes and diary text when one of them is purged.
+piece of evidence of the window's candidates, and of the agent's claims it read, go into the
+entry's window (`diary_windows`, written before the entry) and into the run summary
+(`read_sessions`). Forget removes the entry and redacts the summary's themes and diary text
+when one of them is purged.
 """
 
 from __future__ import annotations
