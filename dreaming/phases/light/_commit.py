@@ -5,12 +5,14 @@ session's record, in that order, so the cursor never runs ahead of the work it c
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
 from dreaming.ingest import corpus
-from dreaming.ingest.candidates import Folder, advance_clock
+from dreaming.ingest.candidates import Folder
 from dreaming.ingest.sessions import now, upsert_session
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
@@ -23,6 +25,23 @@ from dreaming.store.state import StateKey
 RESCORE_KEY = StateKey.RESCORE_PENDING
 
 
+@dataclass
+class RunMarks:
+    """The per-run state a read's commit keeps current, as committed so far by this run
+    (light holds the agent's lock, and nothing else writes them): the rescore mark is
+    written by the first commit only, the clock only when a read moves it. An agent of
+    fifty small sessions otherwise spends a tenth of its statements re-writing them."""
+
+    clock: datetime | None
+    rescore_marked: bool = False
+
+    def committed(self, newest: datetime | None) -> None:
+        """A read's transaction committed: what it wrote now stands."""
+        self.rescore_marked = True
+        if newest is not None and (self.clock is None or newest > self.clock):
+            self.clock = newest
+
+
 def commit_read(
     conn: Connection,
     folder: Folder,
@@ -31,15 +50,19 @@ def commit_read(
     values: dict[str, Any],
     existing: dict[str, Any] | None,
     summary: LightSummary,
+    marks: RunMarks,
 ) -> set[int]:
-    """Write one read of `read.reader.session` in the caller's transaction. Returns the
-    candidates its lines gave evidence to."""
+    """Write one read of `read.reader.session` in the caller's transaction (who calls
+    `marks.committed` once it commits). Returns the candidates its lines gave evidence to."""
     sf = read.reader.session
     agent = sf.agent
     touched, days = _store_lines(conn, folder, sf, read.rows, summary)
-    state.put_if_absent(conn, agent, RESCORE_KEY, "1")
+    if not marks.rescore_marked:
+        state.put_if_absent(conn, agent, RESCORE_KEY, "1")
     corpus.mark_dirty(conn, agent, days)
-    advance_clock(conn, agent, read.newest)
+    newest = read.newest
+    if newest is not None and (marks.clock is None or newest > marks.clock):
+        state.put(conn, agent, StateKey.CLOCK, newest.isoformat())
     end = read.reader.cursor
     cursor: cursors.CursorRow = {
         "agent": agent,

@@ -31,7 +31,7 @@ from dreaming.memory import lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
-from dreaming.phases.light._commit import RESCORE_KEY, commit_read
+from dreaming.phases.light._commit import RESCORE_KEY, RunMarks, commit_read
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
 from dreaming.phases.light._summary import LightSummary
@@ -65,6 +65,7 @@ class LightPhase:
         self.progress = progress
         self.agent = ""  # set by run()
         self.folder: Folder  # loaded by run()
+        self.marks: RunMarks  # read by run()
 
     def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
         self.agent = agent
@@ -76,6 +77,7 @@ class LightPhase:
         with self.engine.connect() as conn:
             tombstoned, sessions, cursors = self._known(conn)
             self.folder = self._load_folder(conn)
+            self.marks = RunMarks(read_clock(conn, agent))
         # Admission first, for every file: sessions derived under another admission (index
         # repaired or lost, policy changed, kind now known) are purged in one go, then read
         # again below if they are admitted now.
@@ -260,8 +262,11 @@ class LightPhase:
             values["format"] = reader.format.value
         touched = self._rederive_edited(sf, prev, read, summary)
         with self.engine.begin() as conn:
-            touched |= commit_read(conn, self.folder, read, st, values, existing, summary)
+            touched |= commit_read(
+                conn, self.folder, read, st, values, existing, summary, self.marks
+            )
             faults.checkpoint("light.before_commit")
+        self.marks.committed(read.newest)
         faults.checkpoint("light.after_commit")
         summary.sessions_read += 1
         return touched
