@@ -55,16 +55,14 @@ def gather(
 ) -> AgentClaims:
     """The window's agent claims no candidate holds, grouped."""
     line, e, r = CORPUS_LINES.c, CANDIDATE_EVIDENCE.c, RECALLS.c
-    day = since.date().isoformat()
+    since_day = since.date().isoformat()  # for lines without a time of their own
     query = (
         select(line.id, line.session_id, line.day, line.text, line.speaker)
         .where(
             and_(
                 line.agent == agent,
                 line.origin_class == OriginClass.AGENT.value,
-                or_(
-                    line.ts >= since, and_(line.ts.is_(None), line.day >= since.date().isoformat())
-                ),
+                or_(line.ts >= since, and_(line.ts.is_(None), line.day >= since_day)),
                 ~exists().where(e.corpus_line_id == line.id),
             )
         )

@@ -209,10 +209,18 @@ def read_clock(conn: Connection, agent: str) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def advance_clock(conn: Connection, agent: str, newest: datetime | None) -> None:
+_UNREAD = datetime.min  # `advance_clock`'s caller does not know the clock: it is read
+
+
+def advance_clock(
+    conn: Connection, agent: str, newest: datetime | None, current: datetime | None = _UNREAD
+) -> None:
+    """Move the agent's clock to `newest` if that is later; `current` is the clock as the
+    caller knows it (light, holding the lock, keeps it) or read here."""
     if newest is None:
         return
-    current = read_clock(conn, agent)
+    if current is _UNREAD:
+        current = read_clock(conn, agent)
     if current is not None and current >= newest:
         return
     state.put(conn, agent, StateKey.CLOCK, newest.isoformat())

@@ -34,14 +34,15 @@ def sync(engine: Engine, folder: Folder, summary: LightSummary) -> bool:
     the mark while it is off. True when lines were folded (the candidates need rescoring)."""
     agent = folder.agent
     on = folder.settings.deep.promote_agent_only
-    with engine.begin() as conn:
+    with engine.connect() as conn:
         mark = state.get(conn, agent, MARK)
-        if not on:
-            if mark is not None:
+    if not on:
+        if mark is not None:
+            with engine.begin() as conn:
                 state.clear(conn, agent, MARK)
-            return False
-        if mark == FOLDED:
-            return False
+        return False
+    if mark == FOLDED:
+        return False
     line = CORPUS_LINES.c
     query = (
         select(line.id, *(line[c] for c in _COLUMNS))

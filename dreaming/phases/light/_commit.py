@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from dreaming.ingest import corpus
-from dreaming.ingest.candidates import Folder
+from dreaming.ingest.candidates import Folder, advance_clock
 from dreaming.ingest.sessions import now, upsert_session
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read
@@ -38,8 +38,8 @@ class RunMarks:
     def committed(self, newest: datetime | None) -> None:
         """A read's transaction committed: what it wrote now stands."""
         self.rescore_marked = True
-        if newest is not None and (self.clock is None or newest > self.clock):
-            self.clock = newest
+        if newest is not None:
+            self.clock = newest if self.clock is None else max(self.clock, newest)
 
 
 def commit_read(
@@ -60,9 +60,7 @@ def commit_read(
     if not marks.rescore_marked:
         state.put_if_absent(conn, agent, RESCORE_KEY, "1")
     corpus.mark_dirty(conn, agent, days)
-    newest = read.newest
-    if newest is not None and (marks.clock is None or newest > marks.clock):
-        state.put(conn, agent, StateKey.CLOCK, newest.isoformat())
+    advance_clock(conn, agent, read.newest, marks.clock)
     end = read.reader.cursor
     cursor: cursors.CursorRow = {
         "agent": agent,
