@@ -439,16 +439,23 @@ def forget(
     participant or source would report success. `pre_tombstone` says forgetting session ids
     before they appear is meant. `wait_s` waits that long for the agent's lock when a run
     holds it, ahead of any run that would start meanwhile (erasure is not starved)."""
-    files = sources.discover(app.paths, [agent]).get(agent, [])
+    files = _discover(app, agent, selector)
     has_state = app.has_state(agent)
-    if not files and not has_state:
+    if not files and not has_state and not _discover(app, agent, None):
         app.agents([agent])  # unknown agent: a clean error naming the known ones
     engine = app.engine(agent, create=False) if has_state else None
-    probe = Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
+    # What the selector names is checked before anything is planned or locked: a typo costs
+    # a lookup, and a purge plans once (under the lock), not once more to be checked.
+    targets = Purge(engine, app.paths, agent).targets(selector, files)
     if not (pre_tombstone and selector.sessions):
-        _matched(agent, selector, probe.targets, lambda: _known_values(engine, agent, files))
+        _matched(
+            agent,
+            selector,
+            targets,
+            lambda: _known_values(engine, agent, _discover(app, agent, None)),
+        )
     if dry_run:
-        tally = probe
+        tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
     else:
         engine = app.engine(agent)
         with app.lock(agent, "forget", wait_s=wait_s):
@@ -467,21 +474,27 @@ def _forget_kin(
 ) -> PurgeReport | None:
     """`forget` of the sessions `selector` names that `agent` also holds, or None when it
     holds none of them."""
-    files = sources.discover(app.paths, [agent]).get(agent, [])
-    probe = Purge(app.engine(agent, create=False), app.paths, agent).forget(
-        selector, files, dry_run=True
-    )
-    held = tuple(t.session_id for t in probe.targets if t.resolved and not t.already_forgotten)
+    files = _discover(app, agent, selector)
+    targets = Purge(app.engine(agent, create=False), app.paths, agent).targets(selector, files)
+    held = tuple(t.session_id for t in targets if t.resolved and not t.already_forgotten)
     if not held:
         return None
     if selector.sessions:
         selector = Selector(sessions=held)
     if dry_run:
-        return PurgeReport.of(probe)
+        probe = Purge(app.engine(agent, create=False), app.paths, agent)
+        return PurgeReport.of(probe.forget(selector, files, dry_run=True))
     engine = app.engine(agent)
     with app.lock(agent, "forget", wait_s=wait_s):
         tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
     return PurgeReport.of(tally)
+
+
+def _discover(app: App, agent: str, selector: Selector | None) -> list[SessionFile]:
+    """The agent's transcript files a purge of `selector` can name (None: all of them). A
+    purge of session ids or keys opens only those sessions' files."""
+    sessions = selector.sessions if selector is not None and selector.sessions else None
+    return sources.discover(app.paths, [agent], sessions=sessions).get(agent, [])
 
 
 def _matched(

@@ -214,6 +214,14 @@ class Purge:
 
     # -- the purge --------------------------------------------------------------------------
 
+    def targets(self, selector: Selector, files: Sequence[SessionFile]) -> list[Target]:
+        """The sessions `selector` names, resolved and nothing else (no plan, no counts): what
+        a caller checks before it takes the lock for the purge itself."""
+        if self.engine is None:
+            return resolve(None, self.agent, selector, files)
+        with self.engine.connect() as conn:
+            return resolve(conn, self.agent, selector, files)
+
     def forget(
         self, selector: Selector, files: Sequence[SessionFile], *, dry_run: bool
     ) -> PurgeTally:

@@ -12,22 +12,34 @@ from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 
 
-def discover(paths: Paths, agents: Collection[str] | None = None) -> dict[str, list[SessionFile]]:
+def discover(
+    paths: Paths,
+    agents: Collection[str] | None = None,
+    *,
+    sessions: Collection[str] | None = None,
+) -> dict[str, list[SessionFile]]:
     """Every known session file, grouped by agent, each group sorted by path (only the
     given agents' when `agents` is set). A Claude Code source's project folders are an
     agent each (`<agent>:<project>`) unless the source says `per_project = false`.
+
+    `sessions` (ids or keys) lets discovery leave out OpenClaw transcripts that are none of
+    them, unopened: what a purge of some sessions needs. Other formats open no file to
+    discover, and their ids depend on their neighbours (see `_unique_ids`), so they are
+    listed whole; a caller still matches what it was given.
 
     Each source is read by its kind's entry in the format table; a kind the table does not
     hold is a ConfigError."""
     found: list[SessionFile] = []
     settings = paths.settings
     if settings.read_state_dir and (paths.state_dir / "agents").is_dir():
-        found.extend(discover_openclaw(paths.state_dir, agents))
+        found.extend(discover_openclaw(paths.state_dir, agents, sessions))
     for src in settings.sources:
         fmt = format_named(src.kind)
         if fmt.needs_agent and not src.agent:
             raise ConfigError(f"sources: a {src.kind.value} source ({src.path}) needs `agent`")
-        root = SourceRoot(src.path, src.agent, agents, per_project=src.projects_apart)
+        root = SourceRoot(
+            src.path, src.agent, agents, per_project=src.projects_apart, sessions=sessions
+        )
         found.extend(fmt.discover(root))
     return _group(found)
 

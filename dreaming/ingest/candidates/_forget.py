@@ -20,6 +20,8 @@ from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.candidates._common import joined_evidence
 from dreaming.ingest.candidates._signals import refresh_candidates, rescore
+from dreaming.store import state
+from dreaming.store.state import StateKey
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
@@ -84,7 +86,11 @@ def forget_lines(
         .where(CANDIDATES.c.id.in_(candidates))
         .values(status=CandidateStatus.PENDING, decided_evidence=0)
     )
-    rescore(conn, agent, settings)
+    # Only these changed; the others' word rarity moved by what left the corpus, which
+    # the next light or deep rescores before anything is chosen (the mark), so a purge
+    # costs what it removes, not a pass over every candidate.
+    rescore(conn, agent, settings, only=candidates)
+    state.put_if_absent(conn, agent, StateKey.RESCORE_PENDING, "1")
     conn.execute(delete(RECALLS).where(recalls_of(agent, sessions, line_ids)))
 
 

@@ -5,7 +5,7 @@ message read that recency is measured from."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 
 from sqlalchemy import (
@@ -143,12 +143,20 @@ _SET_SALIENCE = (
 )
 
 
-def rescore(conn: Connection, agent: str, settings: Settings) -> int:
-    """Score every candidate against the agent's clock. Returns the number pending."""
+def rescore(
+    conn: Connection, agent: str, settings: Settings, only: Collection[int] | None = None
+) -> int:
+    """Score every candidate (or only those in `only`, against the whole corpus's word
+    rarity) on the agent's clock. Returns how many of them are pending."""
     assess_new(conn, agent, settings)
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
     c = CANDIDATES.c
+    wanted = c.agent == agent
+    if only is not None:
+        if not only:
+            return 0
+        wanted = and_(wanted, c.id.in_(sorted(only)))
     rows = conn.execute(
         select(
             c.id,
@@ -167,10 +175,11 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
             c.features,
             c.tokens,
             func.length(c.text).label("chars"),
-        ).where(c.agent == agent)
+        ).where(wanted)
     ).all()
     # Rarity is relative to the whole corpus, so it is read over every candidate each time.
-    rarity = Rarity(_words_of(r.tokens) for r in rows)
+    every = (r.tokens for r in rows) if only is None else _all_tokens(conn, agent)
+    rarity = Rarity(_words_of(tokens) for tokens in every)
     parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
     pending = 0
     changes = []
@@ -202,6 +211,10 @@ def rescore(conn: Connection, agent: str, settings: Settings) -> int:
     if changes:
         conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
     return pending
+
+
+def _all_tokens(conn: Connection, agent: str) -> Iterable[str]:
+    return conn.execute(select(CANDIDATES.c.tokens).where(CANDIDATES.c.agent == agent)).scalars()
 
 
 def read_clock(conn: Connection, agent: str) -> datetime | None:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import stat
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,9 +53,16 @@ class _Index:
         return found
 
 
-def discover_openclaw(root: Path, agents: Collection[str] | None = None) -> list[SessionFile]:
+def discover_openclaw(
+    root: Path,
+    agents: Collection[str] | None = None,
+    sessions: Collection[str] | None = None,
+) -> list[SessionFile]:
     """Every live transcript under `<root>/agents/*/sessions/`, with its sessions.json facts
     (only those of `agents` when given: a purge of one agent need not open every file).
+
+    `sessions`, when given, keeps only the transcripts whose session id (file stem) or
+    session key is one of them: a purge of one session opens one header, not ten thousand.
 
     A transcript without an index entry is still found (kind INTERACTIVE, no key). A broken
     sessions.json is logged as a warning and treated as absent.
@@ -69,7 +76,7 @@ def discover_openclaw(root: Path, agents: Collection[str] | None = None) -> list
         if not sessions_dir.is_dir():
             continue
         index = _load_index(sessions_dir / "sessions.json")
-        for path, unreadable in _entries(sessions_dir, "*.jsonl"):
+        for path, unreadable in _entries(sessions_dir, "*.jsonl", keep=_named(index, sessions)):
             if any(marker in path.name for marker in _NOT_TRANSCRIPT_MARKERS):
                 continue
             if unreadable is not None:
@@ -77,6 +84,21 @@ def discover_openclaw(root: Path, agents: Collection[str] | None = None) -> list
                 continue
             found.append(_openclaw_session(agent_dir.name, path, index.find(path)))
     return sorted(found, key=lambda s: s.path)
+
+
+def _named(index: _Index, sessions: Collection[str] | None) -> Callable[[Path], bool] | None:
+    """Whether a transcript is one of `sessions` (by id or key); None: every one is."""
+    if sessions is None:
+        return None
+    wanted = frozenset(sessions)
+
+    def keep(path: Path) -> bool:
+        if path.stem in wanted:
+            return True
+        found = index.find(path)
+        return found is not None and found[0] in wanted
+
+    return keep
 
 
 def _load_index(path: Path) -> _Index:
@@ -347,14 +369,17 @@ def _files(folder: Path, pattern: str) -> list[Path]:
     return [p for p, why in _entries(folder, pattern) if why is None]
 
 
-def _entries(folder: Path, pattern: str) -> list[tuple[Path, str | None]]:
-    """Every name matching `pattern`, with why it cannot be read as a transcript (None: it
-    can). Nothing is opened here: a FIFO would block a reader forever."""
+def _entries(
+    folder: Path, pattern: str, keep: Callable[[Path], bool] | None = None
+) -> list[tuple[Path, str | None]]:
+    """Every name matching `pattern` (and `keep`, when given), with why it cannot be read as
+    a transcript (None: it can). Nothing is opened here: a FIFO would block a reader
+    forever."""
     try:
         found = sorted(folder.glob(pattern))
     except OSError:
         return []
-    return [(p, _unreadable(p, folder)) for p in found]
+    return [(p, _unreadable(p, folder)) for p in found if keep is None or keep(p)]
 
 
 def _unreadable(path: Path, folder: Path) -> str | None:

@@ -30,6 +30,9 @@ class SourceRoot:
     agent: str | None = None  # the source's agent; None for roots that name their agents
     agents: Collection[str] | None = None  # only these agents' files, when set
     per_project: bool = False  # claude-code: each project folder is its own agent
+    # openclaw: only transcripts with one of these ids or keys (what a purge names); other
+    # formats list every file (they open none to do it)
+    sessions: Collection[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def _claims(line_type: str, obj: dict[str, Any]) -> bool:
 
 
 def _discover(root: SourceRoot) -> list[SessionFile]:
-    return discover_openclaw(root.path, root.agents)
+    return discover_openclaw(root.path, root.agents, root.sessions)
 
 
 FORMAT = TranscriptFormat(

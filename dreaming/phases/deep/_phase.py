@@ -33,6 +33,8 @@ from dreaming.phases.deep._selection import (
 )
 from dreaming.phases.deep._summary import DeepSummary, preview_diff
 from dreaming.progress import Progress, Tick
+from dreaming.store import state
+from dreaming.store.state import StateKey
 from dreaming.store.statuses import EntryStatus
 
 
@@ -159,9 +161,12 @@ class DeepPhase:
     def _prepare(self, agent: str) -> tuple[list[Candidate], int]:
         """Tonight's candidates, and how many entries the memory holds before any batch."""
         with self._tx() as conn:
-            # Signals a crashed light run left stale are made right before anything is chosen.
-            if refresh_stale(conn, agent):
+            # Signals a crashed light run left stale, and scores a purge left to move, are
+            # made right before anything is chosen.
+            stale = refresh_stale(conn, agent)
+            if stale or state.get(conn, agent, StateKey.RESCORE_PENDING) is not None:
                 rescore(conn, agent, self.paths.settings)
+                state.clear(conn, agent, StateKey.RESCORE_PENDING)
             review.expire(conn, agent)  # their candidates are chosen again tonight
         with self._reader() as conn:
             return self._select(conn, agent), len(lineage.held_entries(conn, agent))
