@@ -164,8 +164,10 @@ def test_a_mistyped_session_plans_nothing_and_writes_nothing(tmp_path: Path) -> 
     db_files = sorted(p.name for p in (root / "state").rglob("*") if p.is_file())
     result = CliRunner().invoke(
         cli,
-        ["--state-dir", str(root), "--config", str(root / "dreaming.toml")]
-        + ["forget", "--agent", "main", "--session", "s-9"],
+        [
+            *("--state-dir", str(root), "--config", str(root / "dreaming.toml")),
+            *("forget", "--agent", "main", "--session", "s-9"),
+        ],
     )
     assert result.exit_code != 0
     assert "no session 's-9'" in result.output

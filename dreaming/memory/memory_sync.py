@@ -178,6 +178,7 @@ class Rendered:
     archive: str  # "": no entry archived, no file
     placement: Placement
     texts: dict[str, str]  # key -> text of every entry held, in creation order
+    parsed: memory_file.Document | None = None  # `current` parsed, when it was laid into
 
 
 def render(conn: Connection, agent: str, files: Files, base: str | None = None) -> Rendered:
@@ -186,6 +187,7 @@ def render(conn: Connection, agent: str, files: Files, base: str | None = None) 
     current file, as many as the budget holds; the rest are archived."""
     current = _read(files.memory)
     doc = memory_file.parse((current or "") if base is None else base)
+    parsed = doc if base is None and current is not None else None
     cap = files.capacity
     # What each entry is worth is read only when they do not all fit.
     worths = capacity.worth(conn, agent, cap.half_life_days, valued=False)
@@ -199,7 +201,7 @@ def render(conn: Connection, agent: str, files: Files, base: str | None = None) 
     )
     texts = {w.key: w.text for w in worths}
     archived = archive.render([(k, texts[k]) for k in placement.archived], files.group_of)
-    return Rendered(current, memory, archived, placement, texts)
+    return Rendered(current, memory, archived, placement, texts, parsed)
 
 
 def is_crlf(path: Path) -> bool:
@@ -239,7 +241,8 @@ def write(
     report.archived_now += [k for k in gone if k not in report.archived_now]
     report.restored += [k for k in back if k not in report.restored]
     if current is not None:
-        seen = Counter(b.key for b in memory_file.parse(current).blocks if not b.edited)
+        doc = wanted.parsed or memory_file.parse(current)
+        seen = Counter(b.key for b in doc.blocks if not b.edited)
         report.duplicates_removed = sorted(k for k, n in seen.items() if n > 1)
     if backup and current is not None and current != new:
         with engine.begin() as conn:
