@@ -23,7 +23,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy dreaming
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto
 
 # The package must work from a built wheel (templates and jobs included), outside the tree.
 wheel-check: $(STAMP)

@@ -1190,23 +1190,33 @@ def random_trials() -> int:
     return int(os.environ.get("DREAMING_CRASH_TRIALS", RANDOM_TRIALS))
 
 
+# The picks are dealt into this many tests, so a parallel run (pytest -n) shares them out
+# instead of waiting on one long test.
+RANDOM_SHARES = 6
+
+
 # A pick runs three to five processes, about 4 s on an idle 2-core machine: the suite's
 # per-test timeout (a guard against a hung run) grows with the number of picks.
 @pytest.mark.slow
-@pytest.mark.timeout(60 + 20 * random_trials())
+@pytest.mark.timeout(60 + 20 * -(-random_trials() // RANDOM_SHARES))
+@pytest.mark.parametrize("share", range(RANDOM_SHARES))
 def test_random_crashes_converge(
-    tmp_path: Path, runner: Runner, refs: References, forget_refs: ForgetReferences
+    tmp_path: Path, runner: Runner, refs: References, forget_refs: ForgetReferences, share: int
 ) -> None:
     """`DREAMING_CRASH_TRIALS` seeded picks of a scenario (night or forget) and its crash
-    points (`DREAMING_CRASH_SEED` changes the seed); every pick must converge."""
+    points (`DREAMING_CRASH_SEED` changes the seed), every `RANDOM_SHARES`-th from `share`;
+    every pick must converge."""
     count = random_trials()
     seed = int(os.environ.get("DREAMING_CRASH_SEED", SEED))
     pool = trial_pool(refs)
-    print(f"{count} picks from a pool of {len(pool)} crashes, seed {seed}")
+    print(f"{count} picks from a pool of {len(pool)} crashes, seed {seed}, share {share}")
     problems = []
-    for i, trial in enumerate(pick_trials(pool, count, seed)):
+    picks = list(enumerate(pick_trials(pool, count, seed)))[share::RANDOM_SHARES]
+    for i, trial in picks:
         try:
             run_trial(runner, tmp_path / f"s{i}", trial, refs, forget_refs)
         except AssertionError as err:
             problems.append(f"{trial}: {str(err)[:2000]}")
-    assert not problems, f"seed {seed}, {len(problems)} of {count} picks:\n" + "\n\n".join(problems)
+    assert not problems, f"seed {seed}, {len(problems)} of {len(picks)} picks:\n" + "\n\n".join(
+        problems
+    )
