@@ -192,13 +192,14 @@ def _combinations() -> list[frozenset[Feature]]:
     """Every set of features a clear statement can have at its least salient: each rule
     alone, each kind with each detail, a fact alone, a disclosure that is an event or a
     preference."""
-    sets = [frozenset({r}) for r in RULES]
+    # In a fixed order: the test ids must be the same in every process (pytest -n).
+    sets = [frozenset({r}) for r in sorted(RULES)]
     # A disclosure is always in the first person (salience requires it).
     kinds = [
         frozenset({k, Feature.FIRST_PERSON}) if k is Feature.DISCLOSURE else frozenset({k})
-        for k in KINDS
+        for k in sorted(KINDS)
     ]
-    sets += [k | {d} for k in kinds for d in DETAILS]
+    sets += [k | {d} for k in kinds for d in sorted(DETAILS)]
     sets += [frozenset({Feature.FACT})]
     sets += [frozenset({Feature.DISCLOSURE, Feature.EVENT, Feature.FIRST_PERSON})]
     # ... or what they like, in enough telling words
