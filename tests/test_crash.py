@@ -246,6 +246,11 @@ SERVER = textwrap.dedent(
             importlib.import_module("dreaming.cli." + name)
         except ImportError:
             pass
+    # What a command imports or builds on first use, once here rather than in every child:
+    # the runner (the CLI loads it lazily) and the default salience lexicon (cached).
+    from dreaming import runner as _runner
+    from dreaming.ingest import salience as _salience
+    _salience.default_lexicon()
 
     def die_after(module, attr, nth):
         mod = importlib.import_module(module)
