@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,6 +32,7 @@ from sqlalchemy import text
 
 from dreaming import runner
 from dreaming.store import agent_lock, migrations, open_engine
+from dreaming.store import engine as engine_mod
 from dreaming.verify import verify
 from tests.deep_helpers import build_state, decide_all, open_app
 from tests.fake_openai import DEFAULT_KEY, DEFAULT_MODEL, FakeOpenAI
@@ -299,8 +301,13 @@ def test_two_processes_creating_one_database_at_once(tmp_path: Path) -> None:
     assert set(outcomes) == {"ok"}, outcomes
 
 
-def _killed_mid_migration(path: str) -> None:
-    """A process killed (like SIGKILL) after the first few statements of its first open."""
+def _killed_mid_migration(path: str, template: bool) -> None:
+    """A process killed (like SIGKILL) after the first few statements of its first open:
+    while it builds the process's template database (`template`), or while it migrates the
+    new file itself, as it does where no template can be made."""
+    engine_mod._template_image.cache_clear()
+    if not template:
+        engine_mod._template_image = lambda: None  # type: ignore[assignment]
     statements = 0
     run = migrations._run
 
@@ -318,12 +325,20 @@ def _killed_mid_migration(path: str) -> None:
     os._exit(0)
 
 
-def test_a_process_killed_while_creating_the_database_leaves_it_usable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("template", [True, False], ids=["template", "in-place"])
+def test_a_process_killed_while_creating_the_database_leaves_it_usable(
+    tmp_path: Path, template: bool
+) -> None:
     path = tmp_path / "main.sqlite"
     child = multiprocessing.get_context("fork").Process(
-        target=_killed_mid_migration, args=(str(path),)
+        target=_killed_mid_migration, args=(str(path), template)
     )
     child.start()
     child.join(TIMEOUT_S)
     assert child.exitcode == 137
+    if template:  # nothing of the half-built template reached the folder
+        assert list(tmp_path.iterdir()) == []
     open_engine(path).dispose()  # the next run must be able to start (invariant 8)
+    with sqlite3.connect(path) as conn:
+        names = {n for (n,) in conn.execute("SELECT name FROM schema_migrations")}
+    assert names == {name for name, _ in migrations.MIGRATIONS}

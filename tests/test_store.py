@@ -163,3 +163,63 @@ def test_a_waiting_lock_gets_the_agent_when_it_is_let_go_and_runs_meanwhile_step
         pass
     if engine is not None:
         engine.dispose()
+
+
+def _schema(path: Path) -> list[tuple[str, str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        return [(t, n, s or "") for t, n, s in rows]
+
+
+def test_a_new_database_from_the_template_equals_one_migrated_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dreaming.store import engine as engine_mod
+
+    open_engine(tmp_path / "template.sqlite").dispose()
+    monkeypatch.setattr(engine_mod, "_template_image", lambda: None)
+    open_engine(tmp_path / "in-place.sqlite").dispose()
+    assert _schema(tmp_path / "template.sqlite") == _schema(tmp_path / "in-place.sqlite")
+    engine = open_engine(tmp_path / "template.sqlite")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        names = [r[0] for r in conn.execute(text("SELECT name FROM schema_migrations"))]
+    assert sorted(names) == sorted(n for n, _ in MIGRATIONS)
+    engine.dispose()
+    # Nothing but the databases (and their WAL files) is left in the folder.
+    assert {p.name.split(".")[0] for p in tmp_path.iterdir()} == {"template", "in-place"}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".new")]
+
+
+def test_an_existing_file_is_never_replaced_by_the_template(tmp_path: Path) -> None:
+    path = tmp_path / "main.sqlite"
+    engine = open_engine(path)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO agent_state (agent, key, value) VALUES ('a', 'k', 'v')"))
+    engine.dispose()
+    engine = open_engine(path)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT value FROM agent_state")).scalar() == "v"
+    engine.dispose()
+
+
+def test_agent_databases_share_one_compiled_statement_cache(tmp_path: Path) -> None:
+    from sqlalchemy import select
+
+    from dreaming.store.tables import CANDIDATES
+
+    query = select(CANDIDATES.c.id).where(CANDIDATES.c.agent == "a")
+    first, second = open_engine(tmp_path / "a.sqlite"), open_engine(tmp_path / "b.sqlite")
+    try:
+        assert first.dialect is second.dialect
+        with first.connect() as conn:
+            conn.execute(query).all()
+        with second.connect() as conn:
+            cached = conn.execute(query).context.cache_hit
+        # CACHE_HIT: compiled once, by the first engine, for both.
+        assert cached == second.dialect.CACHE_HIT
+    finally:
+        first.dispose()
+        second.dispose()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +16,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, LockLostError, StateError
+from dreaming.store.compiled import share as share_compiled
 from dreaming.store.migrations import migrate
 from dreaming.store.storage import convert_sqlite_faults, os_fault
 
@@ -48,6 +51,8 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
         db_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise os_fault(err, db_path.parent) or err from None
+    if create and not db_path.exists():
+        _from_template(db_path)
     engine = create_engine(f"sqlite:///{db_path}")
     event.listen(engine, "connect", _sqlite_pragmas)
     # Read-only, full, damaged: one StorageError naming the file, wherever it shows.
@@ -55,7 +60,7 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     for attempt in range(1, _OPEN_ATTEMPTS + 1):
         try:
             _migrate(engine, str(db_path))
-            return engine
+            return share_compiled(engine)
         except OperationalError as err:
             # Two processes opening a brand-new file: SQLite can answer "locked" without
             # consulting the busy timeout while the other sets up the WAL (SQLITE_BUSY_RECOVERY).
@@ -64,6 +69,45 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
             engine.dispose()
             time.sleep(0.05 * attempt)
     raise AssertionError("unreachable")
+
+
+def _from_template(db_path: Path) -> None:
+    """Start a new database as a copy of one migrated in memory once per process: a fleet
+    worker makes hundreds of new agents' files, and running every migration for each cost
+    a fifteenth of a first night. The copy is written aside and linked into place, so the
+    name appears only with the whole file, and a process that lost the race to make it keeps
+    the other's. Where that cannot be done (no `serialize`, a read-only or full disk, no hard
+    links) nothing is left behind, and opening the file makes and migrates it as before."""
+    image = _template_image()
+    if image is None:
+        return
+    aside = db_path.with_name(f".{db_path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        with open(aside, "xb") as f:
+            f.write(image)
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):  # made meanwhile: theirs is as good
+            os.link(aside, db_path)
+    except OSError:
+        pass  # opening the file says what is wrong, in the words it always has
+    finally:
+        with contextlib.suppress(OSError):
+            aside.unlink()
+
+
+@functools.cache
+def _template_image() -> bytes | None:
+    """The bytes of a database with every migration applied (None: sqlite3 cannot say)."""
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    try:
+        _migrate(engine, "the template database")
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            serialize = getattr(raw, "serialize", None)
+            return bytes(serialize()) if serialize is not None else None
+    finally:
+        engine.dispose()
 
 
 def _migrate(engine: Engine, where: str) -> None:

@@ -1,0 +1,37 @@
+"""One SQLite dialect, and so one compiled-statement cache, for every agent database a
+process opens.
+
+SQLAlchemy keys a compiled statement by the dialect object that compiled it, and each
+`create_engine` makes a dialect of its own: a fleet worker opening a thousand agents' files
+compiled each agent's ~140 distinct statements a thousand times over (a tenth of an agent's
+night). Engines opened here share the first one's dialect, already initialised against the
+same sqlite3 library, and its statement cache; their pools, connections and events stay
+their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy import Engine
+
+_lock = threading.Lock()
+_shared: tuple[Any, Any] | None = None  # (dialect, compiled cache) of the first engine
+
+
+def share(engine: Engine) -> Engine:
+    """Make `engine` (a SQLite file's, connected once so its dialect is initialised) use the
+    process's shared dialect and statement cache; the first engine offered provides them."""
+    global _shared
+    with _lock:
+        if _shared is None:
+            _shared = (engine.dialect, engine._compiled_cache)
+            return engine
+        dialect, cache = _shared
+    if type(engine.dialect) is not type(dialect):
+        return engine  # another driver: keep its own
+    engine.dialect = dialect
+    engine.pool._dialect = dialect
+    engine._compiled_cache = cache
+    return engine
