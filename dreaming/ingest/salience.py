@@ -457,7 +457,13 @@ def _directive(body: str, text: Text, lex: Lexicon) -> bool:
 
 def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     """The features of one claim's text and the salience they earn."""
-    lex = lexicon or default_lexicon()
+    return _assess(text, lexicon or default_lexicon())
+
+
+# A night asks about one text several times (light scores a claim; REM judges a sentence
+# quotable, then weighs it): each answer is worked out once. Lexicons compare by identity.
+@functools.lru_cache(maxsize=8192)
+def _assess(text: str, lex: Lexicon) -> Salience:
     body = text.strip()
     words = claims_mod.words(body.replace("’", "'"))
     prepared = Text.of(body, words)

@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 
 MAX_QUOTE_LINES = 40  # corpus lines read per theme for its quote, at most
+# A corpus line's quotable sentences, each with its place among the line's sentences.
+_Quotable = list[tuple[int, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +248,7 @@ class RemPhase:
             key=lambda w: (-round(weights[w], 9), *tally.words[w].order(), w),
         )
         themes: list[Theme] = []
+        lines: dict[str, _Quotable] = {}
         covered: set[str] = set()
         quoted: set[str] = set()
         for w in eligible:
@@ -255,7 +258,7 @@ class RemPhase:
             label, partner = tally.phrase(w, s.min_theme_sessions)
             related = tally.related(w, partner, specificity)
             covered |= {w, partner, *related}
-            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon, said)
+            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon, said, lines)
             quoted.add(example)
             themes.append(
                 Theme(
@@ -282,18 +285,19 @@ class RemPhase:
         used: set[str],
         lexicon: salience_mod.Lexicon,
         said: agent_claims.AgentClaims,
+        lines: dict[str, _Quotable],
     ) -> tuple[str, str]:
         """The sentence that best carries a theme, and whose it is: a whole sentence a
         person said (the owner's before the agent's), free of markdown, not a question, not
-        small talk, which forget finds again if its line is purged. ("", "") if none is."""
+        small talk, which forget finds again if its line is purged. ("", "") if none is.
+        `lines`: each line's quotable sentences, as earlier themes of the night found them."""
         best: tuple[tuple[float, int, int], str, str] | None = None
         for line_id, text, origin in _lines_of(conn, contenders, said):
-            for i, sentence in enumerate(diary.quotable(text, lexicon)):
+            found = lines.get(text)
+            if found is None:
+                found = lines[text] = self._quotable(text, lexicon)
+            for i, sentence in found:
                 if sentence in used or concept not in claims_mod.content_tokens(sentence):
-                    continue
-                if entry_text_problems(
-                    sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
-                ) or not self._scrubbable(sentence, text):
                     continue
                 value = quality(sentence, origin, lexicon)
                 if value is None:
@@ -303,9 +307,21 @@ class RemPhase:
                     best = (key, sentence, origin)
         return ("", "") if best is None else (best[1], best[2])
 
-    def _scrubbable(self, quote: str, line: str) -> bool:
-        """Whether forget, purging `line`, would recognise a diary line quoting `quote`."""
-        return any(n in quote for n in needles_of(snippets_of([line], self.paths.settings)))
+    def _quotable(self, line: str, lexicon: salience_mod.Lexicon) -> _Quotable:
+        """The sentences of `line` a diary may quote, with their places in it: those fit
+        for a memory file that forget, purging `line`, would recognise in a diary line."""
+        out: _Quotable = []
+        needles: list[str] | None = None
+        for i, sentence in enumerate(diary.quotable(line, lexicon)):
+            if entry_text_problems(
+                sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
+            ):
+                continue
+            if needles is None:
+                needles = needles_of(snippets_of([line], self.paths.settings))
+            if any(n in sentence for n in needles):
+                out.append((i, sentence))
+        return out
 
     def _boosts(self, rows: list[Any], themes: list[Theme]) -> dict[int, float]:
         concepts = {t.concept for t in themes}
