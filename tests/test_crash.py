@@ -942,8 +942,9 @@ def test_console_script_agrees(tmp_path: Path, runner: Runner, refs: References)
 
 
 NIGHT_CASES = [
-    ("first", At("light.before_commit", "main", 2)),
-    ("first", At("light.after_commit", "bob", 3)),
+    ("first", At("light.read", "main", 2)),  # main's second file read, its batch not committed
+    ("first", At("light.read", "bob", 3)),
+    ("first", At("light.before_commit", "main", 1)),
     ("first", At("light.after_commit", "bob", -1)),  # bob's last session
     ("first", At("light.after_commit", "main", -1)),  # main's last session
     ("first", At("deep.before_commit", "main", -1)),

@@ -89,9 +89,10 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("point", "signum"),
     [
-        ("light.after_commit:2", signal.SIGINT),  # between two sessions' commits
+        ("light.after_commit:1", signal.SIGINT),  # between two agents' commits
         ("light.after_commit:2", signal.SIGTERM),
-        ("light.before_commit:3", signal.SIGINT),  # inside a session's transaction
+        ("light.read:3", signal.SIGINT),  # files read, their batch not committed yet
+        ("light.before_commit:2", signal.SIGINT),  # inside a batch's transaction
         ("deep.after_commit:1", signal.SIGTERM),  # decisions committed, MEMORY.md not written
         ("deep.after_commit:2", signal.SIGINT),
     ],

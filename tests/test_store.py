@@ -223,3 +223,20 @@ def test_agent_databases_share_one_compiled_statement_cache(tmp_path: Path) -> N
     finally:
         first.dispose()
         second.dispose()
+
+
+def test_a_storage_fault_names_the_file_of_the_engine_it_happened_in(tmp_path: Path) -> None:
+    from dreaming.errors import StorageError
+
+    first, second = open_engine(tmp_path / "a.sqlite"), open_engine(tmp_path / "b.sqlite")
+    try:
+        second.dispose()  # new connections open the file as it is now: not a database
+        (tmp_path / "b.sqlite").write_bytes(b"this is no SQLite file" * 1000)
+        with pytest.raises(StorageError) as raised, second.connect() as conn:
+            conn.execute(text("SELECT count(*) FROM agent_state"))
+        assert str(raised.value).startswith(str(tmp_path / "b.sqlite"))
+        with first.connect() as conn:  # the other agent's file is fine
+            conn.execute(text("SELECT count(*) FROM agent_state"))
+    finally:
+        first.dispose()
+        second.dispose()

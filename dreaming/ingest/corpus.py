@@ -17,9 +17,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, TypedDict
+from typing import IO, Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, and_, bindparam, delete, insert, select
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    select,
+    tuple_,
+)
 
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
@@ -122,48 +133,53 @@ def _commit(batch: list[tuple[IO[str], str, Path]]) -> None:
         batch.pop(0)
 
 
-# The new lines of one session file: what is stored already, and their ids.
-_SPAN = and_(
-    CORPUS_LINES.c.agent == bindparam("agent"),
-    CORPUS_LINES.c.session_id == bindparam("session_id"),
-    CORPUS_LINES.c.line >= bindparam("first"),
-    CORPUS_LINES.c.line <= bindparam("last"),
+# Lines by (session, line number): which of a commit's lines are stored already, and the ids
+# of those it inserted. A row-value IN list, expanded per call, compiled once.
+_KEYS: BindParameter[Any] = bindparam("keys", expanding=True)
+_AGENT = CORPUS_LINES.c.agent == bindparam("agent")
+_STORED = select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).where(
+    and_(_AGENT, tuple_(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).in_(_KEYS))
 )
-_LINES_IN_SPAN = select(CORPUS_LINES.c.line).where(_SPAN)
-_IDS_IN_SPAN = select(CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(_SPAN)
+_IDS = select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(
+    and_(_AGENT, tuple_(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).in_(_KEYS))
+)
+_KEYS_PER_QUERY = 2000  # two parameters each: well under SQLite's 32,766
 
 
-class _Span(TypedDict):
-    """The lines `first`..`last` of one session file, as the span queries bind them."""
+def add_files(
+    conn: Connection, agent: str, files: Sequence[Sequence[dict[str, Any]]]
+) -> list[list[tuple[int, dict[str, Any]]]]:
+    """Insert the rows of several session files' reads (each in line order) that are not
+    stored yet, in a few statements whatever the number of files. Returns, per file, each
+    inserted row with its id; the caller marks their days dirty (`mark_dirty`). A line stored
+    already (a forced re-ingestion), or twice in `files`, is neither new nor folded again."""
+    keys = [(r["session_id"], r["line"]) for rows in files for r in rows]
+    seen = set(_select_keys(conn, _STORED, agent, keys))
+    fresh: list[list[dict[str, Any]]] = []
+    for rows in files:
+        keep = []
+        for r in rows:
+            key = (r["session_id"], r["line"])
+            if key not in seen:
+                seen.add(key)
+                keep.append(r)
+        fresh.append(keep)
+    inserted = [r for rows in fresh for r in rows]
+    if not inserted:
+        return [[] for _ in files]
+    conn.execute(insert(CORPUS_LINES), inserted)
+    new_keys = [(r["session_id"], r["line"]) for r in inserted]
+    ids = {(s, n): i for s, n, i in _select_keys(conn, _IDS, agent, new_keys)}
+    return [[(ids[(r["session_id"], r["line"])], r) for r in rows] for rows in fresh]
 
-    agent: str
-    session_id: str
-    first: int
-    last: int
 
-
-def add_lines(
-    conn: Connection, agent: str, session_id: str, rows: list[dict[str, Any]]
-) -> list[tuple[int, dict[str, Any]]]:
-    """Insert the rows (one session file's, in line order) not stored yet. Returns each
-    inserted row with its id; the caller marks their days dirty (`mark_dirty`)."""
-    if not rows:
-        return []
-    span: _Span = {
-        "agent": agent,
-        "session_id": session_id,
-        "first": rows[0]["line"],
-        "last": rows[-1]["line"],
-    }
-    # Lines already stored (a forced re-ingestion) are neither new nor re-folded.
-    have = {n for (n,) in conn.execute(_LINES_IN_SPAN, span)}
-    if have:
-        rows = [r for r in rows if r["line"] not in have]
-    if not rows:
-        return []
-    conn.execute(insert(CORPUS_LINES), rows)
-    ids: dict[int, int] = dict(conn.execute(_IDS_IN_SPAN, span).all())
-    return [(ids[r["line"]], r) for r in rows]
+def _select_keys(
+    conn: Connection, query: Any, agent: str, keys: Sequence[tuple[str, int]]
+) -> Iterator[Any]:
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        yield from conn.execute(
+            query, {"agent": agent, "keys": list(keys[start : start + _KEYS_PER_QUERY])}
+        )
 
 
 def mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:

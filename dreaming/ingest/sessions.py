@@ -57,23 +57,36 @@ _UPDATE_SESSION = update(SESSIONS).where(
 )
 
 
+# One session record to write: (its values now, the stored record or None, whether it was read)
+Upsert = tuple[dict[str, Any], dict[str, Any] | None, bool]
+
+
 def upsert_session(
     conn: Connection, values: dict[str, Any], existing: dict[str, Any] | None, read: bool
 ) -> None:
+    upsert_sessions(conn, [(values, existing, read)])
+
+
+def upsert_sessions(conn: Connection, records: Sequence[Upsert]) -> None:
+    """Insert the new records and update the changed columns of the known ones, in one
+    statement for the new and one for each set of changed columns."""
     at = now()
-    if existing is None:
-        conn.execute(
-            insert(SESSIONS), {**values, "first_seen": at, "last_read": at if read else None}
-        )
-        return
-    changed = {k: v for k, v in values.items() if existing.get(k) != v}
-    if read:
-        changed["last_read"] = at
-    if changed:
-        conn.execute(
-            _UPDATE_SESSION,
-            {"b_agent": values["agent"], "b_sid": values["session_id"], **changed},
-        )
+    new: list[dict[str, Any]] = []
+    updates: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for values, existing, read in records:
+        if existing is None:
+            new.append({**values, "first_seen": at, "last_read": at if read else None})
+            continue
+        changed = {k: v for k, v in values.items() if existing.get(k) != v}
+        if read:
+            changed["last_read"] = at
+        if changed:
+            params = {"b_agent": values["agent"], "b_sid": values["session_id"], **changed}
+            updates.setdefault(tuple(sorted(changed)), []).append(params)
+    if new:
+        conn.execute(insert(SESSIONS), new)
+    for same_columns in updates.values():
+        conn.execute(_UPDATE_SESSION, same_columns)
 
 
 def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> None:

@@ -44,9 +44,11 @@ _COLUMNS = (
 )
 
 
-def advance(conn: Connection, cursor: CursorRow) -> None:
-    """Store where the read of `cursor["path"]` stopped (inserted, or replacing the last)."""
-    conn.execute(upsert_replace(conn, FILE_CURSORS, ["agent", "path"], _COLUMNS), cursor)
+def advance(conn: Connection, cursors: Sequence[CursorRow]) -> None:
+    """Store where the reads of each `cursor["path"]` stopped (inserted, or replacing the
+    last), in one statement."""
+    if cursors:
+        conn.execute(upsert_replace(conn, FILE_CURSORS, ["agent", "path"], _COLUMNS), cursors)
 
 
 def by_path(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:

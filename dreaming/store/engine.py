@@ -56,7 +56,7 @@ def open_engine(db_path: Path, *, create: bool = True) -> Engine:
     engine = create_engine(f"sqlite:///{db_path}")
     event.listen(engine, "connect", _sqlite_pragmas)
     # Read-only, full, damaged: one StorageError naming the file, wherever it shows.
-    convert_sqlite_faults(engine, db_path)
+    convert_sqlite_faults(engine)
     for attempt in range(1, _OPEN_ATTEMPTS + 1):
         try:
             _migrate(engine, str(db_path))

@@ -141,11 +141,15 @@ def os_fault(err: OSError, path: Path | None = None) -> StorageError | None:
     return None
 
 
-def convert_sqlite_faults(engine: Engine, path: Path) -> None:
-    """Make `engine` raise a StorageError naming `path` for a storage fault, wherever it
-    happens (opening, migrating, any statement or commit)."""
+def convert_sqlite_faults(engine: Engine) -> None:
+    """Make `engine` raise a StorageError naming its database file for a storage fault,
+    wherever it happens (opening, migrating, any statement or commit)."""
+    event.listen(engine, "handle_error", _name_the_file, retval=True)
 
-    def _handle(context: Any) -> BaseException | None:
-        return sqlite_fault(context.original_exception, path)
 
-    event.listen(engine, "handle_error", _handle, retval=True)
+def _name_the_file(context: Any) -> BaseException | None:
+    # The file is the failing engine's, not one this handler was made for: SQLAlchemy keeps
+    # handle_error listeners on the dialect, which every agent engine shares
+    # (`store.compiled`), so one handler serves them all.
+    database = context.engine.url.database if context.engine is not None else None
+    return sqlite_fault(context.original_exception, Path(database)) if database else None

@@ -64,10 +64,10 @@ class FoldStats:
 class _Batch:
     """What a fold gathers from its lines before it writes anything."""
 
-    # (candidate, or a pending one's negative id; corpus line id; corpus row)
+    # (candidate, or a pending one's id; corpus line id; corpus row)
     evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     recalls: list[dict[str, Any]] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids -1, -2, ...
+    pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids PENDING + 0, 1, ...
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
     agent_unmatched: int = 0
@@ -173,14 +173,21 @@ class Folder:
         return self.entry_keys[hit] if hit is not None else None
 
     def fold(self, conn: Connection, lines: Sequence[tuple[int, dict[str, Any]]]) -> FoldStats:
-        """Fold the claims of new corpus lines into candidates. Signals are not recomputed
+        """Fold the claims of new corpus lines (one file's) into candidates."""
+        return self.fold_files(conn, [lines])
+
+    def fold_files(
+        self, conn: Connection, files: Sequence[Sequence[tuple[int, dict[str, Any]]]]
+    ) -> FoldStats:
+        """Fold the claims of several files' new corpus lines into candidates, file by file
+        as if each were committed on its own, in a few statements. Signals are not recomputed
         here: touched candidates are marked stale and refreshed once at the end of the run."""
         batch = _Batch()
         now = utc_now()
-        # The agent's lines last: what the owner said in the batch is a candidate by then.
-        ordered = sorted(lines, key=lambda x: not self.creates(x[1]))
-        for line_id, row in ordered:
-            self._gather_line(batch, line_id, row, now)
+        for lines in files:
+            # The agent's lines last: what the owner said in the file is a candidate by then.
+            for line_id, row in sorted(lines, key=lambda x: not self.creates(x[1])):
+                self._gather_line(batch, line_id, row, now)
         real = self._insert_new(conn, batch.pending)
         touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
         mark_stale(conn, touched.difference(real.values()))
@@ -259,7 +266,7 @@ class Folder:
     ) -> int | None:
         """The candidate a claim (of `holder`, when it is a named speaker's own) is evidence
         for: the one with its key, else the most similar of the same holder, else a new one
-        of this batch (a negative id until it is inserted); None when there is none and the
+        of this batch (a pending id until it is inserted); None when there is none and the
         claim may not `create` one."""
         key = claims_mod.held_key(claim.key, holder)
         cid = self.by_key.get(key)
@@ -268,7 +275,7 @@ class Folder:
         if cid is None and not create:
             return None
         if cid is None:
-            cid = -(len(batch.pending) + 1)
+            cid = PENDING + len(batch.pending)
             batch.pending.append(
                 {
                     "agent": self.agent,
@@ -283,8 +290,11 @@ class Folder:
             )
             self.by_key[key] = cid
             self.index.add(cid, claim.tokens, holder)
-        elif claim.durable_cue and cid > 0:
-            batch.cue.add(cid)
+        elif claim.durable_cue:
+            if cid >= PENDING:
+                batch.pending[cid - PENDING]["durable_cue"] = True
+            else:
+                batch.cue.add(cid)
         return cid
 
     def _insert_new(self, conn: Connection, pending: list[dict[str, Any]]) -> dict[int, int]:
@@ -298,10 +308,10 @@ class Folder:
         ids: dict[str, int] = {}
         for chunk in chunks(keys):
             ids.update(conn.execute(_IDS_OF_KEYS, {"agent": self.agent, "keys": chunk}).all())
-        for n, p in enumerate(pending, 1):
-            real[-n] = ids[p["key"]]
+        for n, p in enumerate(pending, PENDING):
+            real[n] = ids[p["key"]]
             self.by_key[p["key"]] = ids[p["key"]]
-            self.index.rename(-n, ids[p["key"]])
+            self.index.rename(n, ids[p["key"]])
         return real
 
     def _write_evidence(
@@ -326,6 +336,13 @@ class Folder:
                 for cid, line_id, row in evidence
             ],
         )
+
+
+# A candidate folded but not inserted yet has an id from here on: above every real one, in
+# the order they are made, as they will be once inserted, so the similarity index breaks ties
+# (the lowest id wins) alike whether a file's candidates were inserted before the next file
+# is folded or with it.
+PENDING = 1 << 62
 
 
 # A new candidate names only these columns; the others take the defaults of the table's DDL

@@ -1,11 +1,16 @@
-"""What one session read commits, in one transaction: its new corpus lines folded into
-candidates, the rescore mark, the days to write out, the clock, the file's cursor and the
-session's record, in that order, so the cursor never runs ahead of the work it covers."""
+"""What a batch of session reads commits, in one transaction: their new corpus lines folded
+into candidates, the rescore mark, the days to write out, the clock, the files' cursors and
+the sessions' records, so a cursor never runs ahead of the work it covers.
+
+Light reads files one by one but commits them in batches (`Batch`): an agent's night of fifty
+small sessions is a few dozen statements in one transaction rather than a dozen statements
+and a commit per file. A batch is cut where its rows would hold too much in memory, and
+before a read that must first purge what an edited file no longer says."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -13,8 +18,7 @@ from sqlalchemy import Connection
 
 from dreaming.ingest import corpus
 from dreaming.ingest.candidates import Folder, advance_clock
-from dreaming.ingest.sessions import now, upsert_session
-from dreaming.messages import SessionFile
+from dreaming.ingest.sessions import Upsert, now, upsert_sessions
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._summary import LightSummary
 from dreaming.store import cursors, state
@@ -24,73 +28,107 @@ from dreaming.store.state import StateKey
 # two leaves it behind, so the next run rescores even though it reads nothing new.
 RESCORE_KEY = StateKey.RESCORE_PENDING
 
+# A batch commits once its reads hold this many corpus rows: a few MB of Python objects,
+# so a night over a gigabyte of transcripts holds no more than a small one.
+BATCH_ROWS = 4000
+
 
 @dataclass
 class RunMarks:
     """The per-run state a read's commit keeps current, as committed so far by this run
     (light holds the agent's lock, and nothing else writes them): the rescore mark is
-    written by the first commit only, the clock only when a read moves it. An agent of
-    fifty small sessions otherwise spends a tenth of its statements re-writing them."""
+    written by the first commit only, the clock only when a read moves it."""
 
     clock: datetime | None
     rescore_marked: bool = False
 
     def committed(self, newest: datetime | None) -> None:
-        """A read's transaction committed: what it wrote now stands."""
+        """A batch's transaction committed: what it wrote now stands."""
         self.rescore_marked = True
         if newest is not None:
             self.clock = newest if self.clock is None else max(self.clock, newest)
 
 
-def commit_read(
-    conn: Connection,
-    folder: Folder,
-    read: Read,
-    st: os.stat_result,
-    values: dict[str, Any],
-    existing: dict[str, Any] | None,
-    summary: LightSummary,
-    marks: RunMarks,
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """One completed read waiting for its batch's commit, with what its cursor and session
+    record will say."""
+
+    read: Read
+    st: os.stat_result
+    values: dict[str, Any]
+    existing: dict[str, Any] | None
+
+
+@dataclass
+class Batch:
+    """The reads and session records light has gathered since its last commit."""
+
+    reads: list[Queued] = field(default_factory=list)
+    records: list[Upsert] = field(default_factory=list)  # sessions not read: records only
+    rows: int = 0
+
+    def add(self, queued: Queued) -> None:
+        self.reads.append(queued)
+        self.rows += len(queued.read.rows)
+
+    @property
+    def full(self) -> bool:
+        return self.rows >= BATCH_ROWS
+
+    @property
+    def newest(self) -> datetime | None:
+        stamps = [q.read.newest for q in self.reads if q.read.newest is not None]
+        return max(stamps) if stamps else None
+
+    def __bool__(self) -> bool:
+        return bool(self.reads or self.records)
+
+
+def commit_batch(
+    conn: Connection, folder: Folder, batch: Batch, summary: LightSummary, marks: RunMarks
 ) -> set[int]:
-    """Write one read of `read.reader.session` in the caller's transaction (who calls
-    `marks.committed` once it commits). Returns the candidates its lines gave evidence to."""
-    sf = read.reader.session
-    agent = sf.agent
-    touched, days = _store_lines(conn, folder, sf, read.rows, summary)
-    if not marks.rescore_marked:
-        state.put_if_absent(conn, agent, RESCORE_KEY, "1")
-    corpus.mark_dirty(conn, agent, days)
-    advance_clock(conn, agent, read.newest, marks.clock)
-    end = read.reader.cursor
-    cursor: cursors.CursorRow = {
-        "agent": agent,
+    """Write `batch` in the caller's transaction (who calls `marks.committed` once it
+    commits). Returns the candidates its lines gave evidence to."""
+    agent = folder.agent
+    touched: set[int] = set()
+    if batch.reads:
+        touched, days = _store_lines(conn, folder, batch.reads, summary)
+        if not marks.rescore_marked:
+            state.put_if_absent(conn, agent, RESCORE_KEY, "1")
+        corpus.mark_dirty(conn, agent, days)
+        advance_clock(conn, agent, batch.newest, marks.clock)
+        cursors.advance(conn, [_cursor(q) for q in batch.reads])
+    reads: list[Upsert] = [(q.values, q.existing, True) for q in batch.reads]
+    upsert_sessions(conn, [*batch.records, *reads])
+    return touched
+
+
+def _cursor(q: Queued) -> cursors.CursorRow:
+    sf, end = q.read.reader.session, q.read.reader.cursor
+    return {
+        "agent": sf.agent,
         "path": str(sf.path),
         "session_id": sf.session_id,
         "offset": end.offset,
         "line": end.line,
         "head": end.head,
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
+        "size": q.st.st_size,
+        "mtime_ns": q.st.st_mtime_ns,
         "updated_at": now(),
     }
-    cursors.advance(conn, cursor)
-    upsert_session(conn, values, existing, read=True)
-    return touched
 
 
 def _store_lines(
-    conn: Connection,
-    folder: Folder,
-    sf: SessionFile,
-    rows: list[dict[str, Any]],
-    summary: LightSummary,
+    conn: Connection, folder: Folder, reads: list[Queued], summary: LightSummary
 ) -> tuple[set[int], set[str]]:
-    """Insert the rows not stored yet and fold them. Returns the candidates they gave
-    evidence to, and the days they fall on."""
-    added = corpus.add_lines(conn, sf.agent, sf.session_id, rows)
-    if not added:
+    """Insert the rows not stored yet and fold them, file by file. Returns the candidates
+    they gave evidence to, and the days they fall on."""
+    added = corpus.add_files(conn, folder.agent, [q.read.rows for q in reads])
+    lines = sum(len(a) for a in added)
+    if not lines:
         return set(), set()
-    stats = folder.fold(conn, added)
+    stats = folder.fold_files(conn, [a for a in added if a])
     summary.add_fold(stats)
-    summary.corpus_lines += len(added)
-    return set(stats.touched), {r["day"] for _, r in added}
+    summary.corpus_lines += lines
+    return set(stats.touched), {r["day"] for a in added for _, r in a}

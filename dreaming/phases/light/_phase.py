@@ -1,6 +1,7 @@
 """The light phase's run: every session file admitted (or not) first, sessions whose
-admission moved re-derived, then each admitted file read and committed on its own, and the
-candidates refreshed and rescored once at the end; corpus files are written out around it."""
+admission moved re-derived, then each admitted file read and its lines committed in batches
+(`_commit.Batch`), and the candidates refreshed and rescored once at the end; corpus files
+are written out around it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from dreaming.ingest.sessions import (
     may_have_changed,
     records,
     session_values,
-    upsert_session,
 )
 from dreaming.ingest.tags import TagRegistry
 from dreaming.ingest.tombstones import file_tombstones
@@ -31,7 +31,7 @@ from dreaming.memory import lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
-from dreaming.phases.light._commit import RESCORE_KEY, RunMarks, commit_read
+from dreaming.phases.light._commit import RESCORE_KEY, Batch, Queued, RunMarks, commit_batch
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
 from dreaming.phases.light._summary import LightSummary
@@ -85,8 +85,10 @@ class LightPhase:
         changed = self._rederive_moved(planned, cursors, summary)
         changed = agent_lines.sync(self.engine, self.folder, summary) or changed
         changed = self._read_admitted(planned, cursors, summary) or changed
-        self._rescore(changed, summary)
+        # The corpus files show what was committed before anything else can fail (a full
+        # disk in the rescore leaves them agreeing with the table, as `verify` checks).
         summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
+        self._rescore(changed, summary)
         summary.duration_s = time.perf_counter() - started
         return summary
 
@@ -170,11 +172,12 @@ class LightPhase:
     def _read_admitted(
         self, planned: list[_Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
     ) -> bool:
-        """Read each admitted file, with a progress tick per file; record why the others
-        were not admitted. True when any file was read."""
+        """Read each admitted file, with a progress tick per file, committing them in
+        batches; record why the others were not admitted. True when any file was read."""
         sizes = [_size(sf.path) for sf, *_ in planned] if self.progress is not None else []
         bytes_done = 0
         changed = False
+        batch = Batch()
         for n, (sf, decision, values, existing) in enumerate(planned, 1):
             if self.progress is not None:
                 bytes_done += sizes[n - 1]
@@ -196,12 +199,28 @@ class LightPhase:
             if not decision.admitted:
                 summary.not_admitted[decision.reason or decision.status.value] += 1
                 if decision.status is not Status.FORGOTTEN and differs(values, existing):
-                    with self.engine.begin() as conn:
-                        upsert_session(conn, values, existing, read=False)
+                    batch.records.append((values, existing, False))
                 continue
-            if self._read_session(sf, values, existing, cursors, summary) is not None:
-                changed = True
+            changed = self._read_session(sf, values, existing, cursors, summary, batch) or changed
+            if batch.full:
+                self._commit(batch, summary)
+        self._commit(batch, summary)
         return changed
+
+    def _commit(self, batch: Batch, summary: LightSummary) -> None:
+        """Commit what `batch` gathered in one transaction, and empty it."""
+        if not batch:
+            return
+        with self.engine.begin() as conn:
+            commit_batch(conn, self.folder, batch, summary, self.marks)
+            faults.checkpoint("light.before_commit")
+        if batch.reads:
+            self.marks.committed(batch.newest)
+        faults.checkpoint("light.after_commit")
+        summary.sessions_read += len(batch.reads)
+        batch.reads.clear()
+        batch.records.clear()
+        batch.rows = 0
 
     def _rescore(self, changed: bool, summary: LightSummary) -> None:
         """Refresh and rescore the candidates when anything changed (or a run cut short left
@@ -235,56 +254,47 @@ class LightPhase:
         existing: dict[str, Any] | None,
         cursors: dict[str, dict[str, Any]],
         summary: LightSummary,
-    ) -> set[int] | None:
-        """Read what is new in one admitted file and commit it. Returns the candidates it
-        touched; None: nothing was read."""
+        batch: Batch,
+    ) -> bool:
+        """Read what is new in one admitted file into `batch`. False: nothing was read."""
         try:
             st = sf.path.stat()
         except OSError:
             summary.skips["unreadable-file"] += 1
             summary.note_skips(sf, Counter({"unreadable-file": 1}))
-            return None
+            return False
         prev = None if self.reingest else cursors.get(str(sf.path))
         if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
             summary.sessions_unchanged += 1
             if differs(values, existing):
-                with self.engine.begin() as conn:
-                    upsert_session(conn, values, existing, read=False)
-            return None
+                batch.records.append((values, existing, False))
+            return False
         read = read_new_lines(sf, prev, st, self.settings, self.registry, summary)
         if read is None:
-            return None  # unreadable now: nothing read, nothing concluded about its lines
+            return False  # unreadable now: nothing read, nothing concluded about its lines
         reader = read.reader
         # The people its lines name are the session's participants: forget reaches them.
         _add_participants(values, sorted({r["speaker"] for r in read.rows if r["speaker"]}))
         summary.bytes_read += max(reader.cursor.offset - (reader.started_at or 0), 0)
         if reader.format is not None:
             values["format"] = reader.format.value
-        touched = self._rederive_edited(sf, prev, read, summary)
-        with self.engine.begin() as conn:
-            touched |= commit_read(
-                conn, self.folder, read, st, values, existing, summary, self.marks
-            )
-            faults.checkpoint("light.before_commit")
-        self.marks.committed(read.newest)
-        faults.checkpoint("light.after_commit")
-        summary.sessions_read += 1
-        return touched
+        if reader.restarted or self.reingest:
+            # What the file no longer says is purged first, against what is committed.
+            self._commit(batch, summary)
+            self._rederive_edited(sf, prev, read, summary)
+        batch.add(Queued(read, st, values, existing))
+        faults.checkpoint("light.read")
+        return True
 
     def _rederive_edited(
         self, sf: SessionFile, prev: dict[str, Any] | None, read: Read, summary: LightSummary
-    ) -> set[int]:
+    ) -> None:
         """Edited before the cursor (or re-read on request): the stored lines whose text no
-        longer stands are purged as forget would, and the file's text is ingested afresh.
-        Returns the candidates that lost evidence."""
-        if not (read.reader.restarted or self.reingest):
-            return set()
+        longer stands are purged as forget would, and the file's text is ingested afresh."""
         if read.reader.restarted and prev is not None:
             summary.files_rewritten += 1
-        gone = purge_changed_lines(self.engine, self.paths, sf, read.rows, summary)
-        if gone:
+        if purge_changed_lines(self.engine, self.paths, sf, read.rows, summary):
             self.folder = self._reload_folder()
-        return gone
 
 
 def _add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
