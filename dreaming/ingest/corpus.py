@@ -9,6 +9,7 @@ cleared only after their file is written, so a crash in between is repaired by t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -200,17 +201,16 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
             return 0
 
         def rendered() -> Iterator[tuple[str, str]]:
-            for day in days:
-                rows = conn.execute(
-                    select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
-                    .where(and_(CORPUS_LINES.c.agent == agent, CORPUS_LINES.c.day == day))
-                    .order_by(
-                        CORPUS_LINES.c.ts.asc().nulls_first(),
-                        CORPUS_LINES.c.session_id,
-                        CORPUS_LINES.c.line,
-                    )
-                )
-                yield day, render_day(agent, rows)
+            # One query per 500 days, its rows in day order: a day at a time in memory.
+            for start in range(0, len(days), 500):
+                chunk = days[start : start + 500]
+                rows = conn.execute(_DAYS_LINES, {"agent": agent, "days": chunk})
+                empty = set(chunk)
+                for day, lines in _by_day(rows):
+                    empty.discard(day)
+                    yield day, render_day(agent, lines)
+                for day in sorted(empty):  # a dirty day with no lines has lost them all
+                    yield day, ""
 
         write_days(folder, rendered())
     with engine.begin() as conn:
@@ -223,6 +223,24 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
                 )
             )
     return len(days)
+
+
+_DAYS_LINES = (
+    select(CORPUS_LINES.c.day, CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
+    .where(and_(_AGENT, CORPUS_LINES.c.day.in_(bindparam("days", expanding=True))))
+    .order_by(
+        CORPUS_LINES.c.day,
+        CORPUS_LINES.c.ts.asc().nulls_first(),
+        CORPUS_LINES.c.session_id,
+        CORPUS_LINES.c.line,
+    )
+)
+
+
+def _by_day(rows: Iterable[Any]) -> Iterator[tuple[str, Iterator[tuple[str, int, str]]]]:
+    """(day, its lines as (session, line, text)) of rows ordered by day."""
+    for day, group in itertools.groupby(rows, key=lambda r: r[0]):
+        yield day, ((r[1], r[2], r[3]) for r in group)
 
 
 def lines_of(
