@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from dreaming import runner
 from dreaming.cli import cli
+from dreaming.forget import MIN_SNIPPET_CHARS
 from dreaming.ingest import salience
 from dreaming.memory import diary
 from tests import backends
@@ -193,3 +194,30 @@ def test_forget_removes_a_diary_line_quoting_a_cleaned_sentence(tmp_path: Path) 
     report = cli_json(root, "forget", "--agent", "main", "--session", "s-00")
     assert report["counts"]["tombstones"] == 1
     assert cleaned not in (root / "workspace" / "DREAMS.md").read_text()
+
+
+LINES = [
+    "**Why?** It broke the deploy. The staging database is called bluebird and runs in Frankfurt.",
+    "- Always run the linter before committing - it catches the import cycles early.",
+    "## Plan\nMove the billing cron to Thursday nights. Ask Priya before touching the ledger.",
+    'He said "we moved to Bristol last month" and that the office is on Queen Square.',
+    "`make test` fails on CI; the fix is to pin the `psycopg` version to 3.2 in pyproject.",
+    "私の名前はボブです。毎朝七時にジョギングをしています。MEMORY.md以外の変更を禁ずる。",
+    "Thanks, that means a lot! I will call the clinic in Leeds on Monday about the results.",
+]
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_every_sentence_a_diary_may_quote_is_one_forget_hunts_for(line: str) -> None:
+    """REM quotes only what forget, purging the line, would find in DREAMS.md again: each
+    quotable sentence is among the line's snippets (clean sentences of at least
+    MIN_SNIPPET_CHARS), so REM need not work the snippets out to check."""
+    from dreaming.config import Settings
+    from dreaming.forget import needles_of, snippets_of
+
+    assert diary.MIN_QUOTE_CHARS >= MIN_SNIPPET_CHARS
+    needles = needles_of(snippets_of([line], Settings()))
+    quoted = diary.quotable(line, salience.default_lexicon())
+    assert set(quoted) <= set(diary.clean_sentences(line))
+    for sentence in quoted:
+        assert any(n in sentence for n in needles), sentence

@@ -37,10 +37,11 @@ from ._complete import complete_pending
 from ._purge import Purge, Scope
 from ._report import STEPS, PurgeReport, PurgeStep, SessionOutcome
 from ._reports import record_report, report_files
-from ._scrub import needles_of, scrub_text, snippets_of
+from ._scrub import MIN_SNIPPET_CHARS, needles_of, scrub_text, snippets_of
 from ._select import Selector, Target, parse_since, resolve
 
 __all__ = [
+    "MIN_SNIPPET_CHARS",
     "STEPS",
     "Purge",
     "PurgeReport",

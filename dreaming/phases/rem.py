@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
 from dreaming.errors import BudgetExceededError, LLMError
-from dreaming.forget import needles_of, snippets_of
 from dreaming.ingest import candidates
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
@@ -309,19 +308,16 @@ class RemPhase:
 
     def _quotable(self, line: str, lexicon: salience_mod.Lexicon) -> _Quotable:
         """The sentences of `line` a diary may quote, with their places in it: those fit
-        for a memory file that forget, purging `line`, would recognise in a diary line."""
-        out: _Quotable = []
-        needles: list[str] | None = None
-        for i, sentence in enumerate(diary.quotable(line, lexicon)):
-            if entry_text_problems(
+        for a memory file. Forget, purging `line`, finds a diary line quoting any of them:
+        each is one of the line's clean sentences, long enough to be one of the snippets it
+        hunts for (`forget.snippets_of`; tests/test_rem_diary.py holds it to that)."""
+        return [
+            (i, sentence)
+            for i, sentence in enumerate(diary.quotable(line, lexicon))
+            if not entry_text_problems(
                 sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
-            ):
-                continue
-            if needles is None:
-                needles = needles_of(snippets_of([line], self.paths.settings))
-            if any(n in sentence for n in needles):
-                out.append((i, sentence))
-        return out
+            )
+        ]
 
     def _boosts(self, rows: list[Any], themes: list[Theme]) -> dict[int, float]:
         concepts = {t.concept for t in themes}
