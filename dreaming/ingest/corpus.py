@@ -21,16 +21,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
     Connection,
     Engine,
     and_,
     bindparam,
     delete,
-    insert,
     select,
-    tuple_,
 )
 
 from dreaming.store.dialect import insert_ignore
@@ -134,53 +131,36 @@ def _commit(batch: list[tuple[IO[str], str, Path]]) -> None:
         batch.pop(0)
 
 
-# Lines by (session, line number): which of a commit's lines are stored already, and the ids
-# of those it inserted. A row-value IN list, expanded per call, compiled once.
-_KEYS: BindParameter[Any] = bindparam("keys", expanding=True)
-_AGENT = CORPUS_LINES.c.agent == bindparam("agent")
-_STORED = select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).where(
-    and_(_AGENT, tuple_(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).in_(_KEYS))
-)
-_IDS = select(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.id).where(
-    and_(_AGENT, tuple_(CORPUS_LINES.c.session_id, CORPUS_LINES.c.line).in_(_KEYS))
-)
-_KEYS_PER_QUERY = 2000  # two parameters each: well under SQLite's 32,766
-
-
 def add_files(
     conn: Connection, agent: str, files: Sequence[Sequence[dict[str, Any]]]
 ) -> list[list[tuple[int, dict[str, Any]]]]:
     """Insert the rows of several session files' reads (each in line order) that are not
-    stored yet, in a few statements whatever the number of files. Returns, per file, each
-    inserted row with its id; the caller marks their days dirty (`mark_dirty`). A line stored
-    already (a forced re-ingestion), or twice in `files`, is neither new nor folded again."""
-    keys = [(r["session_id"], r["line"]) for rows in files for r in rows]
-    seen = set(_select_keys(conn, _STORED, agent, keys))
-    fresh: list[list[dict[str, Any]]] = []
-    for rows in files:
-        keep = []
-        for r in rows:
-            key = (r["session_id"], r["line"])
-            if key not in seen:
-                seen.add(key)
-                keep.append(r)
-        fresh.append(keep)
-    inserted = [r for rows in fresh for r in rows]
-    if not inserted:
+    stored yet, in one statement (a page of rows at a time) whatever the number of files.
+    Returns, per file, each inserted row with its id; the caller marks their days dirty
+    (`mark_dirty`). A line stored already (a forced re-ingestion) is neither new nor folded
+    again: the insert skips it and returns no id for it."""
+    rows = [r for file_rows in files for r in file_rows]
+    if not rows:
         return [[] for _ in files]
-    conn.execute(insert(CORPUS_LINES), inserted)
-    new_keys = [(r["session_id"], r["line"]) for r in inserted]
-    ids = {(s, n): i for s, n, i in _select_keys(conn, _IDS, agent, new_keys)}
-    return [[(ids[(r["session_id"], r["line"])], r) for r in rows] for rows in fresh]
+    ids = {(s, n): i for s, n, i in conn.execute(_insert_returning(conn), rows)}
+    return [
+        [(ids[key], r) for r in file_rows if (key := (r["session_id"], r["line"])) in ids]
+        for file_rows in files
+    ]
 
 
-def _select_keys(
-    conn: Connection, query: Any, agent: str, keys: Sequence[tuple[str, int]]
-) -> Iterator[Any]:
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        yield from conn.execute(
-            query, {"agent": agent, "keys": list(keys[start : start + _KEYS_PER_QUERY])}
-        )
+def _insert_returning(conn: Connection) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING (session, line, id): SQLAlchemy sends
+    many rows as pages of multi-row VALUES and gathers what each page returns."""
+    stmt = _RETURNING.get(conn.dialect.name)
+    if stmt is None:
+        c = CORPUS_LINES.c
+        stmt = insert_ignore(conn, CORPUS_LINES).returning(c.session_id, c.line, c.id)
+        _RETURNING[conn.dialect.name] = stmt
+    return stmt
+
+
+_RETURNING: dict[str, Any] = {}
 
 
 def mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
@@ -227,7 +207,12 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
 
 _DAYS_LINES = (
     select(CORPUS_LINES.c.day, CORPUS_LINES.c.session_id, CORPUS_LINES.c.line, CORPUS_LINES.c.text)
-    .where(and_(_AGENT, CORPUS_LINES.c.day.in_(bindparam("days", expanding=True))))
+    .where(
+        and_(
+            CORPUS_LINES.c.agent == bindparam("agent"),
+            CORPUS_LINES.c.day.in_(bindparam("days", expanding=True)),
+        )
+    )
     .order_by(
         CORPUS_LINES.c.day,
         CORPUS_LINES.c.ts.asc().nulls_first(),
