@@ -157,9 +157,13 @@ class App:
         """Agents with transcripts or state, or exactly `only` (unknown names are errors).
         A Claude Code source's pooled agent left from before its projects became agents of
         their own is run only when named.
-        Pass `discovered` when the caller has just scanned the transcripts: a fleet's
-        discovery opens every file."""
-        found = self.discover(only) if discovered is None else discovered
+        Pass `discovered` when the caller has just scanned the transcripts; without it no
+        transcript is opened (`sources.agents_with_transcripts`)."""
+        found = (
+            sources.agents_with_transcripts(self.paths, list(only) if only else None)
+            if discovered is None
+            else set(discovered)
+        )
         if not only:
             # A Claude Code source's pooled agent of an older state is kept, not run: its
             # projects are agents of their own now (`status` says so).

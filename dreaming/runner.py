@@ -98,11 +98,15 @@ def run(
         raise NoSuchError(f"no LLM profile {profile!r} under [llm.profiles] in the settings")
     if profile is not None and {Phase.REM, Phase.DEEP} & set(ordered):
         app.check_llm(profile)  # a missing key stops the run before any agent's night
+    options = RunOptions(job, dry_run, budget, profile, reingest, dict(deep) if deep else None)
+    if workers > 1:
+        # Each worker finds its agent's transcripts itself, while the others already run:
+        # the parent only names the agents, opening no transcript.
+        names = app.agents(agents)
+        if len(names) > 1:
+            return _run_parallel(app, names, ordered, options, workers)
     files = app.discover(agents) if Phase.LIGHT in ordered else {}
     names = app.agents(agents, files if Phase.LIGHT in ordered else None)
-    options = RunOptions(job, dry_run, budget, profile, reingest, dict(deep) if deep else None)
-    if workers > 1 and len(names) > 1:
-        return _run_parallel(app, names, ordered, files, options, workers)
     results: list[AgentResult] = []
     busy: list[LockedError] = []
     for agent in names:
@@ -168,7 +172,6 @@ def _run_parallel(
     app: App,
     names: Sequence[str],
     phases: Sequence[Phase],
-    files: Mapping[str, Sequence[SessionFile]],
     options: RunOptions,
     workers: int,
 ) -> list[AgentResult]:
@@ -185,7 +188,7 @@ def _run_parallel(
                 dict(app.env),
                 agent,
                 list(phases),
-                list(files.get(agent, [])),
+                None,
                 options,
             ): agent
             for agent in names
@@ -207,12 +210,15 @@ def _run_agent_in_worker(
     env: dict[str, str],
     agent: str,
     phases: list[Phase],
-    files: list[SessionFile],
+    files: list[SessionFile] | None,
     options: RunOptions,
 ) -> AgentResult:
-    """The unit of work in a worker process: plain, picklable arguments in and out."""
+    """The unit of work in a worker process: plain, picklable arguments in and out.
+    `files`: the agent's transcripts, None: found here."""
     app = App.open(Path(state_dir), Path(config) if config else None, env)
     try:
+        if files is None:
+            files = app.discover([agent]).get(agent, []) if Phase.LIGHT in phases else []
         return run_agent(app, agent, phases, options, files=files)
     finally:
         app.close()

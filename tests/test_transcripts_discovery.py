@@ -263,3 +263,44 @@ def test_event_log_discovery(tmp_path: Path) -> None:
     (single,) = discover_event_log(tmp_path / "logs" / "a.jsonl", "bot")
     assert (single.session_id, single.path) == ("a", tmp_path / "logs" / "a.jsonl")
     assert discover_event_log(tmp_path / "nothing", "bot") == []
+
+
+def test_the_agents_named_without_opening_a_file_are_those_discovery_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet's parent names its agents by `agents_with_transcripts`: the same agents as a
+    full discovery, looked at by file names alone (no transcript or index is opened)."""
+    from dreaming.config import Settings, Source
+    from dreaming.ingest import sources
+    from dreaming.paths import Paths
+
+    state = tmp_path / "state"
+    openclaw_root(state, "alice", files={"a1.jsonl": HELLO})
+    openclaw_root(state, "bob", files={"b.checkpoint.1.jsonl": HELLO, "notes.txt": HELLO})
+    openclaw_root(state, "carol", files={"c1.jsonl": HELLO})
+    (state / "agents" / "carol" / "sessions" / "odd.jsonl").mkdir()  # skipped, still hers
+    (state / "agents" / "dave").mkdir()  # no sessions folder
+    openclaw_root(state, "erin", raw_index="{broken", files={"e.jsonl": HELLO})
+    write_jsonl(tmp_path / "claude" / "-home-me-proj" / "s.jsonl", [cc_user("hi")])
+    write_jsonl(tmp_path / "logs" / "a.jsonl", [ev("user/message", "hi")])
+    settings = Settings(
+        sources=[
+            Source(kind="claude-code", path=tmp_path / "claude", agent="cc"),
+            Source(kind="event-log", path=tmp_path / "logs", agent="bot"),
+        ]
+    )
+    paths = Paths(state, settings)
+    expected = set(sources.discover(paths))
+    assert expected == {"alice", "carol", "erin", "cc:-home-me-proj", "bot"}
+    opened: list[str] = []
+    real_open = Path.open
+    monkeypatch.setattr(
+        Path, "open", lambda self, *a, **k: opened.append(str(self)) or real_open(self, *a, **k)
+    )
+    assert sources.agents_with_transcripts(paths) == expected
+    assert sources.agents_with_transcripts(paths, ["carol", "dave", "nobody"]) == {"carol"}
+    assert opened == []
+    # Named agents are looked up, never walked to outside the agents folder.
+    openclaw_root(tmp_path, "outside", files={"x.jsonl": HELLO})
+    assert sources.agents_with_transcripts(paths, ["../agents/outside", "..", ""]) == set()
+    assert discover_openclaw(state, ["../../agents/outside", "alice"])[0].agent == "alice"

@@ -7,7 +7,12 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable
 
 from dreaming.errors import ConfigError
-from dreaming.ingest.transcripts import SourceRoot, discover_openclaw, format_named
+from dreaming.ingest.transcripts import (
+    SourceRoot,
+    discover_openclaw,
+    format_named,
+    openclaw_agents,
+)
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 
@@ -42,6 +47,24 @@ def discover(
         )
         found.extend(fmt.discover(root))
     return _group(found)
+
+
+def agents_with_transcripts(paths: Paths, agents: Collection[str] | None = None) -> set[str]:
+    """The agents `discover` would return files of (of `agents`, when given), without
+    opening any transcript: OpenClaw agents by the names in their sessions folders, the
+    other formats by their discovery, which opens no file."""
+    names: set[str] = set()
+    settings = paths.settings
+    if settings.read_state_dir and (paths.state_dir / "agents").is_dir():
+        names.update(openclaw_agents(paths.state_dir, agents))
+    for src in settings.sources:
+        fmt = format_named(src.kind)
+        if fmt.needs_agent and not src.agent:
+            raise ConfigError(f"sources: a {src.kind.value} source ({src.path}) needs `agent`")
+        names |= fmt.agents_of(
+            SourceRoot(src.path, src.agent, agents, per_project=src.projects_apart)
+        )
+    return names
 
 
 def _group(files: Iterable[SessionFile]) -> dict[str, list[SessionFile]]:

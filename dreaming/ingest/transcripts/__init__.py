@@ -19,6 +19,7 @@ from ._discovery import (
     discover_claude_project,
     discover_event_log,
     discover_openclaw,
+    openclaw_agents,
 )
 from ._format import FORMATS, SourceRoot, TranscriptFormat, format_named, register
 from ._inbound import ChatFacts, chat_facts, head_senders
@@ -49,5 +50,6 @@ __all__ = [
     "discover_openclaw",
     "format_named",
     "head_senders",
+    "openclaw_agents",
     "session_kind_from_key",
 ]

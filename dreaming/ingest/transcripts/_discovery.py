@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import stat
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -67,23 +68,52 @@ def discover_openclaw(
     A transcript without an index entry is still found (kind INTERACTIVE, no key). A broken
     sessions.json is logged as a warning and treated as absent.
     """
-    agents_dir = root / "agents"
     found: list[SessionFile] = []
-    for agent_dir in _subdirs(agents_dir):
-        if agents is not None and agent_dir.name not in agents:
-            continue
+    for agent_dir in _agent_dirs(root, agents):
         sessions_dir = agent_dir / "sessions"
         if not sessions_dir.is_dir():
             continue
         index = _load_index(sessions_dir / "sessions.json")
         for path, unreadable in _entries(sessions_dir, "*.jsonl", keep=_named(index, sessions)):
-            if any(marker in path.name for marker in _NOT_TRANSCRIPT_MARKERS):
+            if not _transcript_name(path.name):
                 continue
             if unreadable is not None:
                 found.append(_skipped(agent_dir.name, path, Format.OPENCLAW, unreadable))
                 continue
             found.append(_openclaw_session(agent_dir.name, path, index.find(path)))
     return sorted(found, key=lambda s: s.path)
+
+
+def openclaw_agents(root: Path, agents: Collection[str] | None = None) -> list[str]:
+    """The agents `discover_openclaw` finds transcripts of (of `agents`, when given), told
+    from the names in their sessions folders alone: no transcript or index is opened, so
+    a fleet's parent can hand out ten thousand agents without reading their files."""
+    names = []
+    for agent_dir in _agent_dirs(root, agents):
+        try:
+            with os.scandir(agent_dir / "sessions") as entries:
+                if any(_transcript_name(e.name) for e in entries):
+                    names.append(agent_dir.name)
+        except OSError:
+            continue
+    return names
+
+
+def _transcript_name(name: str) -> bool:
+    return name.endswith(".jsonl") and not any(m in name for m in _NOT_TRANSCRIPT_MARKERS)
+
+
+def _agent_dirs(root: Path, agents: Collection[str] | None) -> list[Path]:
+    """`<root>/agents/*` (only `agents`, when given, looked up by name rather than by
+    listing every agent's folder), sorted."""
+    agents_dir = root / "agents"
+    if agents is None:
+        return _subdirs(agents_dir)
+    # Only plain names: "../x" must not reach outside the agents folder.
+    named = (
+        agents_dir / a for a in sorted(set(agents)) if a not in ("", ".", "..") and "/" not in a
+    )
+    return [d for d in named if d.is_dir()]
 
 
 def _named(index: _Index, sessions: Collection[str] | None) -> Callable[[Path], bool] | None:

@@ -50,6 +50,14 @@ class TranscriptFormat:
     parse: Parser
     layout: str  # what a source of this kind reads, for the doctor's hint
     needs_agent: bool = True  # False: the root's own folders name its agents
+    # The agents a root holds transcripts of, opening none of them (a fleet's parent hands
+    # out agents by this); None: those `discover` finds, which opens no transcript.
+    agents: Callable[[SourceRoot], list[str]] | None = None
+
+    def agents_of(self, root: SourceRoot) -> set[str]:
+        if self.agents is not None:
+            return set(self.agents(root))
+        return {sf.agent for sf in self.discover(root)}
 
 
 FORMATS: dict[Format, TranscriptFormat] = {}

@@ -14,7 +14,7 @@ from typing import Any
 from dreaming.messages import Format, Kind, Message, Role, SessionFile, SkipReason
 
 from ._common import ParseContext, parse_timestamp, str_or_none, text_blocks, tool_writes
-from ._discovery import discover_openclaw
+from ._discovery import discover_openclaw, openclaw_agents
 from ._format import SourceRoot, TranscriptFormat
 from ._inbound import sender
 
@@ -89,6 +89,10 @@ def _discover(root: SourceRoot) -> list[SessionFile]:
     return discover_openclaw(root.path, root.agents, root.sessions)
 
 
+def _agents(root: SourceRoot) -> list[str]:
+    return openclaw_agents(root.path, root.agents)
+
+
 FORMAT = TranscriptFormat(
     name=Format.OPENCLAW,
     claims=_claims,
@@ -96,4 +100,5 @@ FORMAT = TranscriptFormat(
     parse=parse_openclaw,
     layout="<path>/agents/<agent>/sessions/*.jsonl",
     needs_agent=False,
+    agents=_agents,
 )
