@@ -37,6 +37,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
             "TranscriptFormat",
             "TranscriptReader",
             "format_named",
+            "openclaw_agents",
             "chat_facts",
             "cursor_is_valid",
             "detect_format",

@@ -7,7 +7,7 @@ entry that is gone (a purge must reach it too: invariant 4).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from sqlalchemy import Connection, bindparam, text
 
@@ -35,6 +35,29 @@ def add_entry(conn: Connection, agent: str, key: str, body: str) -> None:
     conn.execute(
         text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)"),
         {"a": agent, "k": key, "r": rowid},
+    )
+
+
+def add_entries(conn: Connection, agent: str, entries: Sequence[tuple[str, str]]) -> None:
+    """Index new entries (key, text), none of which has a row yet, in a few statements."""
+    if not entries:
+        return
+    if is_postgres(conn):
+        conn.execute(
+            text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
+            [{"a": agent, "k": k, "t": t} for k, t in entries],
+        )
+        return
+    # Rowids chosen here, past the last one, so the key -> rowid rows need no lookup.
+    last = conn.execute(text("SELECT rowid FROM entries_fts ORDER BY rowid DESC LIMIT 1")).scalar()
+    rows = [
+        {"r": (last or 0) + n, "a": agent, "k": k, "t": t} for n, (k, t) in enumerate(entries, 1)
+    ]
+    conn.execute(
+        text("INSERT INTO entries_fts (rowid, agent, key, text) VALUES (:r, :a, :k, :t)"), rows
+    )
+    conn.execute(
+        text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)"), rows
     )
 
 

@@ -1,7 +1,7 @@
 """The undo journal: what a run's decisions changed, as it was before, so the run can be
 taken back (`dreaming runs undo`).
 
-`lineage.apply` calls `capture` before it touches anything: the first time a run touches an
+`lineage.apply_batch` calls `capture` before it touches anything: the first time a run touches an
 entry key or a candidate, its whole state goes into one row (an entry with its origins and
 evidence; a candidate's decision status). `read` gives them back typed (`EntryImage`), and
 the undo puts them back: entries through lineage (which writes them; this module must not
@@ -14,12 +14,12 @@ and a run with a marker cannot be undone (purges win).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, select
+from sqlalchemy import BindParameter, Connection, and_, bindparam, delete, select
 
 from dreaming.ingest import candidates as candidates_mod
 from dreaming.store.dialect import upsert
@@ -36,35 +36,29 @@ def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def _entry_image(conn: Connection, agent: str, key: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        select(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
-    ).first()
-    if row is None:
-        return None
-    origins = conn.execute(
-        select(
-            ORIGINS.c.session_id,
-            ORIGINS.c.session_key,
-            ORIGINS.c.origin_class,
-            ORIGINS.c.observed_at,
-        ).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
-    ).all()
-    evidence = conn.execute(
-        select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line).where(
-            and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key == key)
-        )
-    ).all()
-    return {
-        "text": row.text,
-        "status": row.status,
-        "created_at": _ts(row.created_at),
-        "updated_at": _ts(row.updated_at),
-        "recall_count": row.recall_count,
-        "last_recalled_at": _ts(row.last_recalled_at),
-        "origins": [[s, k, c, _ts(t)] for s, k, c, t in origins],
-        "evidence": [[s, int(n)] for s, n in evidence],
-    }
+def _entry_images(conn: Connection, agent: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The images of those of `keys` that are entries now (three statements for all)."""
+    images: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(keys):
+        for row in conn.execute(_ENTRY_ROWS, {"agent": agent, "keys": chunk}):
+            images[row.key] = {
+                "text": row.text,
+                "status": row.status,
+                "created_at": _ts(row.created_at),
+                "updated_at": _ts(row.updated_at),
+                "recall_count": row.recall_count,
+                "last_recalled_at": _ts(row.last_recalled_at),
+                "origins": [],
+                "evidence": [],
+            }
+    found = list(images)
+    for chunk in _chunks(found):
+        params = {"agent": agent, "keys": chunk}
+        for key, s, k, c, t in conn.execute(_ORIGIN_ROWS, params):
+            images[key]["origins"].append([s, k, c, _ts(t)])
+        for key, s, n in conn.execute(_EVIDENCE_ROWS, params):
+            images[key]["evidence"].append([s, int(n)])
+    return images
 
 
 def capture(
@@ -75,40 +69,32 @@ def capture(
     candidate_ids: Iterable[int],
 ) -> None:
     """Record the state of `keys` and `candidate_ids` before `run_id` first changes them
-    (a key the run already touched keeps its first image). No run, no journal."""
+    (a key the run already touched keeps its first image). No run, no journal. A batch of
+    decisions captures everything it touches at once, before any of them is applied: each
+    key changes only by a decision naming it, so its state then is its state before its
+    first decision."""
     if run_id is None:
         return
     now = datetime.now(UTC)
     keys, candidate_ids = list(dict.fromkeys(keys)), list(dict.fromkeys(candidate_ids))
     refs = [*keys, *(str(cid) for cid in candidate_ids)]
     # Only the refs at hand: a run's journal grows with every decision it applies.
-    seen = {
-        (kind, ref)
-        for kind, ref in conn.execute(
-            select(JOURNAL.c.kind, JOURNAL.c.ref).where(
-                and_(
-                    JOURNAL.c.agent == agent,
-                    JOURNAL.c.run_id == run_id,
-                    JOURNAL.c.ref.in_(refs),
-                )
-            )
-        )
-    }
+    seen: set[tuple[str, str]] = set()
+    for chunk in _chunks(refs):
+        seen.update(conn.execute(_SEEN, {"agent": agent, "run": run_id, "refs": chunk}).all())
+    keys = [k for k in keys if (ENTRY, k) not in seen]
+    candidate_ids = [c for c in candidate_ids if (CANDIDATE, str(c)) not in seen]
+    images = _entry_images(conn, agent, keys)
     rows: list[dict[str, Any]] = []
     for key in keys:
-        if (ENTRY, key) in seen:
-            continue
-        image = _entry_image(conn, agent, key)
+        image = images.get(key)
         sessions = sorted({o[0] for o in image["origins"]}) if image else []
         rows.append(_row(agent, run_id, ENTRY, key, image, sessions, now))
+    states: dict[int, Any] = {}
+    for chunk in _chunks(candidate_ids):
+        states.update((r.id, r) for r in conn.execute(_CANDIDATE_ROWS, {"ids": chunk}))
     for cid in candidate_ids:
-        if (CANDIDATE, str(cid)) in seen:
-            continue
-        row = conn.execute(
-            select(
-                CANDIDATES.c.status, CANDIDATES.c.decided_evidence, CANDIDATES.c.updated_at
-            ).where(CANDIDATES.c.id == cid)
-        ).first()
+        row = states.get(cid)
         if row is None:
             continue
         image = {
@@ -119,6 +105,37 @@ def capture(
         rows.append(_row(agent, run_id, CANDIDATE, str(cid), image, [], now))
     if rows:
         conn.execute(JOURNAL.insert(), rows)
+
+
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+_KEYS: BindParameter[Any] = bindparam("keys", expanding=True)
+_ENTRY_ROWS = select(ENTRIES).where(
+    and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key.in_(_KEYS))
+)
+_ORIGIN_ROWS = select(
+    ORIGINS.c.entry_key,
+    ORIGINS.c.session_id,
+    ORIGINS.c.session_key,
+    ORIGINS.c.origin_class,
+    ORIGINS.c.observed_at,
+).where(and_(ORIGINS.c.agent == bindparam("agent"), ORIGINS.c.entry_key.in_(_KEYS)))
+_EVIDENCE_ROWS = select(
+    ENTRY_EVIDENCE.c.entry_key, ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line
+).where(and_(ENTRY_EVIDENCE.c.agent == bindparam("agent"), ENTRY_EVIDENCE.c.entry_key.in_(_KEYS)))
+_SEEN = select(JOURNAL.c.kind, JOURNAL.c.ref).where(
+    and_(
+        JOURNAL.c.agent == bindparam("agent"),
+        JOURNAL.c.run_id == bindparam("run"),
+        JOURNAL.c.ref.in_(bindparam("refs", expanding=True)),
+    )
+)
+_CANDIDATE_ROWS = select(
+    CANDIDATES.c.id, CANDIDATES.c.status, CANDIDATES.c.decided_evidence, CANDIDATES.c.updated_at
+).where(CANDIDATES.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _row(

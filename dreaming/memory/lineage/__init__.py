@@ -11,7 +11,7 @@ _restore entries taken back rather than decided: an undo's images put back, and 
 from dreaming.memory.lineage._apply import (
     Applied,
     Bookkeeping,
-    apply,
+    apply_batch,
     forget_entries,
     forget_origins,
     prune_orphans,
@@ -57,7 +57,7 @@ __all__ = [
     "Lineage",
     "Origin",
     "adopt_entries",
-    "apply",
+    "apply_batch",
     "archived_entries",
     "candidate_lineage",
     "count_origins",

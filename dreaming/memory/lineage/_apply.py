@@ -22,12 +22,12 @@ from sqlalchemy import Connection, and_, delete, or_, select, update
 from dreaming.ingest import candidates
 from dreaming.memory import entry_index, journal
 from dreaming.memory.decisions import Action
-from dreaming.memory.lineage._read import Lineage, candidate_lineage, entry_lineage
+from dreaming.memory.lineage._batch import Batch
+from dreaming.memory.lineage._read import Lineage, entry_lineage
 from dreaming.memory.memory_file import entry_key
-from dreaming.store.dialect import insert_ignore, upsert
+from dreaming.store.dialect import upsert
 from dreaming.store.statuses import HELD, CandidateStatus, EntryStatus
 from dreaming.store.tables import (
-    CANDIDATES,
     DECISIONS,
     ENTRIES,
     ENTRY_EVIDENCE,
@@ -53,32 +53,6 @@ class Applied:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _write_lineage(conn: Connection, agent: str, key: str, lineage: Lineage) -> None:
-    if lineage.origins:
-        conn.execute(
-            insert_ignore(conn, ORIGINS),
-            [
-                {
-                    "agent": agent,
-                    "entry_key": key,
-                    "session_id": o.session_id,
-                    "session_key": o.session_key,
-                    "origin_class": o.origin_class,
-                    "observed_at": o.observed_at,
-                }
-                for o in lineage.origins
-            ],
-        )
-    if lineage.evidence:
-        conn.execute(
-            insert_ignore(conn, ENTRY_EVIDENCE),
-            [
-                {"agent": agent, "entry_key": key, "session_id": s, "line": n}
-                for s, n in lineage.evidence
-            ],
-        )
 
 
 def _delete_entry(conn: Connection, agent: str, key: str) -> None:
@@ -123,79 +97,80 @@ class Bookkeeping:
         self.log.clear()
 
 
-def apply(
+def apply_batch(
     conn: Connection,
     agent: str,
-    decision: Applied,
+    decisions: Sequence[Applied],
     run_id: int | None,
     *,
     prune: bool = True,
     bookkeeping: Bookkeeping | None = None,
-) -> str | None:
-    """Carry out one decision in the caller's transaction. Returns the resulting entry key.
-    A caller applying a batch may pass prune=False and call `prune_orphans` once at the end,
-    and a `bookkeeping` it flushes there, in the same transaction."""
-    now = _now()
-    _capture_before(conn, agent, run_id, decision)
-    evidence_count = _evidence_count(conn, decision.candidate_id)
-    result_key: str | None = None
-    if decision.action is Action.SKIP:
-        status = CandidateStatus.SKIPPED
-    else:
-        result_key = _write_entry(conn, agent, decision, run_id, now)
-        status = (
-            CandidateStatus.PROMOTED if decision.action is Action.ADD else CandidateStatus.MERGED
-        )
+) -> list[str | None]:
+    """Carry out `decisions`, in order, in the caller's transaction: what they change is
+    journaled first, what they read is read once and what they add written together
+    (`_batch`). Returns each one's resulting entry key. A caller may pass prune=False and
+    call `prune_orphans` itself, and a `bookkeeping` it flushes, in the same transaction."""
+    keys = [k for d in decisions for k in _touched_keys(d)]
+    cids = [c for d in decisions for c in (d.candidate_id, *(cid for cid, _ in d.also))]
+    journal.capture(conn, agent, run_id, keys, cids)
+    batch = Batch.load(conn, agent, cids, keys)
     rows = bookkeeping if bookkeeping is not None else Bookkeeping.empty()
-    _record_decision(rows, agent, decision, run_id, result_key, status, evidence_count, now)
-    for cid, key in decision.also:
-        _record_folded(conn, rows, agent, decision, run_id, result_key, (cid, key), now)
+    results = [_apply_one(conn, batch, d, run_id, rows) for d in decisions]
+    batch.flush(conn)
     if bookkeeping is None:
         rows.flush(conn)
     if prune:
         prune_orphans(conn, agent)
+    return results
+
+
+def _touched_keys(decision: Applied) -> list[str]:
+    """The entry keys a decision changes: its result's and its targets'."""
+    if decision.text is None:
+        return []
+    return [entry_key(decision.text), *decision.targets]
+
+
+def _apply_one(
+    conn: Connection, batch: Batch, decision: Applied, run_id: int | None, rows: Bookkeeping
+) -> str | None:
+    now = _now()
+    result_key: str | None = None
+    if decision.action is Action.SKIP:
+        status = CandidateStatus.SKIPPED
+    else:
+        result_key = _write_entry(conn, batch, decision, run_id, now)
+        status = (
+            CandidateStatus.PROMOTED if decision.action is Action.ADD else CandidateStatus.MERGED
+        )
+    count = batch.counts[decision.candidate_id]
+    _record_decision(rows, batch.agent, decision, run_id, result_key, status, count, now)
+    for cid, key in decision.also:
+        _record_folded(rows, batch, decision, run_id, result_key, (cid, key), now)
     return result_key
 
 
-def _capture_before(conn: Connection, agent: str, run_id: int | None, decision: Applied) -> None:
-    """What this decision is about to change, as it is now: `runs undo` puts it back."""
-    journal.capture(
-        conn,
-        agent,
-        run_id,
-        [entry_key(decision.text), *decision.targets] if decision.text is not None else [],
-        [decision.candidate_id, *(cid for cid, _ in decision.also)],
-    )
-
-
-def _evidence_count(conn: Connection, candidate_id: int) -> int:
-    count: int = conn.execute(
-        select(CANDIDATES.c.evidence_count).where(CANDIDATES.c.id == candidate_id)
-    ).scalar_one()
-    return count
-
-
 def _write_entry(
-    conn: Connection, agent: str, decision: Applied, run_id: int | None, now: datetime
+    conn: Connection, batch: Batch, decision: Applied, run_id: int | None, now: datetime
 ) -> str:
     """The decision's entry, written with the lineage of everything it joins; its targets
     leave memory and it is indexed. Returns its key."""
     assert decision.text is not None
+    agent = batch.agent
     result_key = entry_key(decision.text)
-    lineages = [candidate_lineage(conn, agent, decision.candidate_id)]
-    lineages += [candidate_lineage(conn, agent, cid) for cid, _ in decision.also]
-    lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
-    held = _put_entry(conn, agent, result_key, decision.text, now)
+    lineages = [batch.lineages[decision.candidate_id]]
+    lineages += [batch.lineages[cid] for cid, _ in decision.also]
+    if decision.targets:
+        batch.flush(conn)  # a target may be an entry this batch wrote
+        lineages += [entry_lineage(conn, agent, t) for t in decision.targets]
+    held = _put_entry(conn, batch, result_key, decision.text, now)
     if held is not None:
         lineages.append(held)
     for lineage in lineages:
-        _write_lineage(conn, agent, result_key, lineage)
-    _retire_targets(conn, agent, decision, result_key, run_id, now)
-    if held is None:
-        # A new entry has no index row yet: insert it (no lookup, no delete: each is a
-        # round trip, which a fleet's PostgreSQL pays per promoted entry).
-        entry_index.add_entry(conn, agent, result_key, decision.text)
-    else:
+        batch.add_lineage(result_key, lineage)
+    _retire_targets(conn, batch, decision, result_key, run_id, now)
+    if held is not None:
+        batch.flush(conn)
         body = conn.execute(
             select(ENTRIES.c.text).where(
                 and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
@@ -205,30 +180,29 @@ def _write_entry(
     return result_key
 
 
-def _put_entry(conn: Connection, agent: str, key: str, text: str, now: datetime) -> Lineage | None:
-    """Insert the entry, or make the one with its key live again (an archived one said
-    again comes back; the next write places it). Returns the lineage that one already held
-    (None: the entry is new)."""
-    exists = conn.execute(
-        select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
-    ).scalar()
-    if exists is None:
-        conn.execute(
-            ENTRIES.insert().values(
-                agent=agent,
-                key=key,
-                text=text,
-                status=EntryStatus.LIVE,
-                created_at=now,
-                updated_at=now,
-            )
-        )
+def _put_entry(
+    conn: Connection, batch: Batch, key: str, text: str, now: datetime
+) -> Lineage | None:
+    """Insert the entry (with the batch), or make the one with its key live again (an
+    archived one said again comes back; the next write places it). Returns the lineage that
+    one already held (None: the entry is new)."""
+    if key not in batch.held:
+        values = {
+            "agent": batch.agent,
+            "key": key,
+            "text": text,
+            "status": EntryStatus.LIVE,
+            "created_at": now,
+            "updated_at": now,
+        }
+        batch.add_entry(key, values, text)
         return None
     # Same normalized text: the same fact. Its lineage grows; its text stays.
-    held = entry_lineage(conn, agent, key)
+    batch.flush(conn)
+    held = entry_lineage(conn, batch.agent, key)
     conn.execute(
         update(ENTRIES)
-        .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key))
+        .where(and_(ENTRIES.c.agent == batch.agent, ENTRIES.c.key == key))
         .values(updated_at=now, status=EntryStatus.LIVE)
     )
     return held
@@ -236,7 +210,7 @@ def _put_entry(conn: Connection, agent: str, key: str, text: str, now: datetime)
 
 def _retire_targets(
     conn: Connection,
-    agent: str,
+    batch: Batch,
     decision: Applied,
     result_key: str,
     run_id: int | None,
@@ -246,12 +220,18 @@ def _retire_targets(
     for target in decision.targets:
         if target == result_key:
             continue
-        _delete_entry(conn, agent, target)
+        # Nothing of the target waits in the batch: it was written before its lineage was read.
+        _delete_entry(conn, batch.agent, target)
+        batch.held.discard(target)
         if decision.action is Action.SUPERSEDE:
             conn.execute(
                 upsert(conn, SUPERSESSIONS)
                 .values(
-                    agent=agent, new_key=result_key, old_key=target, run_id=run_id, created_at=now
+                    agent=batch.agent,
+                    new_key=result_key,
+                    old_key=target,
+                    run_id=run_id,
+                    created_at=now,
                 )
                 .on_conflict_do_nothing()
             )
@@ -286,9 +266,8 @@ def _record_decision(
 
 
 def _record_folded(
-    conn: Connection,
     rows: Bookkeeping,
-    agent: str,
+    batch: Batch,
     decision: Applied,
     run_id: int | None,
     result_key: str | None,
@@ -298,13 +277,12 @@ def _record_folded(
     """Another candidate folded into this entry: decided as a merge into it, its lineage
     already joined."""
     cid, key = also
-    count = _evidence_count(conn, cid)
     rows.outcomes.append(
-        {"cid": cid, "new_status": CandidateStatus.MERGED, "decided": count, "at": now}
+        {"cid": cid, "new_status": CandidateStatus.MERGED, "decided": batch.counts[cid], "at": now}
     )
     rows.log.append(
         {
-            "agent": agent,
+            "agent": batch.agent,
             "run_id": run_id,
             "candidate_key": key,
             "action": Action.MERGE.value,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,6 +75,14 @@ def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineag
         )
         .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
     ).all()
+    return candidate_origins(rows)
+
+
+def candidate_origins(
+    rows: Iterable[tuple[str, str | None, str, datetime | None, int]],
+) -> Lineage:
+    """A candidate's lineage from its evidence rows (session id, session key, origin class,
+    time, line): one origin per session, of the most trusted class, first seen."""
     per_session: dict[str, Origin] = {}
     evidence: set[tuple[str, int]] = set()
     for session_id, session_key, cls, ts, line in rows:

@@ -47,8 +47,8 @@ def apply_all(
 ) -> None:
     """Apply `decisions` in `conn`'s transaction and mark the agent's memory for writing."""
     bookkeeping = lineage.Bookkeeping.empty()
-    for d in decisions:
-        key = lineage.apply(conn, agent, d, run_id, prune=False, bookkeeping=bookkeeping)
+    keys = lineage.apply_batch(conn, agent, decisions, run_id, prune=False, bookkeeping=bookkeeping)
+    for d, key in zip(decisions, keys, strict=True):
         summary.actions[d.action.value] += 1
         summary.decisions.append(decided(d, key, texts))
     bookkeeping.flush(conn)
