@@ -79,9 +79,12 @@ def _choose(app: App, n_entries: int) -> tuple[int, int, list[tuple[Any, ...]]]:
 
 def _add_batch(conn: Any, batch: list[tuple[Any, ...]], run_id: str, summary: DeepSummary) -> None:
     """Add the batch's entries as the deterministic path would, and say so in `summary`."""
-    for cid, ckey, _ctext, _s, _d, body in batch:
-        decision = lineage.Applied(cid, ckey, Action.ADD, (), body, "deterministic")
-        key = lineage.apply(conn, AGENT, decision, run_id, prune=False)
+    decisions = [
+        lineage.Applied(cid, ckey, Action.ADD, (), body, "deterministic")
+        for cid, ckey, _ctext, _s, _d, body in batch
+    ]
+    keys = lineage.apply_batch(conn, AGENT, decisions, run_id, prune=False)
+    for (_cid, ckey, _ctext, _s, _d, body), key in zip(batch, keys, strict=True):
         summary.actions["add"] += 1
         summary.paths["deterministic"] += 1
         summary.decisions.append(

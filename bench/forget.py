@@ -19,7 +19,7 @@ What it does, in one run (agent `main`, everything seeded and deterministic):
 2. Light pass (TIMED, fresh state): `App.run(["light"])` over every file.
 3. Entries (untimed). Running the deep phase for 20,000 candidates takes minutes, so the
    entries are made directly with the library's own functions: the `--entries` owner
-   candidates with the most sessions (then score) are promoted by `lineage.apply` with
+   candidates with the most sessions (then score) are promoted by `lineage.apply_batch` with
    `Action.ADD` decisions whose text is what the deterministic consolidator writes
    (`The user said: "..."`), so each entry's origins and evidence are its candidate's real
    corpus lines. They are applied over `--nights` deep "runs" (one transaction, one run
