@@ -282,6 +282,19 @@ def rem_summaries(conn: Connection, agent: str) -> list[tuple[int, dict[str, Any
     return out
 
 
+def rem_summary(conn: Connection, run_id: int) -> dict[str, Any] | None:
+    """The REM phase summary of run `run_id` as recorded, or None (no such run, no REM, a
+    summary a purge redacted, or one that cannot be read)."""
+    text = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar()
+    try:
+        summary = json.loads(text) if text else None
+    except ValueError:
+        return None
+    phases = summary.get("phases") if isinstance(summary, dict) else None
+    rem = phases.get("rem") if isinstance(phases, dict) else None
+    return rem if isinstance(rem, dict) and not rem.get("forgotten") else None
+
+
 def forget_rem(summary: Any) -> Any:
     """`summary` with its REM themes and diary text replaced by FORGOTTEN: `runs show` says
     a theme was forgotten, never what it was. Counts stay; the sessions read stay (their ids

@@ -23,17 +23,22 @@ when one of them is purged.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
 import json
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, Engine, and_, case, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, case, func, select
 
+from dreaming.config import Settings
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.ingest import candidates
 from dreaming.ingest import claims as claims_mod
@@ -53,6 +58,7 @@ from dreaming.phases._rem_themes import (
     Tally,
     quality,
 )
+from dreaming.runs import rem_summary
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
@@ -132,17 +138,29 @@ class RemSummary:
         """The summary back from `to_dict`'s JSON (a run record's), to show it as it was
         shown. Raises KeyError or TypeError on another shape (another version's)."""
         themes = [
-            Theme(t["concept"], t["concept"], tuple(t["related"]), t["sessions"], t["days"], "")
+            Theme(
+                t["concept"],
+                t["concept"],
+                tuple(t["related"]),
+                t["sessions"],
+                t["days"],
+                "",
+                weight=t.get("weight", 0.0),
+                owner_sessions=t.get("owner_sessions", 0),
+            )
             for t in d["themes"]
         ]
         return cls(
             agent=d["agent"],
+            day=d.get("day"),
+            candidates_in_window=d.get("candidates_in_window", 0),
             themes=themes,
             boosted=d["boosted"],
             diary_written=d["diary_written"],
             diary_by=d["diary_by"],
             fallback=d["fallback"],
             dry_run=d["dry_run"],
+            read_sessions=list(d.get("read_sessions", [])),
         )
 
 
@@ -167,14 +185,18 @@ class RemPhase:
 
     def run(self, agent: str) -> RemSummary:
         summary = RemSummary(agent=agent, dry_run=self.dry_run)
+        dreams = self.paths.dreams_file(agent)
         with self.engine.connect() as conn:
             clock = candidates.read_clock(conn, agent)
             if clock is None:
                 return summary  # nothing ingested yet: nothing to dream about
             summary.day = clock.date().isoformat()
+            signature = _signature(conn, agent, self.paths.settings, self.registry, dreams)
+            again = _dreamt(conn, agent, signature, summary, dreams)
+            if again is not None:
+                return again
             since = clock - timedelta(days=self.settings.lookback_days)
             rows = _window(conn, agent, since)
-            dreams = self.paths.dreams_file(agent)
             said = agent_claims.gather(conn, agent, since, self.paths.settings, dreams)
             read = set(_sessions_read(conn, [r.id for r in rows])) | said.sessions
             summary.read_sessions = sorted(read)
@@ -198,6 +220,7 @@ class RemPhase:
             # Nothing admitted since tonight's entry was written: keep it, call no model
             # (invariant 10), and leave the boosts as they are.
             summary.diary_text = written[summary.day]
+            self._remember(agent, signature)
             return summary
         summary.diary_text = self._narrate(agent, summary) or self._plain(summary)
         if self.dry_run:
@@ -216,7 +239,19 @@ class RemPhase:
             diary.record_window(conn, agent, summary.day, summary.read_sessions)
         summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
         _set_mark(self.engine, agent, newest_line)
+        with self.engine.connect() as conn:  # DREAMS.md as this night left it
+            self._remember(
+                agent, _signature(conn, agent, self.paths.settings, self.registry, dreams)
+            )
         return summary
+
+    def _remember(self, agent: str, signature: str) -> None:
+        """This run's themes stand for every night that reads what it read (`_dreamt`)."""
+        if self.run_id is None or self.dry_run:
+            return
+        with self.engine.begin() as conn:
+            value = json.dumps({"signature": signature, "run": self.run_id})
+            state.put(conn, agent, StateKey.REM_DREAMT, value)
 
     def _themes(
         self,
@@ -406,6 +441,61 @@ def _newest_line(engine: Engine, agent: str) -> str:
             select(func.max(CORPUS_LINES.c.id)).where(CORPUS_LINES.c.agent == agent)
         ).scalar()
     return str(value or 0)
+
+
+def _signature(
+    conn: Connection, agent: str, settings: Settings, registry: TagRegistry, dreams: Path
+) -> str:
+    """What REM's themes are made of, told in a few bytes: the corpus (its newest line and
+    how many there are: new input, a purge, a rederived session all move them), the
+    settings REM reads (its own, the claims', the cues') and the injected-context tags a
+    quote may not hold, and DREAMS.md (whose lines echoed back are no one's claims). No
+    path: the same state in another folder has the same signature."""
+    newest, count = conn.execute(_CORPUS_SIZE, {"agent": agent}).one()
+    digest = hashlib.blake2b(f"{newest}:{count}".encode(), digest_size=16)
+    for part in (settings.rem, settings.candidates, settings.salience):
+        digest.update(part.model_dump_json().encode())
+    tags = sorted(
+        repr((d.tag, d.pattern, d.sentinel_prefix, d.begin)) for d in registry.declarations
+    )
+    digest.update(repr(tags).encode())
+    with contextlib.suppress(OSError):
+        digest.update(dreams.read_bytes())
+    return digest.hexdigest()
+
+
+_CORPUS_SIZE = select(func.max(CORPUS_LINES.c.id), func.count()).where(
+    CORPUS_LINES.c.agent == bindparam("agent")
+)
+
+
+def _dreamt(
+    conn: Connection, agent: str, signature: str, tonight: RemSummary, dreams: Path
+) -> RemSummary | None:
+    """A quiet night's dream: when REM reads exactly what an earlier run read (the same
+    `_signature`) and that run's diary entry for the day stands, its themes are tonight's,
+    taken from its run record (which forget redacts with the rest) instead of worked out
+    again; None: they must be worked out."""
+    raw = state.get(conn, agent, StateKey.REM_DREAMT)
+    mark = json.loads(raw) if raw else {}
+    if not isinstance(mark, dict) or mark.get("signature") != signature:
+        return None
+    before = rem_summary(conn, int(mark["run"]))
+    written = {e.day: e.body for e in diary.entries(diary.read(dreams))}
+    if before is None or before.get("day") != tonight.day or tonight.day not in written:
+        return None
+    try:
+        again = RemSummary.from_dict(before)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dataclasses.replace(
+        tonight,
+        read_sessions=again.read_sessions,
+        candidates_in_window=again.candidates_in_window,
+        themes=again.themes,
+        boosted=again.boosted,
+        diary_text=written[tonight.day],
+    )
 
 
 def _get_mark(engine: Engine, agent: str) -> str | None:

@@ -18,6 +18,7 @@ class StateKey(StrEnum):
     CLOCK = "clock"  # the newest message time light has read (ISO 8601)
     RESCORE_PENDING = "rescore_pending"  # light folded lines whose candidates need rescoring
     REM_INPUT = "rem_input"  # the newest corpus line REM's diary was written from
+    REM_DREAMT = "rem_dreamt"  # JSON: the run whose themes stand for REM's input (signature)
     MEMORY_DIRTY = "memory_dirty"  # entries changed since MEMORY.md was last written
     MEMORY_HASH = "memory_hash"  # MEMORY.md's content hash as dreaming last wrote it
     MEMORY_BASE_RUN = "memory_base_run"  # an undo: the run whose pre-run backup to lay over
