@@ -49,3 +49,7 @@ def upsert_replace(
 
 def is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
+
+
+def is_sqlite(conn: Connection) -> bool:
+    return conn.dialect.name == "sqlite"
