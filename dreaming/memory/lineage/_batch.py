@@ -11,7 +11,6 @@ sees what the decisions before it wrote, as when each was written at once.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,16 +18,13 @@ from typing import Any
 from sqlalchemy import BindParameter, Connection, and_, bindparam, select
 
 from dreaming.memory import entry_index
-from dreaming.memory.lineage._read import Lineage, candidate_origins
+from dreaming.memory.lineage._read import Lineage, candidate_lineages
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import (
-    CANDIDATE_EVIDENCE,
     CANDIDATES,
-    CORPUS_LINES,
     ENTRIES,
     ENTRY_EVIDENCE,
     ORIGINS,
-    SESSIONS,
 )
 
 
@@ -53,16 +49,12 @@ class Batch:
         keys its decisions write exist already."""
         cids = sorted(set(candidate_ids))
         counts: dict[int, int] = {}
-        rows: dict[int, list[Any]] = defaultdict(list)
         held: set[str] = set()
         for chunk in _chunks(cids):
             counts.update(conn.execute(_COUNTS, {"ids": chunk}).all())
-            for row in conn.execute(_EVIDENCE, {"ids": chunk}):
-                rows[row[0]].append(row[1:])
         for chunk in _chunks(sorted(set(keys))):
             held.update(conn.execute(_HELD, {"agent": agent, "keys": chunk}).scalars())
-        lineages = {cid: candidate_origins(rows.get(cid, [])) for cid in cids}
-        return cls(agent, counts, lineages, held)
+        return cls(agent, counts, candidate_lineages(conn, cids), held)
 
     def add_entry(self, key: str, values: dict[str, Any], text: str) -> None:
         """A new entry: its row and its index row, written with the batch."""
@@ -107,28 +99,6 @@ def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
 
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 _COUNTS = select(CANDIDATES.c.id, CANDIDATES.c.evidence_count).where(CANDIDATES.c.id.in_(_IDS))
-_EVIDENCE = (
-    select(
-        CANDIDATE_EVIDENCE.c.candidate_id,
-        CANDIDATE_EVIDENCE.c.session_id,
-        SESSIONS.c.session_key,
-        CANDIDATE_EVIDENCE.c.origin_class,
-        CORPUS_LINES.c.ts,
-        CORPUS_LINES.c.line,
-    )
-    .select_from(
-        CANDIDATE_EVIDENCE.join(
-            CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
-        ).outerjoin(
-            SESSIONS,
-            and_(
-                SESSIONS.c.agent == CANDIDATE_EVIDENCE.c.agent,
-                SESSIONS.c.session_id == CANDIDATE_EVIDENCE.c.session_id,
-            ),
-        )
-    )
-    .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(_IDS))
-)
 _HELD = select(ENTRIES.c.key).where(
     and_(
         ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key.in_(bindparam("keys", expanding=True))

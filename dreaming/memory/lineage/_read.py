@@ -10,8 +10,9 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, and_, bindparam, func, or_, select
 
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.corpus import reference
@@ -54,28 +55,41 @@ class Lineage:
 
 
 def candidate_lineage(conn: Connection, agent: str, candidate_id: int) -> Lineage:
-    rows = conn.execute(
-        select(
-            CANDIDATE_EVIDENCE.c.session_id,
-            SESSIONS.c.session_key,
-            CANDIDATE_EVIDENCE.c.origin_class,
-            CORPUS_LINES.c.ts,
-            CORPUS_LINES.c.line,
+    return candidate_lineages(conn, [candidate_id])[candidate_id]
+
+
+def candidate_lineages(conn: Connection, candidate_ids: Iterable[int]) -> dict[int, Lineage]:
+    """Each candidate's lineage, in a statement per 500 candidates."""
+    ids = sorted(set(candidate_ids))
+    rows: dict[int, list[Any]] = defaultdict(list)
+    for start in range(0, len(ids), 500):
+        for row in conn.execute(_EVIDENCE_OF, {"ids": ids[start : start + 500]}):
+            rows[row[0]].append(row[1:])
+    return {cid: candidate_origins(rows.get(cid, [])) for cid in ids}
+
+
+_EVIDENCE_OF = (
+    select(
+        CANDIDATE_EVIDENCE.c.candidate_id,
+        CANDIDATE_EVIDENCE.c.session_id,
+        SESSIONS.c.session_key,
+        CANDIDATE_EVIDENCE.c.origin_class,
+        CORPUS_LINES.c.ts,
+        CORPUS_LINES.c.line,
+    )
+    .select_from(
+        CANDIDATE_EVIDENCE.join(
+            CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+        ).outerjoin(
+            SESSIONS,
+            and_(
+                SESSIONS.c.agent == CANDIDATE_EVIDENCE.c.agent,
+                SESSIONS.c.session_id == CANDIDATE_EVIDENCE.c.session_id,
+            ),
         )
-        .select_from(
-            CANDIDATE_EVIDENCE.join(
-                CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
-            ).outerjoin(
-                SESSIONS,
-                and_(
-                    SESSIONS.c.agent == CANDIDATE_EVIDENCE.c.agent,
-                    SESSIONS.c.session_id == CANDIDATE_EVIDENCE.c.session_id,
-                ),
-            )
-        )
-        .where(CANDIDATE_EVIDENCE.c.candidate_id == candidate_id)
-    ).all()
-    return candidate_origins(rows)
+    )
+    .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)))
+)
 
 
 def candidate_origins(
