@@ -1062,50 +1062,55 @@ def test_forget_reaches_the_temp_file_of_a_crashed_night(
     assert_forgotten(root, forget_refs.needles)
 
 
-# A night killed after a deep batch that merged an entry into a new one (the old entry's row
-# is deleted) and before that batch's MEMORY.md write. The old line is still in the file when
-# new input repeats it; the next light counts the file's lines as our entries (MEMORY.md may
-# lag behind the database) and once recorded a recall of a key that no entry has. It now
-# recalls the entry the old one went into (lineage.successors).
+# A night killed after a deep batch that merged an entry MEMORY.md shows into a new one (the
+# old entry's row is deleted) and before deep wrote MEMORY.md (once, after its last batch).
+# The old line is still in the file when new input repeats it; the next light counts the
+# file's lines as our entries (MEMORY.md may lag behind the database) and once recorded a
+# recall of a key that no entry has. It now recalls the entry the old one went into
+# (lineage.successors).
+LAGGING_AGENT, LAGGING_SESSION = "main", "s-main-07"
 # An owner's statement, dated or not (the owner is implicit).
 ENTRY_TEXT = re.compile(r"^(?:\d{4}-\d{2}-\d{2} )?(?P<said>(?!The agent: ).+)$")
+GROWN = ("I'm allergic to peanuts, please remember that.", "peanuts", "peanuts and cashews")
 
 
-def lagging_merge(runner: Runner, root: Path, trace: Trace) -> tuple[str, str, str]:
-    """(crash point, agent, what the user said) for the first deep batch of the night after
-    whose commit MEMORY.md shows a line whose entry the database no longer has; `root` is
-    left as that crash left it."""
-    for agent in AGENTS:
-        for k in range(1, trace.count("deep.after_commit", agent) + 1):
-            crash = trace.crash(At("deep.after_commit", agent, k))
-            build(root)
-            crashed_night(runner, root, crash)
-            state = agent_state(root, agent)
-            keys = {key for key, _text, _status in state["entries"]}
-            for block in memory_file.parse(state["memory"]).blocks:
-                said = ENTRY_TEXT.match(block.text)
-                if block.key not in keys and said:
-                    return crash, agent, said["said"]
-    pytest.fail("no deep batch of the first night merges an entry into a new one")
+def lagging_merge(runner: Runner, root: Path) -> tuple[str, str, str]:
+    """(crash point, agent, what the user said) for a second night whose deep batch merges a
+    first-night entry into one that says a detail more ("... peanuts and cashews ...") and
+    is killed after that batch's commit; `root` is left as that crash left it."""
+    old, word, grown = GROWN
+    for k in (1, 2, 3):
+        build(root)
+        clean_night(runner, root)
+        path = root / "agents" / LAGGING_AGENT / "sessions" / f"{LAGGING_SESSION}.jsonl"
+        append(path, "user", old.replace(word, grown), NEXT_DAY, "grown-1")
+        crash = f"deep.after_commit:{k}"
+        crashed_night(runner, root, crash)
+        state = agent_state(root, LAGGING_AGENT)
+        keys = {key for key, _text, _status in state["entries"]}
+        for block in memory_file.parse(state["memory"]).blocks:
+            said = ENTRY_TEXT.match(block.text)
+            if block.key not in keys and said and said["said"] == old:
+                return crash, LAGGING_AGENT, old
+    pytest.fail(f"no deep batch merged {old!r} into a new entry before MEMORY.md was written")
 
 
 def test_a_repeat_of_an_entry_merged_away_while_memory_md_lagged(
-    tmp_path: Path, runner: Runner, refs: References
+    tmp_path: Path, runner: Runner
 ) -> None:
     """The crashed night's MEMORY.md still shows an entry that its last committed batch
     merged into another; the user repeats that line; two nights later everything agrees."""
     root = tmp_path / "state"
-    _crash, agent, said = lagging_merge(runner, root, refs.first)
-    sid = {a: s for a, s, _turns in APPENDS}[agent]
-    path = root / "agents" / agent / "sessions" / f"{sid}.jsonl"
-    append(path, "user", said, NEXT_DAY, f"{sid}-repeat")
+    _crash, agent, said = lagging_merge(runner, root)
+    path = root / "agents" / agent / "sessions" / f"{LAGGING_SESSION}.jsonl"
+    append(path, "user", said, NEXT_DAY + timedelta(hours=1), f"{LAGGING_SESSION}-repeat")
 
     def the_repeat_recalls_the_entry_it_went_into(s: State) -> None:
         mine = s[agent]
         held = {k for k, _text, _status in mine["entries"]}  # live or archived
         assert {r[0] for r in mine["recalls"]} <= held, "a recall of an entry not in memory"
-        last_line = max(line for sid_, line, *_ in mine["corpus_lines"] if sid_ == sid)
-        repeat = [r for r in mine["recalls"] if r[1] == sid and r[2] == last_line]
+        last_line = max(line for sid_, line, *_ in mine["corpus_lines"] if sid_ == LAGGING_SESSION)
+        repeat = [r for r in mine["recalls"] if r[1] == LAGGING_SESSION and r[2] == last_line]
         assert repeat, f"the repeat of {said!r} recalled nothing"
 
     recover_by_nights(runner, root, the_repeat_recalls_the_entry_it_went_into)

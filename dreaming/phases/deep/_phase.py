@@ -46,6 +46,7 @@ class _Tally:
     retired: int = 0
     all_skip_streak: int = 0  # model-decided batches in a row that skipped everything
     fallen_back: int = 0  # batches the deterministic path decided because the model failed
+    applied: int = 0  # batches whose decisions were applied (MEMORY.md is written after them)
 
 
 class DeepPhase:
@@ -187,6 +188,10 @@ class DeepPhase:
                     self.progress(Tick("deep", agent, summary.batches, planned, "batches"))
                 if not self._run_batch(agent, selected, start, summary, tally):
                     break
+            # Once, after every batch committed: until then the dirty mark each batch set
+            # has the next run write it, should this one die between two batches.
+            if tally.applied:
+                self._write_memory(agent, summary)
         finally:
             if self._model is not None:
                 self._model.close()
@@ -216,7 +221,8 @@ class DeepPhase:
         decisions = self._hold(agent, decisions, summary)
         if self.settings.apply == "review":
             decisions = self._stage(agent, decisions, summary)
-        self.apply_decisions(agent, decisions, summary)
+        self.apply_decisions(agent, decisions, summary, write=False)
+        tally.applied += 1
         summary.paths[path] += len(batch)
         return not self._runaway(path, decisions, summary, tally)
 
@@ -352,16 +358,23 @@ class DeepPhase:
         decisions: Sequence[lineage.Applied],
         summary: DeepSummary,
         also: Callable[[Connection], None] | None = None,
+        *,
+        write: bool = True,
     ) -> None:
         """Apply validated decisions in one transaction (and `also`, a caller's own writes,
-        in the same one), then write MEMORY.md. Deep's batches and accepted review proposals
-        both come here: there is one way of applying decisions."""
+        in the same one), then write MEMORY.md (deep's batches leave that to the end of the
+        phase: `write=False`). Deep's batches and accepted review proposals both come here:
+        there is one way of applying decisions."""
         with self._tx() as conn:
             if also is not None:
                 also(conn)
             _apply.apply_all(conn, agent, decisions, summary, run_id=self.run_id, texts=self._texts)
             faults.checkpoint("deep.before_commit")
         faults.checkpoint("deep.after_commit")
+        if write:
+            self._write_memory(agent, summary)
+
+    def _write_memory(self, agent: str, summary: DeepSummary) -> None:
         if not self.dry_run:
             _apply.write_memory(self.engine, agent, self._files(agent), self.run_id, summary)
 
