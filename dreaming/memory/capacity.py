@@ -35,8 +35,8 @@ from dreaming.ingest import salience
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates import read_clock
 from dreaming.memory import memory_file
-from dreaming.memory.lineage import set_statuses, stated_at
-from dreaming.store.statuses import HELD, EntryStatus
+from dreaming.memory.lineage import entry_statuses, held_entries, set_statuses, stated_at
+from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import CANDIDATES, CORPUS_LINES, DECISIONS, ENTRIES, RECALLS
 from dreaming.syntax import shortest
 
@@ -74,11 +74,7 @@ def worth(
     """Every entry the agent's memory holds (loaded or archived), in creation order (the
     order MEMORY.md and the archive list them), with its worth (`valued` False: none, all
     0 and not standing; for a MEMORY.md without a budget, where every entry fits)."""
-    rows = conn.execute(
-        select(ENTRIES.c.key, ENTRIES.c.text)
-        .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD)))
-        .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
-    ).all()
+    rows = held_entries(conn, agent)
     if not rows or not valued:
         return [Worth(k, t, 0.0, False) for k, t in rows]
     keys = [k for k, _ in rows]
@@ -316,13 +312,7 @@ def _fill(
 def settle(conn: Connection, agent: str, placement: Placement) -> tuple[list[str], list[str]]:
     """Record `placement` as the entries' statuses. Returns (keys archived now, keys back in
     MEMORY.md now)."""
-    now = dict(
-        conn.execute(
-            select(ENTRIES.c.key, ENTRIES.c.status).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD))
-            )
-        ).all()
-    )
+    now = entry_statuses(conn, agent)
     gone = [k for k in placement.archived if now.get(k) == EntryStatus.LIVE]
     back = [k for k in placement.kept if now.get(k) == EntryStatus.ARCHIVED]
     set_statuses(conn, agent, gone, EntryStatus.ARCHIVED)

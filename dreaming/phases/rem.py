@@ -550,6 +550,25 @@ def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]
     return out
 
 
+_OWNER_FIRST = case((CORPUS_LINES.c.origin_class == OriginClass.OWNER.value, 0), else_=1)
+_LINES_BEHIND = (
+    select(CORPUS_LINES.c.id, CORPUS_LINES.c.text, CORPUS_LINES.c.origin_class, _OWNER_FIRST)
+    .join(CANDIDATE_EVIDENCE, CANDIDATE_EVIDENCE.c.corpus_line_id == CORPUS_LINES.c.id)
+    .where(
+        and_(
+            CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)),
+            CORPUS_LINES.c.origin_class.in_(bindparam("speakers", expanding=True)),
+        )
+    )
+    .distinct()
+    .order_by(_OWNER_FIRST, CORPUS_LINES.c.id.desc())
+    .limit(MAX_QUOTE_LINES)
+)
+_LINES_BY_ID = select(
+    CORPUS_LINES.c.id, CORPUS_LINES.c.text, CORPUS_LINES.c.origin_class, _OWNER_FIRST
+).where(CORPUS_LINES.c.id.in_(bindparam("ids", expanding=True)))
+
+
 def _lines_of(
     conn: Connection, ids: Sequence[int], said: agent_claims.AgentClaims
 ) -> list[tuple[int, str, str]]:
@@ -558,30 +577,14 @@ def _lines_of(
     most MAX_QUOTE_LINES."""
     if not ids:
         return []
-    e, line = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
-    owner_first = case((line.origin_class == OriginClass.OWNER.value, 0), else_=1)
     real = [i for i in ids if i > 0]
     own = sorted({n for i in ids if i < 0 for n in said.lines(i)}, reverse=True)
     found: list[tuple[int, str, str, int]] = []
     if real:
-        query = (
-            select(line.id, line.text, line.origin_class, owner_first)
-            .join(CANDIDATE_EVIDENCE, e.corpus_line_id == line.id)
-            .where(
-                and_(
-                    e.candidate_id.in_(real),
-                    line.origin_class.in_(tuple(SPEAKER_WEIGHT)),
-                )
-            )
-            .distinct()
-            .order_by(owner_first, line.id.desc())
-            .limit(MAX_QUOTE_LINES)
-        )
-        found += [(r[0], r[1], r[2], r[3]) for r in conn.execute(query)]
+        rows = conn.execute(_LINES_BEHIND, {"ids": real, "speakers": list(SPEAKER_WEIGHT)})
+        found += [(r[0], r[1], r[2], r[3]) for r in rows]
     if own:
-        query = select(line.id, line.text, line.origin_class, owner_first).where(
-            line.id.in_(own[:MAX_QUOTE_LINES])
-        )
-        found += [(r[0], r[1], r[2], r[3]) for r in conn.execute(query)]
+        rows = conn.execute(_LINES_BY_ID, {"ids": own[:MAX_QUOTE_LINES]})
+        found += [(r[0], r[1], r[2], r[3]) for r in rows]
     found = sorted(set(found), key=lambda r: (r[3], -r[0]))[:MAX_QUOTE_LINES]
     return [(r[0], r[1], r[2]) for r in found]

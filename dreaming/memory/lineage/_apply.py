@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, delete, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 
 from dreaming.ingest import candidates
 from dreaming.memory import entry_index, journal
@@ -56,23 +56,38 @@ def _now() -> datetime:
 
 
 def _delete_entry(conn: Connection, agent: str, key: str) -> None:
-    conn.execute(delete(ENTRIES).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.key == key)))
+    conn.execute(_DELETE_ENTRY, {"agent": agent, "key": key})
     entry_index.remove_entry(conn, agent, key)
 
 
 def prune_orphans(conn: Connection, agent: str) -> int:
     """Delete origin and evidence rows whose key no entry the memory holds (loaded or
     archived) uses. Returns rows removed."""
-    live = select(ENTRIES.c.key).where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD)))
-    removed = conn.execute(
-        delete(ORIGINS).where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key.not_in(live)))
-    ).rowcount
-    removed += conn.execute(
-        delete(ENTRY_EVIDENCE).where(
-            and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key.not_in(live))
-        )
-    ).rowcount
+    params = {"agent": agent, "held": list(HELD)}
+    removed = conn.execute(_PRUNE_ORIGINS, params).rowcount
+    removed += conn.execute(_PRUNE_EVIDENCE, params).rowcount
     return int(removed)
+
+
+# Statements built once: building one costs more than SQLite spends running it.
+_DELETE_ENTRY = delete(ENTRIES).where(
+    and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key == bindparam("key"))
+)
+_HELD_KEYS = select(ENTRIES.c.key).where(
+    and_(
+        ENTRIES.c.agent == bindparam("agent"),
+        ENTRIES.c.status.in_(bindparam("held", expanding=True)),
+    )
+)
+_PRUNE_ORIGINS = delete(ORIGINS).where(
+    and_(ORIGINS.c.agent == bindparam("agent"), ORIGINS.c.entry_key.not_in(_HELD_KEYS))
+)
+_PRUNE_EVIDENCE = delete(ENTRY_EVIDENCE).where(
+    and_(
+        ENTRY_EVIDENCE.c.agent == bindparam("agent"),
+        ENTRY_EVIDENCE.c.entry_key.not_in(_HELD_KEYS),
+    )
+)
 
 
 @dataclass

@@ -116,22 +116,33 @@ def candidate_origins(
 
 
 def entry_lineage(conn: Connection, agent: str, key: str) -> Lineage:
-    origins = conn.execute(
-        select(
-            ORIGINS.c.session_id,
-            ORIGINS.c.session_key,
-            ORIGINS.c.origin_class,
-            ORIGINS.c.observed_at,
-        )
-        .where(and_(ORIGINS.c.agent == agent, ORIGINS.c.entry_key == key))
-        .order_by(ORIGINS.c.session_id)
-    ).all()
-    evidence = conn.execute(
-        select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
-        .where(and_(ENTRY_EVIDENCE.c.agent == agent, ENTRY_EVIDENCE.c.entry_key == key))
-        .order_by(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
-    ).all()
+    params = {"agent": agent, "key": key}
+    origins = conn.execute(_ENTRY_ORIGINS, params).all()
+    evidence = conn.execute(_ENTRY_EVIDENCE, params).all()
     return Lineage(tuple(Origin(*r) for r in origins), tuple((s, int(n)) for s, n in evidence))
+
+
+# Statements built once: building one costs more than SQLite spends running it.
+_ENTRY_ORIGINS = (
+    select(
+        ORIGINS.c.session_id,
+        ORIGINS.c.session_key,
+        ORIGINS.c.origin_class,
+        ORIGINS.c.observed_at,
+    )
+    .where(and_(ORIGINS.c.agent == bindparam("agent"), ORIGINS.c.entry_key == bindparam("key")))
+    .order_by(ORIGINS.c.session_id)
+)
+_ENTRY_EVIDENCE = (
+    select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+    .where(
+        and_(
+            ENTRY_EVIDENCE.c.agent == bindparam("agent"),
+            ENTRY_EVIDENCE.c.entry_key == bindparam("key"),
+        )
+    )
+    .order_by(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,25 +370,33 @@ def held_entries(conn: Connection, agent: str) -> list[tuple[str, str]]:
 
 
 def _entries(conn: Connection, agent: str, statuses: Sequence[str]) -> list[tuple[str, str]]:
-    return [
-        (k, t)
-        for k, t in conn.execute(
-            select(ENTRIES.c.key, ENTRIES.c.text)
-            .where(and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(statuses)))
-            .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
+    rows = conn.execute(_ENTRIES_OF, {"agent": agent, "statuses": list(statuses)})
+    return [(k, t) for k, t in rows]
+
+
+_ENTRIES_OF = (
+    select(ENTRIES.c.key, ENTRIES.c.text)
+    .where(
+        and_(
+            ENTRIES.c.agent == bindparam("agent"),
+            ENTRIES.c.status.in_(bindparam("statuses", expanding=True)),
         )
-    ]
+    )
+    .order_by(ENTRIES.c.created_at, ENTRIES.c.key)
+)
 
 
 def entry_statuses(conn: Connection, agent: str) -> dict[str, str]:
     """Key -> status of every entry the memory holds."""
-    return dict(
-        conn.execute(
-            select(ENTRIES.c.key, ENTRIES.c.status).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD))
-            )
-        ).all()
+    return dict(conn.execute(_STATUSES, {"agent": agent, "statuses": list(HELD)}).all())
+
+
+_STATUSES = select(ENTRIES.c.key, ENTRIES.c.status).where(
+    and_(
+        ENTRIES.c.agent == bindparam("agent"),
+        ENTRIES.c.status.in_(bindparam("statuses", expanding=True)),
     )
+)
 
 
 def live_entries_by_prefix(
@@ -438,16 +457,11 @@ def stated_at(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, 
     """When each entry of `keys` was last stated by the owner, on the transcripts' clock
     (the newest owner origin; any origin where the owner has none): a later statement of
     the same slot replaces it, an earlier one does not."""
-    o = ORIGINS.c
     out: dict[str, datetime] = {}
     owner: dict[str, datetime] = {}
     wanted = list(keys)
     for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
-        for key, cls, when in conn.execute(
-            select(o.entry_key, o.origin_class, func.max(o.observed_at))
-            .where(and_(o.agent == agent, o.entry_key.in_(chunk), o.observed_at.is_not(None)))
-            .group_by(o.entry_key, o.origin_class)
-        ):
+        for key, cls, when in conn.execute(_STATED_AT, {"agent": agent, "keys": chunk}):
             if cls == OriginClass.OWNER:
                 owner[key] = when
             elif key not in out or when > out[key]:
@@ -456,35 +470,50 @@ def stated_at(conn: Connection, agent: str, keys: Collection[str]) -> dict[str, 
     return out
 
 
+_STATED_AT = (
+    select(ORIGINS.c.entry_key, ORIGINS.c.origin_class, func.max(ORIGINS.c.observed_at))
+    .where(
+        and_(
+            ORIGINS.c.agent == bindparam("agent"),
+            ORIGINS.c.entry_key.in_(bindparam("keys", expanding=True)),
+            ORIGINS.c.observed_at.is_not(None),
+        )
+    )
+    .group_by(ORIGINS.c.entry_key, ORIGINS.c.origin_class)
+)
+
+
 def spoken_by(
     conn: Connection, agent: str, keys: Collection[str] | None = None
 ) -> dict[str, frozenset[str]]:
     """The people each entry (of `keys`, else every one with evidence) names as having said
     it: the named speakers of its evidence lines (`corpus_lines.speaker`). An entry of the
     owner's own words, or one stored before lines named anyone, has none."""
-    ev, lines = ENTRY_EVIDENCE.c, CORPUS_LINES.c
-    query = (
-        select(ev.entry_key, lines.speaker)
-        .select_from(
-            ENTRY_EVIDENCE.join(
-                CORPUS_LINES,
-                and_(
-                    lines.agent == ev.agent,
-                    lines.session_id == ev.session_id,
-                    lines.line == ev.line,
-                ),
-            )
-        )
-        .where(and_(ev.agent == agent, lines.speaker.is_not(None)))
-        .distinct()
-    )
     found: dict[str, set[str]] = defaultdict(set)
     if keys is None:
-        for key, speaker in conn.execute(query):
+        for key, speaker in conn.execute(_SPOKEN, {"agent": agent}):
             found[key].add(speaker)
     else:
         wanted = list(keys)
         for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
-            for key, speaker in conn.execute(query.where(ev.entry_key.in_(chunk))):
+            for key, speaker in conn.execute(_SPOKEN_OF, {"agent": agent, "keys": chunk}):
                 found[key].add(speaker)
     return {k: frozenset(v) for k, v in found.items()}
+
+
+_SPOKEN = (
+    select(ENTRY_EVIDENCE.c.entry_key, CORPUS_LINES.c.speaker)
+    .select_from(
+        ENTRY_EVIDENCE.join(
+            CORPUS_LINES,
+            and_(
+                CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
+                CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
+                CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
+            ),
+        )
+    )
+    .where(and_(ENTRY_EVIDENCE.c.agent == bindparam("agent"), CORPUS_LINES.c.speaker.is_not(None)))
+    .distinct()
+)
+_SPOKEN_OF = _SPOKEN.where(ENTRY_EVIDENCE.c.entry_key.in_(bindparam("keys", expanding=True)))
