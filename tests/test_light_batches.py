@@ -143,3 +143,32 @@ def test_a_big_night_is_committed_in_batches_of_bounded_size(
     assert report["main"]["sessions"]["read"] == 6
     assert commits == [6, 6, 6]  # a batch is cut once it holds BATCH_ROWS rows
     assert report["main"]["corpus_lines"] == 18
+
+
+def test_a_restatement_in_its_own_file_folds_into_the_candidate_past_the_probe_cap(
+    tmp_path: Path,
+) -> None:
+    """With hundreds of candidates sharing a claim's common words, the similarity index
+    probes only some of them; a candidate the same file made a line earlier is always among
+    them, so its restatement folds into it rather than starting a second one."""
+
+    def word(n: int) -> str:  # a made-up word per line: letters only, none a stopword
+        return "q" + "".join("bcdfghjklmnprstvz"[int(d)] for d in f"{n:03d}")
+
+    root = tmp_path / "state"
+    fake = FakeOpenClaw(root)
+    many = [
+        ("user", f"The coffee in the morning at the {word(n)} kiosk is strong daily.")
+        for n in range(450)
+    ]
+    fake.session("main", "s-many", many, start=DAY)
+    assert light(root)["main"]["candidates"]["new"] == 450
+    said = [
+        ("user", "The coffee in the morning at the zeta kiosk is strong."),
+        ("user", "The coffee in the morning at the zeta kiosk is strong daily."),
+    ]
+    fake.session("main", "s-zeta", said, start=DAY + timedelta(days=1))
+    light(root)
+    with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
+        zeta = conn.execute("SELECT text FROM candidates WHERE text LIKE '%zeta%'").fetchall()
+    assert len(zeta) == 1, zeta

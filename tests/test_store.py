@@ -3,6 +3,7 @@ PostgreSQL database of a fleet."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -189,8 +190,28 @@ def test_a_new_database_from_the_template_equals_one_migrated_in_place(
     assert sorted(names) == sorted(n for n, _ in MIGRATIONS)
     engine.dispose()
     # Nothing but the databases (and their WAL files) is left in the folder.
-    assert {p.name.split(".")[0] for p in tmp_path.iterdir()} == {"template", "in-place"}
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".new")]
+    aside = tmp_path / ".new-databases"
+    assert {p.name.split(".")[0] for p in tmp_path.iterdir() if p != aside} == {
+        "template",
+        "in-place",
+    }
+    assert list(aside.iterdir()) == []
+
+
+def test_a_copy_a_killed_process_left_aside_is_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    aside = tmp_path / ".new-databases"
+    aside.mkdir()
+    dead = aside / f"old.sqlite.{done.stdout.strip()}.1"
+    live = aside / f"other.sqlite.{os.getpid()}.1"  # another thread of ours, still at work
+    dead.write_bytes(b"half a database")
+    live.write_bytes(b"half a database")
+    open_engine(tmp_path / "main.sqlite").dispose()
+    assert not dead.exists() and live.exists()
 
 
 def test_an_existing_file_is_never_replaced_by_the_template(tmp_path: Path) -> None:

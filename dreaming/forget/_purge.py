@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from dreaming import faults, runs
-from dreaming.ingest import candidates, corpus
+from dreaming.ingest import candidates, claims, corpus, salience
 from dreaming.ingest import tombstones as tombstones_mod
 from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import calls_carrying, forget_calls
@@ -297,6 +297,9 @@ class Purge:
             )
         faults.checkpoint("forget.after_commit")
         complete_pending(self.engine, self.paths, self.agent)
+        # What this process remembers of texts it worked on (a scheduler runs for weeks).
+        salience.assess.cache_clear()
+        claims.forget_texts()
         return report
 
     def _delete(

@@ -363,6 +363,11 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     return tuple(claims)
 
 
+def forget_texts() -> None:
+    """Drop the lines `extract` keeps claims of (a purge: none may outlive it in memory)."""
+    _extract.cache_clear()
+
+
 def _command_line(sentence: str) -> bool:
     return sentence.partition(" ")[0] in _COMMANDS and bool(_COMMAND_ARGS.search(sentence))
 

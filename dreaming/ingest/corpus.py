@@ -221,6 +221,9 @@ def mark_dirty(conn: Connection, agent: str, days: Iterable[str]) -> None:
         conn.execute(insert_ignore(conn, DIRTY_DAYS), rows)
 
 
+DAYS_PER_QUERY = 31
+
+
 def flush_files(engine: Engine, agent: str, folder: Path) -> int:
     """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
     cleared only after its file is written (a crash in between rewrites it next run)."""
@@ -232,9 +235,11 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
             return 0
 
         def rendered() -> Iterator[tuple[str, str]]:
-            # One query per 500 days, its rows in day order: a day at a time in memory.
-            for start in range(0, len(days), 500):
-                chunk = days[start : start + 500]
+            # One query a month of days, its rows in day order. SQLite hands rows over as
+            # they are read; PostgreSQL's client takes each query's result whole, so a
+            # month of text is what it holds at most.
+            for start in range(0, len(days), DAYS_PER_QUERY):
+                chunk = days[start : start + DAYS_PER_QUERY]
                 rows = conn.execute(_DAYS_LINES, {"agent": agent, "days": chunk})
                 empty = set(chunk)
                 for day, lines in _by_day(rows):

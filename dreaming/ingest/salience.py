@@ -455,15 +455,13 @@ def _directive(body: str, text: Text, lex: Lexicon) -> bool:
     return _names(clause, ["", *claims_mod.words(clause)])
 
 
-def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
-    """The features of one claim's text and the salience they earn."""
-    return _assess(text, lexicon or default_lexicon())
-
-
 # A night asks about one text several times (light scores a claim; REM judges a sentence
 # quotable, then weighs it): each answer is worked out once. Lexicons compare by identity.
+# A purge drops the texts kept (`assess.cache_clear()`): none outlives it in memory.
 @functools.lru_cache(maxsize=8192)
-def _assess(text: str, lex: Lexicon) -> Salience:
+def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
+    """The features of one claim's text and the salience they earn."""
+    lex = lexicon or default_lexicon()
     body = text.strip()
     words = claims_mod.words(body.replace("’", "'"))
     prepared = Text.of(body, words)

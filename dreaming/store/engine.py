@@ -81,8 +81,11 @@ def _from_template(db_path: Path) -> None:
     image = _template_image()
     if image is None:
         return
-    aside = db_path.with_name(f".{db_path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    folder = db_path.parent / _ASIDE
+    aside = folder / f"{db_path.name}.{os.getpid()}.{threading.get_ident()}"
     try:
+        folder.mkdir(exist_ok=True)
+        _remove_dead_copies(folder)
         with open(aside, "xb") as f:
             f.write(image)
             f.flush()
@@ -94,6 +97,28 @@ def _from_template(db_path: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             aside.unlink()
+
+
+_ASIDE = ".new-databases"  # beside the agents' files: copies not yet linked into place
+
+
+def _remove_dead_copies(folder: Path) -> None:
+    """Copies a killed process left half made (their names end in its pid and thread)."""
+    for path in folder.iterdir():
+        parts = path.name.rsplit(".", 2)
+        if len(parts) == 3 and parts[1].isdigit() and not _alive(int(parts[1])):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: it exists
+    return True
 
 
 @functools.cache

@@ -67,7 +67,9 @@ class _Batch:
     # (candidate, or a pending one's id; corpus line id; corpus row)
     evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     recalls: list[dict[str, Any]] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # new: ids PENDING + 0, 1, ...
+    # New candidates: -1, -2, ... while their own file is folded, PENDING + n after it.
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    file_start: int = 0  # the first of `pending` made by the file being folded
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
     agent_unmatched: int = 0
@@ -185,9 +187,11 @@ class Folder:
         batch = _Batch()
         now = utc_now()
         for lines in files:
+            evidence_start = len(batch.evidence)
             # The agent's lines last: what the owner said in the file is a candidate by then.
             for line_id, row in sorted(lines, key=lambda x: not self.creates(x[1])):
                 self._gather_line(batch, line_id, row, now)
+            self._file_folded(batch, evidence_start)
         real = self._insert_new(conn, batch.pending)
         touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
         mark_stale(conn, touched.difference(real.values()))
@@ -275,7 +279,7 @@ class Folder:
         if cid is None and not create:
             return None
         if cid is None:
-            cid = PENDING + len(batch.pending)
+            cid = -(len(batch.pending) - batch.file_start + 1)
             batch.pending.append(
                 {
                     "agent": self.agent,
@@ -291,11 +295,31 @@ class Folder:
             self.by_key[key] = cid
             self.index.add(cid, claim.tokens, holder)
         elif claim.durable_cue:
-            if cid >= PENDING:
+            if cid < 0:  # made by this file
+                batch.pending[batch.file_start - cid - 1]["durable_cue"] = True
+            elif cid >= PENDING:  # made by an earlier file of the batch
                 batch.pending[cid - PENDING]["durable_cue"] = True
             else:
                 batch.cue.add(cid)
         return cid
+
+    def _file_folded(self, batch: _Batch, evidence_start: int) -> None:
+        """A file's new candidates, folded, take the ids they would have once inserted (above
+        every real one, in the order made): the next file of the batch finds them as it would
+        after a commit of this one, while a file's own new candidates (negative ids) come first
+        among its probes and ties, as they always did."""
+        renamed = {}
+        for n in range(batch.file_start, len(batch.pending)):
+            old, new = -(n - batch.file_start + 1), PENDING + n
+            renamed[old] = new
+            self.by_key[batch.pending[n]["key"]] = new
+            self.index.rename(old, new)
+        if renamed:
+            batch.evidence[evidence_start:] = [
+                (renamed.get(cid, cid), line_id, row)
+                for cid, line_id, row in batch.evidence[evidence_start:]
+            ]
+        batch.file_start = len(batch.pending)
 
     def _insert_new(self, conn: Connection, pending: list[dict[str, Any]]) -> dict[int, int]:
         """Insert the batch's new candidates; returns their real ids by pending id, and puts
@@ -338,10 +362,10 @@ class Folder:
         )
 
 
-# A candidate folded but not inserted yet has an id from here on: above every real one, in
-# the order they are made, as they will be once inserted, so the similarity index breaks ties
-# (the lowest id wins) alike whether a file's candidates were inserted before the next file
-# is folded or with it.
+# A candidate of an earlier file of the batch, folded but not inserted yet, has an id from
+# here on: above every real one, in the order they were made, as they will be once inserted,
+# so the similarity index probes and breaks ties (the lowest id wins) alike whether a file's
+# candidates were inserted before the next file is folded or with it.
 PENDING = 1 << 62
 
 

@@ -104,16 +104,18 @@ def _transcript_name(name: str) -> bool:
 
 
 def _agent_dirs(root: Path, agents: Collection[str] | None) -> list[Path]:
-    """`<root>/agents/*` (only `agents`, when given, looked up by name rather than by
-    listing every agent's folder), sorted."""
+    """`<root>/agents/*` (only `agents`, when given: the folder's names are read, not every
+    agent's folder looked at), sorted."""
     agents_dir = root / "agents"
     if agents is None:
         return _subdirs(agents_dir)
-    # Only plain names: "../x" must not reach outside the agents folder.
-    named = (
-        agents_dir / a for a in sorted(set(agents)) if a not in ("", ".", "..") and "/" not in a
-    )
-    return [d for d in named if d.is_dir()]
+    # Names as the folder spells them: a case-insensitive disk must not make "Main" the agent
+    # "main", and no ".." leads out of the agents folder.
+    try:
+        names = {p.name for p in agents_dir.iterdir()}
+    except OSError:
+        return []
+    return [agents_dir / a for a in sorted(set(agents) & names) if (agents_dir / a).is_dir()]
 
 
 def _named(index: _Index, sessions: Collection[str] | None) -> Callable[[Path], bool] | None:
