@@ -172,3 +172,27 @@ def test_a_restatement_in_its_own_file_folds_into_the_candidate_past_the_probe_c
     with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
         zeta = conn.execute("SELECT text FROM candidates WHERE text LIKE '%zeta%'").fetchall()
     assert len(zeta) == 1, zeta
+
+
+def test_corpus_times_are_stored_as_sqlalchemy_stores_them(tmp_path: Path) -> None:
+    # The corpus insert goes through the driver: its times must still be the text every other
+    # time column holds ("... 09:00:00.000000"), or SQL ordering them as text puts a
+    # whole-second line before the lines of its own second that other paths wrote.
+    root = _state(tmp_path / "state")
+    light(root)
+    with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
+        stored = [ts for (ts,) in conn.execute("SELECT ts FROM corpus_lines")]
+    assert stored and all(ts.endswith(".000000") and len(ts) == 26 for ts in stored), stored
+
+
+def test_whole_second_times_an_earlier_release_wrote_are_mended_on_open(tmp_path: Path) -> None:
+    root = _state(tmp_path / "state")
+    light(root)
+    db = root / "dreaming" / "agents" / "main.sqlite"
+    with sqlite3.connect(db) as conn:  # as the release before the fix stored them
+        conn.execute("UPDATE corpus_lines SET ts = substr(ts, 1, 19)")
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0013_corpus_times'")
+    light(root)
+    with sqlite3.connect(db) as conn:
+        stored = [ts for (ts,) in conn.execute("SELECT ts FROM corpus_lines")]
+    assert stored and all(len(ts) == 26 for ts in stored), stored

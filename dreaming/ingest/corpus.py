@@ -169,8 +169,11 @@ _RETURNING: dict[str, Any] = {}
 
 # The SQLite path of the same insert, through the driver: at a corpus row a microsecond or so
 # of SQLite's own work drowned in SQLAlchemy's per-row, per-column parameter handling (a
-# tenth of light over big transcripts). The columns' own bind processors still convert what
-# needs converting (the time), so the stored values are the ones SQLAlchemy would store.
+# tenth of light over big transcripts). The time column's own bind processor still converts
+# the time, so the stored text is the one SQLAlchemy would store: the dialect's processor
+# (`dialect_impl`), which writes "... 00:32:15.000000". The type's generic one hands the
+# driver a datetime, which sqlite3 writes as "... 00:32:15" when the microseconds are 0, and
+# SQL comparing times as text then orders those rows before their own second.
 _COLUMNS = (
     "agent",
     "session_id",
@@ -188,7 +191,8 @@ _ROW_SQL = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
 
 
 def _insert_sqlite(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[Any]:
-    convert = CORPUS_LINES.c.ts.type.bind_processor(conn.dialect)
+    ts_type = CORPUS_LINES.c.ts.type
+    convert = ts_type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
     head = f"INSERT INTO corpus_lines ({', '.join(_COLUMNS)}) VALUES "
     tail = " ON CONFLICT DO NOTHING RETURNING session_id, line, id"
     out: list[Any] = []

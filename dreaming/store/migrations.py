@@ -354,6 +354,15 @@ def _diary_windows(conn: Connection) -> None:
     )
 
 
+@migration("0013_corpus_times")
+def _corpus_times(conn: Connection) -> None:
+    """Corpus times a release wrote through the driver as "... 09:00:00" (whole seconds,
+    no fraction) take the text SQLAlchemy stores ("... 09:00:00.000000"), so times compared
+    as text order as the moments they are. PostgreSQL's are typed: nothing to do."""
+    if conn.dialect.name == "sqlite":
+        conn.execute(text("UPDATE corpus_lines SET ts = ts || '.000000' WHERE length(ts) = 19"))
+
+
 def _ensure_table(conn: Connection) -> None:
     conn.execute(
         text(
