@@ -106,6 +106,7 @@ class SynthSet:
     files: list[SynthFile] = field(default_factory=list)
     generate_s: float = 0.0
     generated: bool = False  # False: reused from an earlier run
+    real: bool = False  # copies of real transcripts (bench/_realset.py), not generated ones
 
     @property
     def total_bytes(self) -> int:

@@ -59,6 +59,7 @@ from typing import Any
 
 from _common import human, log
 from _ingest_runs import bare, floor, light, readers_only, spread
+from _realset import REAL_DIR, ensure_real_set
 from _synth import SynthSet, SynthSpec, ensure_set, parse_size
 
 QUICK_SIZE = "64MB"
@@ -187,7 +188,8 @@ def render(report: dict[str, Any]) -> str:
     o = lf["outputs"]
     out = [
         "dreaming ingest benchmark",
-        f"data     {human(d['total_bytes'])} ({d['total_bytes']:,} bytes), {d['total_lines']:,}"
+        f"data     {d['kind']}, {human(d['total_bytes'])} ({d['total_bytes']:,} bytes),"
+        f" {d['total_lines']:,}"
         f" lines, {d['files']} files ({d['agents']} agents x {d['sessions_per_agent']}"
         f" sessions), seed {d['seed']}; {origin}",
         f"         {d['root']}",
@@ -247,6 +249,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
     parser.add_argument(
+        "--real",
+        action="store_true",
+        help=f"build the set from the real OpenClaw/pi sessions in {REAL_DIR} (perturbed"
+        " copies, see bench/_realset.py) instead of generating synthetic ones",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="keep the set here and reuse it when it matches (default: a temp folder, removed"
@@ -291,6 +299,7 @@ def _checks(
 def _data_report(data: SynthSet, spec: SynthSpec) -> dict[str, Any]:
     return {
         "root": str(data.root),
+        "kind": "real" if data.real else "synthetic",
         "generated": data.generated,
         "generate_s": data.generate_s,
         "total_bytes": data.total_bytes,
@@ -374,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         log(f"data set: {human(size)} in {root}")
-        data = ensure_set(spec, root, log=log)
+        data = (ensure_real_set if args.real else ensure_set)(spec, root, log=log)
         report = measure(data, spec, work, args)
         print(json.dumps(report, indent=2) if args.json else render(report))
         return 0

@@ -133,6 +133,13 @@ _ENTRY_ORIGINS = (
     .where(and_(ORIGINS.c.agent == bindparam("agent"), ORIGINS.c.entry_key == bindparam("key")))
     .order_by(ORIGINS.c.session_id)
 )
+# An entry's evidence row joined to the corpus line it cites.
+_EVIDENCE_LINE = and_(
+    CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
+    CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
+    CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
+)
+
 _ENTRY_EVIDENCE = (
     select(ENTRY_EVIDENCE.c.session_id, ENTRY_EVIDENCE.c.line)
     .where(
@@ -191,11 +198,7 @@ def evidence_lines(
         .select_from(
             ENTRY_EVIDENCE.outerjoin(
                 CORPUS_LINES,
-                and_(
-                    CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
-                    CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
-                    CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
-                ),
+                _EVIDENCE_LINE,
             ).outerjoin(
                 SESSIONS,
                 and_(
@@ -506,11 +509,7 @@ _SPOKEN = (
     .select_from(
         ENTRY_EVIDENCE.join(
             CORPUS_LINES,
-            and_(
-                CORPUS_LINES.c.agent == ENTRY_EVIDENCE.c.agent,
-                CORPUS_LINES.c.session_id == ENTRY_EVIDENCE.c.session_id,
-                CORPUS_LINES.c.line == ENTRY_EVIDENCE.c.line,
-            ),
+            _EVIDENCE_LINE,
         )
     )
     .where(and_(ENTRY_EVIDENCE.c.agent == bindparam("agent"), CORPUS_LINES.c.speaker.is_not(None)))
