@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dreaming.ingest.transcripts._lines import LineSource
+from dreaming.ingest.transcripts._lines import LineSource, loads
 from dreaming.messages import SkipReason
 
 
@@ -172,3 +172,19 @@ def _lines(draw: st.DrawFn) -> bytes:
 def test_any_lines_read_as_json_loads_reads_them(lines: list[bytes]) -> None:
     data = b"".join(raw + b"\n" for raw in lines)
     assert _read(data) == _reference(data)
+
+
+def _json_loads_outcome(load: Any, raw: bytes) -> tuple[str, str]:
+    try:
+        return "value", repr(load(raw))
+    except RecursionError:
+        return "error", "RecursionError"
+    except ValueError:
+        return "error", "ValueError"
+
+
+@pytest.mark.parametrize("raw", ODD_LINES, ids=lambda raw: repr(raw[:40]))
+def test_loads_is_json_loads(raw: bytes) -> None:
+    # A session's head is read through `loads` (its chat facts): msgspec first, json.loads
+    # for what msgspec rejects, so the value or the error is json.loads' own.
+    assert _json_loads_outcome(loads, raw) == _json_loads_outcome(json.loads, raw)

@@ -33,6 +33,8 @@ from typing import Any
 
 from dreaming.messages import SessionKind, Speaker
 
+from ._lines import loads
+
 # Enough for the first few dozen messages; a metadata block is a few hundred bytes.
 HEAD_BYTES = 256 * 1024
 # Only blocks the gateway put there count: they open the message (after any blocks that
@@ -215,7 +217,7 @@ def _leading_blocks(text: str) -> list[tuple[str, str]]:
 
 def _message(raw: bytes) -> dict[str, Any] | None:
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)  # every session's head is read: msgspec's speed, json.loads' values
     except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):

@@ -185,6 +185,15 @@ def _parse_slow(raw: bytes, skips: SkipCounts | None) -> Any:
         return _INVALID
 
 
+def loads(raw: bytes) -> Any:
+    """`json.loads(raw)`, through msgspec first (about twice as fast, the same value) and
+    json.loads for whatever msgspec rejects, so the value or the error is json.loads' own."""
+    try:
+        return _decode(raw)
+    except _REJECTED:
+        return json.loads(raw)
+
+
 def _discard_to_newline(readline: Callable[[int], bytes]) -> tuple[int, bool]:
     """Skip the rest of the current line in bounded pieces: (bytes skipped, newline found)."""
     skipped = 0
