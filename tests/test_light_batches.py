@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Engine
 
 from dreaming.phases.light import _commit
+from dreaming.store.tables import CORPUS_LINES
 from tests.openclaw_builder import FakeOpenClaw
 from tests.test_light import light
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+_SQLITE = sqlite_dialect()
 
 # What one file says may matter to the next one's fold: a claim repeated with a durability
 # cue (in the same file and in a later one), the agent echoing what the owner said a file
@@ -179,10 +182,22 @@ def test_corpus_times_are_stored_as_sqlalchemy_stores_them(tmp_path: Path) -> No
     # time column holds ("... 09:00:00.000000"), or SQL ordering them as text puts a
     # whole-second line before the lines of its own second that other paths wrote.
     root = _state(tmp_path / "state")
+    FakeOpenClaw(root).session(  # and a session whose times have milliseconds
+        "main",
+        "ms",
+        [("user", "The billing cluster lives in the Dublin region since May.")],
+        start=DAY + timedelta(days=9, milliseconds=457),
+    )
     light(root)
     with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
         stored = [ts for (ts,) in conn.execute("SELECT ts FROM corpus_lines")]
-    assert stored and all(ts.endswith(".000000") and len(ts) == 26 for ts in stored), stored
+    assert any(ts.endswith(".000000") for ts in stored)
+    assert any(ts.endswith(".457000") for ts in stored)
+    column = CORPUS_LINES.c.ts.type
+    processor = column.dialect_impl(_SQLITE).bind_processor(_SQLITE)
+    assert processor is not None
+    for ts in stored:
+        assert processor(datetime.fromisoformat(ts).replace(tzinfo=UTC)) == ts
 
 
 def test_whole_second_times_an_earlier_release_wrote_are_mended_on_open(tmp_path: Path) -> None:
