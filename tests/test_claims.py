@@ -133,6 +133,31 @@ def test_similarity_index_equals_a_full_scan() -> None:
                 sets[step] = tokens
 
 
+def test_could_match_is_never_false_where_a_set_matches() -> None:
+    """The agent's claims skip the lookups when could_match says no set can match: it must
+    say yes whenever best() finds one or the same set is there, at every threshold, and no
+    for most claims of unknown words (or the test would not tell the filter does anything)."""
+    import random
+
+    rnd = random.Random(11)
+    for threshold in (0.3, 0.5, 0.75, 0.8, 0.9, 1.0):
+        vocab = [f"w{i}" for i in range(60)]
+        idx = SimilarityIndex(threshold)
+        sets: list[frozenset[str]] = []
+        said_no = 0
+        for step in range(400):
+            tokens = frozenset(rnd.sample(vocab, rnd.randint(1, 12)))
+            if idx.best(tokens) is not None or tokens in sets:
+                assert idx.could_match(tokens), (threshold, sorted(tokens))
+            said_no += not idx.could_match(tokens)
+            if step % 4 == 0 and len(sets) < 12:  # a small index: most words unknown to it
+                idx.add(step, tokens)
+                sets.append(tokens)
+        if threshold >= 0.75:  # the default is 0.8
+            assert said_no > 100, (threshold, said_no)
+    assert not SimilarityIndex(0.8).could_match(frozenset({"a", "b"}))
+
+
 def test_similarity_index_past_the_probe_cap_scores_the_lowest_ids_found() -> None:
     """With more than MAX_PROBE sets found, best() scores the MAX_PROBE lowest ids of them
     (bounded, deterministic): the filters that skip sets unscored must not change the pick."""

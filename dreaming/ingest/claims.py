@@ -488,6 +488,20 @@ class SimilarityIndex:
         for t in self._sets.pop(ident, frozenset()):
             self._postings[t].discard(ident)
 
+    def could_match(self, tokens: frozenset[str]) -> bool:
+        """False when no set here can match `tokens`, by likeness (`best`) or as the same set:
+        a match shares at least t*|A| of A's words, so that many must be in some set here.
+        A few dictionary lookups, where `best` sorts and counts; for the claims that can only
+        corroborate (the agent's), which mostly repeat nothing."""
+        need = math.ceil(self.threshold * len(tokens) - 1e-9)
+        postings = self._postings
+        for t in tokens:
+            if postings.get(t):
+                need -= 1
+                if need <= 0:
+                    return True
+        return need <= 0
+
     def best(self, tokens: frozenset[str], holder: str | None = None) -> int | None:
         n = len(tokens)
         if not n or not self._sets:

@@ -226,6 +226,9 @@ class Folder:
         for claim in claims_mod.extract(
             body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
         ):
+            if not (create or self._could_corroborate(claim.tokens)):
+                batch.agent_unmatched += 1  # it repeats nothing: not looked up
+                continue
             holder = speaker if claim.first_person else None
             entry = self.recalled_entry(claim, holder)
             if entry is not None:
@@ -236,6 +239,10 @@ class Folder:
                 batch.agent_unmatched += 1
                 continue
             batch.evidence.append((cid, line_id, row))
+
+    def _could_corroborate(self, tokens: frozenset[str]) -> bool:
+        """Whether a claim may repeat an entry or a candidate at all (see `could_match`)."""
+        return self.entries.could_match(tokens) or self.index.could_match(tokens)
 
     def _gather_quoted_blocks(
         self, batch: _Batch, line_id: int, row: dict[str, Any], body: str
