@@ -19,19 +19,17 @@ it the same way. Needs ../shared/data; `available()` says whether it is there.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from _common import human
 from _sessions import session_key, session_uuid
-from _synth import MANIFEST, SynthFile, SynthSet, SynthSpec
+from _synth import MANIFEST, SynthFile, SynthSet, SynthSpec, ensure_set, save_manifest
 
 REAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts" / "openclaw"
 GENERATOR = "real-openclaw-1"
@@ -171,15 +169,7 @@ def generate(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) ->
                 log(f"  copying: {human(out.total_bytes)} of {human(spec.total_bytes)} ...")
         (folder / "sessions.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
     out.generate_s = time.perf_counter() - started
-    manifest = {
-        "generator_version": GENERATOR,
-        "spec": asdict(spec),
-        "generate_s": out.generate_s,
-        "files": [asdict(f) for f in out.files],
-    }
-    tmp = root / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    os.replace(tmp, root / MANIFEST)
+    save_manifest(out, GENERATOR)
     return out
 
 
@@ -208,33 +198,7 @@ def _write(
     return path.stat().st_size, lines
 
 
-def load(spec: SynthSpec, root: Path) -> SynthSet | None:
-    """The real-transcript set under `root` when its manifest matches `spec` and its files
-    are intact."""
-    try:
-        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if manifest.get("generator_version") != GENERATOR or manifest.get("spec") != asdict(spec):
-        return None
-    files = [SynthFile(**f) for f in manifest["files"]]
-    for f in files:
-        try:
-            if (root / f.path).stat().st_size != f.bytes:
-                return None
-        except OSError:
-            return None
-    return SynthSet(
-        root=root, spec=spec, files=files, generate_s=manifest.get("generate_s", 0), real=True
-    )
-
-
 def ensure_real_set(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) -> SynthSet:
-    """Reuse the set under `root` if it matches `spec`, else build it there (refusing a
-    non-empty folder that holds no benchmark set, as `_synth.ensure_set` does)."""
-    found = load(spec, root)
-    if found is not None:
-        return found
-    if root.exists() and any(root.iterdir()) and not (root / MANIFEST).exists():
-        raise SystemExit(f"{root} is not empty and holds no benchmark set; pick another folder")
-    return generate(spec, root, log)
+    """Reuse the set under `root` if this module made it for `spec`, else build it there
+    (`_synth.ensure_set`, which refuses a non-empty folder that holds no benchmark set)."""
+    return ensure_set(spec, root, log, generator=GENERATOR, make=generate)

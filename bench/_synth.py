@@ -198,25 +198,31 @@ def generate(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) ->
         with open(sessions_dir / "sessions.json", "w", encoding="utf-8") as f:
             json.dump(index, f, indent=2)
     out.generate_s = time.perf_counter() - started
-    manifest = {
-        "generator_version": GENERATOR_VERSION,
-        "spec": asdict(spec),
-        "generate_s": out.generate_s,
-        "files": [asdict(f) for f in out.files],
-    }
-    tmp = root / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    os.replace(tmp, root / MANIFEST)
+    save_manifest(out, GENERATOR_VERSION)
     return out
 
 
-def load(spec: SynthSpec, root: Path) -> SynthSet | None:
-    """The set already under `root` when its manifest matches `spec` and its files are intact."""
+def save_manifest(made: SynthSet, generator: str | int) -> None:
+    """Record a set just made under its root (what `load` checks a reuse against)."""
+    manifest = {
+        "generator_version": generator,
+        "spec": asdict(made.spec),
+        "generate_s": made.generate_s,
+        "files": [asdict(f) for f in made.files],
+    }
+    tmp = made.root / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    os.replace(tmp, made.root / MANIFEST)
+
+
+def load(spec: SynthSpec, root: Path, generator: str | int = GENERATOR_VERSION) -> SynthSet | None:
+    """The set already under `root` when its manifest matches `spec` and the generator that
+    made it (a real-transcript set is `bench/_realset.py`'s), and its files are intact."""
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if manifest.get("generator_version") != GENERATOR_VERSION:
+    if manifest.get("generator_version") != generator:
         return None
     if manifest.get("spec") != asdict(spec):
         return None
@@ -227,18 +233,32 @@ def load(spec: SynthSpec, root: Path) -> SynthSet | None:
                 return None
         except OSError:
             return None
-    return SynthSet(root=root, spec=spec, files=files, generate_s=manifest.get("generate_s", 0))
+    return SynthSet(
+        root=root,
+        spec=spec,
+        files=files,
+        generate_s=manifest.get("generate_s", 0),
+        real=generator != GENERATOR_VERSION,
+    )
 
 
-def ensure_set(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) -> SynthSet:
-    """Reuse the set under `root` if it matches `spec`, else generate it there.
+def ensure_set(
+    spec: SynthSpec,
+    root: Path,
+    log: Callable[[str], None] = print,
+    *,
+    generator: str | int = GENERATOR_VERSION,
+    make: Callable[[SynthSpec, Path, Callable[[str], None]], SynthSet] | None = None,
+) -> SynthSet:
+    """Reuse the set under `root` if `generator` made it for `spec`, else make it there
+    (`make`: this module's `generate` unless another generator's is given).
 
     Refuses to write into a non-empty folder that holds no set of ours, so a mistyped
     --data-dir never deletes anything.
     """
-    found = load(spec, root)
+    found = load(spec, root, generator)
     if found is not None:
         return found
     if root.exists() and any(root.iterdir()) and not (root / MANIFEST).exists():
         raise SystemExit(f"{root} is not empty and holds no benchmark set; pick another folder")
-    return generate(spec, root, log)
+    return (make or generate)(spec, root, log)
