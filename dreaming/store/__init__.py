@@ -1,4 +1,5 @@
-"""Agent state: SQLModel tables, append-only migrations, engines and the per-agent lock.
+"""Agent state: the tables (declared as SQLModel classes in `models`, queried through the Core
+tables generated from them in `tables`), append-only migrations, engines, the agent lock.
 
 The face: the engine and migration functions below, and the submodules other packages
 import by name (`cursors`, `models`, `state` load when first asked for; `engine` and
@@ -16,7 +17,6 @@ from dreaming.store.engine import (
     open_engine,
     open_shared_engine,
     redact,
-    session,
 )
 from dreaming.store.migrations import MIGRATIONS, migrate, schema_version
 
@@ -33,7 +33,6 @@ __all__ = [
     "open_shared_engine",
     "redact",
     "schema_version",
-    "session",
     "state",
 ]
 _SUBMODULES = frozenset({"cursors", "models", "state"})

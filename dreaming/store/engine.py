@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.pool import NullPool, StaticPool
-from sqlmodel import Session, create_engine
 
 from dreaming.errors import LockedError, LockLostError, StateError
 from dreaming.store.compiled import share as share_compiled
@@ -354,10 +353,6 @@ def _advisory_holder(conn: Any, agent: str) -> str:
     ).scalar()
     conn.rollback()
     return str(row) if row else "another process"
-
-
-def session(engine: Engine) -> Session:
-    return Session(engine, expire_on_commit=False)
 
 
 _WAIT_POLL_S = 0.1
