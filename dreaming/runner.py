@@ -14,9 +14,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,9 +38,7 @@ from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
-from dreaming.phases.deep import DeepPhase
 from dreaming.phases.light import LightPhase
-from dreaming.phases.rem import RemPhase
 from dreaming.progress import Progress
 from dreaming.repair import adopt
 from dreaming.results import NOT_RUN as NOT_RUN
@@ -177,6 +173,9 @@ def _run_parallel(
 ) -> list[AgentResult]:
     """Agents in worker processes: each agent's state is its own SQLite file, so they
     share nothing but the machine. One agent's failure does not stop the others."""
+    import multiprocessing  # here, not at the top: a run in this process never pays for them
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     context = multiprocessing.get_context("spawn")  # no inherited locks or connections
     state = (str(app.paths.state_dir), str(app.config_path) if app.config_path else None)
     results: dict[str, AgentResult] = {}
@@ -343,11 +342,17 @@ class _Night:
             )
             self.summaries[phase] = light.run(self.agent, files)
         elif phase == Phase.REM:
+            # REM and deep are imported when they run: a light-only run (the cheap,
+            # frequent one) then starts without deep's model client and prompt templates.
+            from dreaming.phases.rem import RemPhase
+
             rem = RemPhase(self.engine, app.paths, app.registry, **llm_phase).run(self.agent)
             if rem.degraded:
                 self.degraded.append(f"rem: {rem.degraded}")
             self.summaries[phase] = rem
         elif phase == Phase.DEEP:
+            from dreaming.phases.deep import DeepPhase
+
             settings = app.settings.deep.model_copy(update=dict(options.deep or {}))
             deep = DeepPhase(
                 self.engine,

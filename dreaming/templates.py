@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 
 def template_dirs() -> list[Path]:
@@ -24,6 +26,10 @@ def template_dirs() -> list[Path]:
 def template_env() -> jinja2.Environment:
     """A fresh environment for the prompt templates (no autoescaping, strict undefined,
     trailing newlines kept)."""
+    # Imported here: modules that only may render a prompt (REM's diary) import this one,
+    # and a night that calls no model should not load Jinja2 (~20 ms of start-up).
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(p) for p in template_dirs()]),
         autoescape=False,

@@ -11,6 +11,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import dreaming.cli
 
@@ -64,3 +65,43 @@ def test_the_search_limit_default_is_the_library_s() -> None:
     from dreaming.search import DEFAULT_LIMIT
 
     assert _search.DEFAULT_LIMIT == DEFAULT_LIMIT
+
+
+# What a light run over a few sessions must not load: it is mostly start-up, and each of these
+# costs tens of milliseconds (SQLModel and the ORM with the models' pydantic classes ~0.2 s).
+NOT_FOR_LIGHT = (
+    "sqlmodel",
+    "sqlalchemy.orm",
+    "sqlalchemy.dialects.postgresql",
+    "jinja2",
+    "openai",
+    "dreaming.store.models",
+    "dreaming.memory.decisions",
+    "dreaming.phases.deep._phase",
+    "multiprocessing",
+)
+
+
+def test_a_light_run_loads_neither_the_orm_nor_deep_s_machinery(tmp_path: Path) -> None:
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "s1.jsonl").write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00Z"}\n'
+        '{"type":"message","id":"m1","timestamp":"2026-01-05T10:00:01Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":"I live in Lisbon."}]}}\n',
+        encoding="utf-8",
+    )
+    code = (
+        "from pathlib import Path\n"
+        "from dreaming import runner\n"
+        "from dreaming.app import App\n"
+        f"app = App.open(Path({str(tmp_path)!r}), None, env={{}})\n"
+        "[light] = runner.run_light(app)\n"
+        "assert light['corpus_lines'] == 1, light\n"
+        "import json, sys\n"
+        f"print(json.dumps(sorted(m for m in {NOT_FOR_LIGHT!r} if m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -17,7 +17,6 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import jinja2
@@ -25,19 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dreaming.errors import InvalidReplyError
 from dreaming.ingest.tags import TagRegistry
+from dreaming.memory.actions import Action
 from dreaming.memory.sanitize import DEFAULT_MAX_CHARS, entry_text_problems, prompt_safe
 from dreaming.templates import default_env
 
 SYSTEM_TEMPLATE = "deep_system.j2"
 USER_TEMPLATE = "deep_user.j2"
 MAX_EVIDENCE = 3
-
-
-class Action(StrEnum):
-    ADD = "add"
-    MERGE = "merge"
-    SUPERSEDE = "supersede"
-    SKIP = "skip"
 
 
 _NEEDS_TARGETS = frozenset({Action.MERGE, Action.SUPERSEDE})

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, select, update
 
 from dreaming.ingest import candidates
-from dreaming.memory.decisions import Action
+from dreaming.memory.actions import Action
 from dreaming.memory.lineage import Applied
 from dreaming.memory.memory_file import entry_key
 from dreaming.store.statuses import HELD, CandidateStatus, EntryStatus

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Table
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
 
 
 def upsert(conn: Connection, table: Table) -> sqlite.Insert | postgresql.Insert:
@@ -14,6 +17,10 @@ def upsert(conn: Connection, table: Table) -> sqlite.Insert | postgresql.Insert:
     spell `on_conflict_do_nothing` / `on_conflict_do_update(index_elements=..., set_=...)`
     the same way, so call sites stay backend-neutral."""
     if conn.dialect.name == "postgresql":
+        # Imported here: the PostgreSQL dialect costs ~30 ms of every process's start-up,
+        # and only fleets (a postgresql:// database_url) ever get here.
+        from sqlalchemy.dialects import postgresql
+
         return postgresql.insert(table)
     return sqlite.insert(table)
 

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
 
 from dreaming.ingest import candidates
 from dreaming.memory import entry_index, journal
-from dreaming.memory.decisions import Action
+from dreaming.memory.actions import Action
 from dreaming.memory.lineage._batch import Batch
 from dreaming.memory.lineage._read import Lineage, entry_lineage
 from dreaming.memory.memory_file import entry_key

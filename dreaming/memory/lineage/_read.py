@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, bindparam, func, or_, select
 
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.corpus import reference
-from dreaming.memory.decisions import Action
+from dreaming.memory.actions import Action
 from dreaming.memory.memory_file import KEY_PREFIX
 from dreaming.store.statuses import HELD, EntryStatus
 from dreaming.store.tables import (

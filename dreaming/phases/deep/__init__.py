@@ -17,8 +17,30 @@ The parts, each private:
 - ``_summary``: `DeepSummary` and the dry run's preview
 """
 
-from dreaming.phases.deep._phase import DeepPhase
-from dreaming.phases.deep._selection import PROMOTABLE_CLASSES
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from dreaming.phases.deep._summary import DeepSummary
+
+if TYPE_CHECKING:
+    from dreaming.phases.deep._phase import DeepPhase
+    from dreaming.phases.deep._selection import PROMOTABLE_CLASSES
+
+# The phase itself (its model client, prompt templates and reply schema) loads when first
+# named: every run reports a DeepSummary, but a light-only run never decides anything.
+_LAZY = {
+    "DeepPhase": "dreaming.phases.deep._phase",
+    "PROMOTABLE_CLASSES": "dreaming.phases.deep._selection",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dreaming.phases.deep' has no attribute {name!r}")
+
 
 __all__ = ["PROMOTABLE_CLASSES", "DeepPhase", "DeepSummary"]
