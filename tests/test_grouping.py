@@ -36,10 +36,16 @@ def test_group_of(text: str, group: str) -> None:
 def test_a_user_cue_in_settings_changes_the_heading(tmp_path: object) -> None:
     text = "The user is vegetarian."
     assert salience.group_of(text) == "people"
-    lexicon = salience.lexicon_for(SalienceSettings(preference=("vegetarian",)).extra())
+    extra = SalienceSettings(preference=("vegetarian",)).extra()
+    lexicon = salience.lexicon_for(extra)
     assert salience.group_of(text, lexicon) == "preferences"
     # The memory files lay entries out by the agent's effective lexicon.
-    files = memory_sync.Files(memory=tmp_path / "M.md", archive=tmp_path / "A.md", lexicon=lexicon)  # type: ignore[operator]
+    files = memory_sync.Files(
+        memory=tmp_path / "M.md",  # type: ignore[operator]
+        archive=tmp_path / "A.md",  # type: ignore[operator]
+        salience_extra=extra,
+    )
+    assert files.lexicon is lexicon
     out = mf.apply_entries(mf.parse(""), [(mf.entry_key(text), text)], files.group_of).render()
     assert out.startswith(mf.render_heading("preferences"))
 

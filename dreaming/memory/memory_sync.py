@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,15 +52,24 @@ class Files:
     memory: Path
     archive: Path
     capacity: Capacity = field(default_factory=Capacity.unbounded)
-    # The effective lexicon (settings' `[salience]` cues included): it decides headings.
-    lexicon: salience.Lexicon = field(default_factory=salience.default_lexicon)
+    # The settings' `[salience]` cues, which with the default lexicon decide headings.
+    salience_extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, paths: Paths, agent: str) -> Files:
-        lexicon = salience.lexicon_for(paths.settings.salience.extra())
         return cls(
-            paths.memory_file(agent), paths.archive_file(agent), paths.capacity(agent), lexicon
+            paths.memory_file(agent),
+            paths.archive_file(agent),
+            paths.capacity(agent),
+            paths.settings.salience.extra(),
         )
+
+    @functools.cached_property
+    def lexicon(self) -> salience.Lexicon:
+        """The effective lexicon, built when an entry is first placed: every run checks
+        MEMORY.md (`repair.adopt`), and a quiet night then places nothing; building the
+        lexicon's cue lists is ~80 ms of a process's start."""
+        return salience.lexicon_for(self.salience_extra)
 
     def group_of(self, text: str) -> str:
         """The heading an entry goes under, by this agent's effective lexicon."""
