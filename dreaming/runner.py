@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import gc
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,6 +31,7 @@ from dreaming.errors import (
     WorkspaceFileError,
 )
 from dreaming.forget import Purge, PurgeReport, Selector, complete_pending
+from dreaming.gc_tuning import fewer_young_collections
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.sessions import records as session_records
 from dreaming.llm import BudgetSettings
@@ -230,30 +229,7 @@ def _not_run(agent: str, err: Exception, options: RunOptions) -> AgentResult:
     return AgentResult(agent, outcome, options.job, options.dry_run, error=str(err))
 
 
-_YOUNG_THRESHOLD = 20_000
-_P = ParamSpec("_P")
-
-
-def _fewer_collections(fn: Callable[_P, AgentResult]) -> Callable[_P, AgentResult]:
-    """Run `fn` with CPython's young-generation collection every 20,000 container
-    allocations instead of 700 (restored after). A night allocates millions of short-lived
-    tuples, dicts and rows and makes almost no reference cycles: with the default, light
-    over 160 MB of sessions collected ~400 times, 4% of its time, to free next to nothing.
-    The older generations keep their thresholds, so real cycles are still collected."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> AgentResult:
-        before = gc.get_threshold()
-        gc.set_threshold(max(before[0], _YOUNG_THRESHOLD), *before[1:])
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.set_threshold(*before)
-
-    return wrapper
-
-
-@_fewer_collections
+@fewer_young_collections
 def run_agent(
     app: App,
     agent: str,

@@ -1,4 +1,4 @@
-"""A night collects young garbage less often (runner._fewer_collections): CPython's default
+"""A night collects young garbage less often (gc_tuning.fewer_young_collections): CPython's default
 (every 700 container allocations) cost light 4% of its time for next to nothing freed."""
 
 from __future__ import annotations
