@@ -12,17 +12,11 @@ import pytest
 from dreaming import runner
 from dreaming.app import App
 from dreaming.phases.light import LightPhase
+from tests.openclaw_builder import FakeOpenClaw
 
 
 def _session(root: Path) -> None:
-    sessions = root / "agents" / "main" / "sessions"
-    sessions.mkdir(parents=True)
-    (sessions / "s1.jsonl").write_text(
-        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00Z"}\n'
-        '{"type":"message","id":"m1","timestamp":"2026-01-05T10:00:01Z",'
-        '"message":{"role":"user","content":[{"type":"text","text":"I live in Lisbon."}]}}\n',
-        encoding="utf-8",
-    )
+    FakeOpenClaw(root).session("main", "s1", [("user", "I live in Lisbon.")])
 
 
 def test_a_night_raises_the_young_threshold_and_restores_it(

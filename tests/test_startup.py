@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import dreaming.cli
+from tests.openclaw_builder import FakeOpenClaw
 
 # What a start-up must not load; each costs tenths of a second to import.
 HEAVY = ("sqlalchemy", "sqlmodel", "jinja2", "apscheduler", "openai")
@@ -83,14 +84,7 @@ NOT_FOR_LIGHT = (
 
 
 def test_a_light_run_loads_neither_the_orm_nor_deep_s_machinery(tmp_path: Path) -> None:
-    sessions = tmp_path / "agents" / "main" / "sessions"
-    sessions.mkdir(parents=True)
-    (sessions / "s1.jsonl").write_text(
-        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00Z"}\n'
-        '{"type":"message","id":"m1","timestamp":"2026-01-05T10:00:01Z",'
-        '"message":{"role":"user","content":[{"type":"text","text":"I live in Lisbon."}]}}\n',
-        encoding="utf-8",
-    )
+    FakeOpenClaw(tmp_path).session("main", "s1", [("user", "I live in Lisbon.")])
     code = (
         "from pathlib import Path\n"
         "from dreaming import runner\n"
