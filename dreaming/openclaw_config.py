@@ -24,6 +24,7 @@ OpenClaw's business and is not looked at.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -284,8 +285,6 @@ def _loads(text: str) -> Any:
     """JSON5, read as plain JSON when it is that (JSON5 is a superset: the same values).
     The json5 parser is imported only for a file with comments or trailing commas: it costs
     ~25 ms of start-up, and every run reads this file."""
-    import json
-
     try:
         return json.loads(text)
     except ValueError:

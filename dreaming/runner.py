@@ -40,6 +40,7 @@ from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
 from dreaming.phases.light import LightPhase
+from dreaming.phases.rem import RemPhase
 from dreaming.progress import Progress
 from dreaming.repair import adopt
 from dreaming.results import NOT_RUN as NOT_RUN
@@ -344,15 +345,13 @@ class _Night:
             )
             self.summaries[phase] = light.run(self.agent, files)
         elif phase == Phase.REM:
-            # REM and deep are imported when they run: a light-only run (the cheap,
-            # frequent one) then starts without deep's model client and prompt templates.
-            from dreaming.phases.rem import RemPhase
-
             rem = RemPhase(self.engine, app.paths, app.registry, **llm_phase).run(self.agent)
             if rem.degraded:
                 self.degraded.append(f"rem: {rem.degraded}")
             self.summaries[phase] = rem
         elif phase == Phase.DEEP:
+            # Imported when deep runs: a light-only run (the cheap, frequent one) then starts
+            # without deep's model client, prompt templates and reply schema.
             from dreaming.phases.deep import DeepPhase
 
             settings = app.settings.deep.model_copy(update=dict(options.deep or {}))
