@@ -145,8 +145,27 @@ def test_the_advisory_lock_excludes_a_second_run_and_dies_with_its_connection(
             with second.lock("main", "deep"):
                 pass
         holder.invalidate()  # closes the server connection, as a process death would
-        with second.lock("main", "deep"):
+        # The server ends the dead session when it notices the hang-up, a moment later.
+        with second.lock("main", "deep", wait_s=10):
             pass
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_lock_let_go_is_free_at_once(tmp_path: Path, pg_url: str) -> None:
+    """A run's lock is unlocked before its session closes: the next run asking right after
+    gets the agent (closing alone releases it only once the server has ended the session,
+    which refused a back-to-back run now and then)."""
+    root = _fleet_folder(tmp_path / "fleet", pg_url)
+    first = App.open(root, root / "dreaming.toml", env={})
+    second = App.open(root, root / "dreaming.toml", env={})
+    try:
+        for _ in range(30):
+            with first.lock("main", "nightly"):
+                pass
+            with second.lock("main", "deep"):
+                pass
     finally:
         first.close()
         second.close()

@@ -15,7 +15,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.pool import NullPool, StaticPool
 
 from dreaming.errors import LockedError, LockLostError, StateError
@@ -313,8 +319,24 @@ def advisory_lock(
         got = _advisory_wait(conn, key, wait_s) if wait_s > 0 else _advisory_try(conn, key)
         if not got:
             raise LockedError(agent, _advisory_holder(conn, agent), wait_s)
-        # No explicit unlock: closing this session (leaving the block) releases it.
-        yield HeldLock(agent, conn)
+        try:
+            yield HeldLock(agent, conn)
+        finally:
+            _advisory_release(conn, key)
+
+
+def _advisory_release(conn: Connection, key: int) -> None:
+    """Unlock before the session closes. Closing alone releases the lock too, but the server
+    ends a session after the client has hung up, so a run (or a purge) that asked for the
+    agent right after this one could still be refused. A session that is already dead
+    (the lock was lost with it) has nothing left to release."""
+    try:
+        if conn.in_transaction():
+            conn.rollback()
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        conn.commit()
+    except SQLAlchemyError:
+        pass  # the connection is gone, and the server released the lock with it
 
 
 def _advisory_try(conn: Connection, key: int) -> bool:
