@@ -206,7 +206,18 @@ def clean_sentences(text: str) -> list[str]:
 def quotable(text: str, lexicon: salience_mod.Lexicon | None = None) -> list[str]:
     """The sentences of a corpus line a diary may quote: whole, free of markdown, of sensible
     length, neither a question nor small talk, a banner or a fragment."""
-    return [s for s, whole in _sentences(text) if whole and _quotable(s, lexicon)]
+    return [s for s in whole_sentences(text) if is_quotable(s, lexicon)]
+
+
+def whole_sentences(text: str) -> list[str]:
+    """The sentences of a corpus line that stand whole, free of markdown: what `quotable`
+    judges one by one (REM judges only those naming its theme)."""
+    return [s for s, whole in _sentences(text) if whole]
+
+
+def is_quotable(sentence: str, lexicon: salience_mod.Lexicon | None = None) -> bool:
+    """Whether one of `whole_sentences` is fit to quote (see `quotable`)."""
+    return _quotable(sentence, lexicon)
 
 
 def _sentences(text: str) -> list[tuple[str, bool]]:

@@ -68,8 +68,8 @@ log = logging.getLogger(__name__)
 
 
 MAX_QUOTE_LINES = 40  # corpus lines read per theme for its quote, at most
-# A corpus line's quotable sentences, each with its place among the line's sentences.
-_Quotable = list[tuple[int, str]]
+# A corpus line's whole sentences, each with its place among them and its content tokens.
+_Sentences = list[tuple[int, str, frozenset[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +282,8 @@ class RemPhase:
             key=lambda w: (-round(weights[w], 9), *tally.words[w].order(), w),
         )
         themes: list[Theme] = []
-        lines: dict[str, _Quotable] = {}
+        lines: dict[str, _Sentences] = {}
+        fit: dict[str, bool] = {}
         covered: set[str] = set()
         quoted: set[str] = set()
         for w in eligible:
@@ -292,7 +293,9 @@ class RemPhase:
             label, partner = tally.phrase(w, s.min_theme_sessions)
             related = tally.related(w, partner, specificity)
             covered |= {w, partner, *related}
-            example, by = self._quote(conn, w, tally.contenders(w), quoted, lexicon, said, lines)
+            example, by = self._quote(
+                conn, w, tally.contenders(w), quoted, lexicon, said, lines, fit
+            )
             quoted.add(example)
             themes.append(
                 Theme(
@@ -319,40 +322,50 @@ class RemPhase:
         used: set[str],
         lexicon: salience_mod.Lexicon,
         said: agent_claims.AgentClaims,
-        lines: dict[str, _Quotable],
+        lines: dict[str, _Sentences],
+        fit: dict[str, bool],
     ) -> tuple[str, str]:
         """The sentence that best carries a theme, and whose it is: a whole sentence a
         person said (the owner's before the agent's), free of markdown, not a question, not
         small talk, which forget finds again if its line is purged. ("", "") if none is.
-        `lines`: each line's quotable sentences, as earlier themes of the night found them."""
+        `lines` and `fit`: each line's whole sentences and whether a sentence may be quoted,
+        as earlier themes of the night found them. A sentence is judged only once it names
+        the theme: most of a line's sentences never need to be."""
         best: tuple[tuple[float, int, int], str, str] | None = None
         for line_id, text, origin in _lines_of(conn, contenders, said):
             found = lines.get(text)
             if found is None:
-                found = lines[text] = self._quotable(text, lexicon)
-            for i, sentence in found:
-                if sentence in used or concept not in claims_mod.content_tokens(sentence):
+                found = lines[text] = [
+                    (i, sentence, claims_mod.content_tokens(sentence))
+                    for i, sentence in enumerate(diary.whole_sentences(text))
+                ]
+            for i, sentence, tokens in found:
+                if concept not in tokens or sentence in used:
+                    continue
+                ok = fit.get(sentence)
+                if ok is None:
+                    ok = fit[sentence] = self._quotable(sentence, lexicon)
+                if not ok:
                     continue
                 value = quality(sentence, origin, lexicon)
                 if value is None:
                     continue
+                # The place among the line's whole sentences orders as the place among its
+                # quotable ones would: a tie goes to the sentence said first either way.
                 key = (-value, -line_id, i)
                 if best is None or key < best[0]:
                     best = (key, sentence, origin)
         return ("", "") if best is None else (best[1], best[2])
 
-    def _quotable(self, line: str, lexicon: salience_mod.Lexicon) -> _Quotable:
-        """The sentences of `line` a diary may quote, with their places in it: those fit
-        for a memory file. Forget, purging `line`, finds a diary line quoting any of them:
-        each is one of the line's clean sentences, long enough to be one of the snippets it
-        hunts for (`forget.snippets_of`; tests/test_rem_diary.py holds it to that)."""
-        return [
-            (i, sentence)
-            for i, sentence in enumerate(diary.quotable(line, lexicon))
-            if not entry_text_problems(
-                sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
-            )
-        ]
+    def _quotable(self, sentence: str, lexicon: salience_mod.Lexicon) -> bool:
+        """Whether a diary may quote one of a line's whole sentences: `diary.quotable`'s
+        judgement, and fit for a memory file. Forget, purging the line, finds a diary line
+        quoting it: each is one of the line's clean sentences, long enough to be one of the
+        snippets it hunts for (`forget.snippets_of`; tests/test_rem_diary.py holds it to
+        that)."""
+        return diary.is_quotable(sentence, lexicon) and not entry_text_problems(
+            sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
+        )
 
     def _boosts(self, rows: list[Any], themes: list[Theme]) -> dict[int, float]:
         concepts = {t.concept for t in themes}
