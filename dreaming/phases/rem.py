@@ -9,7 +9,7 @@ candidates), carry it in several sessions on several days, on the agent's own cl
 are ranked by that recurrence (the owner's sessions over the agent's, how often it was said)
 times how specific the word is among the agent's sessions; ties go to the measure's parts,
 then to what was said first. Each theme quotes one whole sentence a person said, without its
-markdown, never a question or small talk (`diary.quotable`), the owner's first. The diary
+markdown, never a question or small talk (`_rem_quotes`), the owner's first. The diary
 entry is a short narrative by the LLM when a profile and budget allow, else a plain summary.
 Either way it never quotes metadata (scores, line references), and the diary is never read
 back as input.
@@ -36,27 +36,26 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, Engine, and_, bindparam, case, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, select
 
 from dreaming.config import Settings
 from dreaming.errors import BudgetExceededError, LLMError
 from dreaming.ingest import candidates
-from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.tags import TagRegistry
 from dreaming.llm import CallRecord, calls_of
 from dreaming.llm.calls import LLMAccess, log_calls
 from dreaming.memory import diary
-from dreaming.memory.sanitize import entry_text_problems, sanitize_entry_text
+from dreaming.memory.sanitize import sanitize_entry_text
 from dreaming.paths import Paths
 from dreaming.phases import _rem_agent as agent_claims
+from dreaming.phases._rem_quotes import Quotes
 from dreaming.phases._rem_themes import (
     SPEAKER_WEIGHT,
     Evidence,
     Specificity,
     Tally,
-    quality,
 )
 from dreaming.runs import rem_summary
 from dreaming.store import state
@@ -65,11 +64,6 @@ from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES, CORPUS_LINES
 from dreaming.templates import template_env
 
 log = logging.getLogger(__name__)
-
-
-MAX_QUOTE_LINES = 40  # corpus lines read per theme for its quote, at most
-# A corpus line's whole sentences, each with its place among them and its content tokens.
-_Sentences = list[tuple[int, str, frozenset[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +276,7 @@ class RemPhase:
             key=lambda w: (-round(weights[w], 9), *tally.words[w].order(), w),
         )
         themes: list[Theme] = []
-        lines: dict[str, _Sentences] = {}
-        fit: dict[str, bool] = {}
+        quotes = Quotes(conn, lexicon, said, self.registry)
         covered: set[str] = set()
         quoted: set[str] = set()
         for w in eligible:
@@ -293,9 +286,7 @@ class RemPhase:
             label, partner = tally.phrase(w, s.min_theme_sessions)
             related = tally.related(w, partner, specificity)
             covered |= {w, partner, *related}
-            example, by = self._quote(
-                conn, w, tally.contenders(w), quoted, lexicon, said, lines, fit
-            )
+            example, by = quotes.best(w, tally.contenders(w), quoted)
             quoted.add(example)
             themes.append(
                 Theme(
@@ -313,59 +304,6 @@ class RemPhase:
             if len(themes) >= s.max_themes:
                 break
         return themes
-
-    def _quote(
-        self,
-        conn: Connection,
-        concept: str,
-        contenders: Sequence[int],
-        used: set[str],
-        lexicon: salience_mod.Lexicon,
-        said: agent_claims.AgentClaims,
-        lines: dict[str, _Sentences],
-        fit: dict[str, bool],
-    ) -> tuple[str, str]:
-        """The sentence that best carries a theme, and whose it is: a whole sentence a
-        person said (the owner's before the agent's), free of markdown, not a question, not
-        small talk, which forget finds again if its line is purged. ("", "") if none is.
-        `lines` and `fit`: each line's whole sentences and whether a sentence may be quoted,
-        as earlier themes of the night found them. A sentence is judged only once it names
-        the theme: most of a line's sentences never need to be."""
-        best: tuple[tuple[float, int, int], str, str] | None = None
-        for line_id, text, origin in _lines_of(conn, contenders, said):
-            found = lines.get(text)
-            if found is None:
-                found = lines[text] = [
-                    (i, sentence, claims_mod.content_tokens(sentence))
-                    for i, sentence in enumerate(diary.whole_sentences(text))
-                ]
-            for i, sentence, tokens in found:
-                if concept not in tokens or sentence in used:
-                    continue
-                ok = fit.get(sentence)
-                if ok is None:
-                    ok = fit[sentence] = self._quotable(sentence, lexicon)
-                if not ok:
-                    continue
-                value = quality(sentence, origin, lexicon)
-                if value is None:
-                    continue
-                # The place among the line's whole sentences orders as the place among its
-                # quotable ones would: a tie goes to the sentence said first either way.
-                key = (-value, -line_id, i)
-                if best is None or key < best[0]:
-                    best = (key, sentence, origin)
-        return ("", "") if best is None else (best[1], best[2])
-
-    def _quotable(self, sentence: str, lexicon: salience_mod.Lexicon) -> bool:
-        """Whether a diary may quote one of a line's whole sentences: `diary.quotable`'s
-        judgement, and fit for a memory file. Forget, purging the line, finds a diary line
-        quoting it: each is one of the line's clean sentences, long enough to be one of the
-        snippets it hunts for (`forget.snippets_of`; tests/test_rem_diary.py holds it to
-        that)."""
-        return diary.is_quotable(sentence, lexicon) and not entry_text_problems(
-            sentence, max_chars=diary.MAX_QUOTE_CHARS, registry=self.registry
-        )
 
     def _boosts(self, rows: list[Any], themes: list[Theme]) -> dict[int, float]:
         concepts = {t.concept for t in themes}
@@ -561,43 +499,3 @@ def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]
     ):
         out[cid].append(Evidence(session_id, day, origin, line_id))
     return out
-
-
-_OWNER_FIRST = case((CORPUS_LINES.c.origin_class == OriginClass.OWNER.value, 0), else_=1)
-_LINES_BEHIND = (
-    select(CORPUS_LINES.c.id, CORPUS_LINES.c.text, CORPUS_LINES.c.origin_class, _OWNER_FIRST)
-    .join(CANDIDATE_EVIDENCE, CANDIDATE_EVIDENCE.c.corpus_line_id == CORPUS_LINES.c.id)
-    .where(
-        and_(
-            CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)),
-            CORPUS_LINES.c.origin_class.in_(bindparam("speakers", expanding=True)),
-        )
-    )
-    .distinct()
-    .order_by(_OWNER_FIRST, CORPUS_LINES.c.id.desc())
-    .limit(MAX_QUOTE_LINES)
-)
-_LINES_BY_ID = select(
-    CORPUS_LINES.c.id, CORPUS_LINES.c.text, CORPUS_LINES.c.origin_class, _OWNER_FIRST
-).where(CORPUS_LINES.c.id.in_(bindparam("ids", expanding=True)))
-
-
-def _lines_of(
-    conn: Connection, ids: Sequence[int], said: agent_claims.AgentClaims
-) -> list[tuple[int, str, str]]:
-    """(id, text, origin class) of the owner and agent lines behind `ids` (candidates, and
-    the agent's claim groups by their negative ids): the owner's first, the newest first, at
-    most MAX_QUOTE_LINES."""
-    if not ids:
-        return []
-    real = [i for i in ids if i > 0]
-    own = sorted({n for i in ids if i < 0 for n in said.lines(i)}, reverse=True)
-    found: list[tuple[int, str, str, int]] = []
-    if real:
-        rows = conn.execute(_LINES_BEHIND, {"ids": real, "speakers": list(SPEAKER_WEIGHT)})
-        found += [(r[0], r[1], r[2], r[3]) for r in rows]
-    if own:
-        rows = conn.execute(_LINES_BY_ID, {"ids": own[:MAX_QUOTE_LINES]})
-        found += [(r[0], r[1], r[2], r[3]) for r in rows]
-    found = sorted(set(found), key=lambda r: (r[3], -r[0]))[:MAX_QUOTE_LINES]
-    return [(r[0], r[1], r[2]) for r in found]
