@@ -12,8 +12,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from dreaming import faults, runs
-from dreaming.ingest import candidates, claims, corpus, salience
+from dreaming import faults, runs, text_memo
+from dreaming.ingest import candidates, corpus
 from dreaming.ingest import tombstones as tombstones_mod
 from dreaming.ingest.transcripts import TranscriptReader
 from dreaming.llm.calls import calls_carrying, forget_calls
@@ -298,8 +298,7 @@ class Purge:
         faults.checkpoint("forget.after_commit")
         complete_pending(self.engine, self.paths, self.agent)
         # What this process remembers of texts it worked on (a scheduler runs for weeks).
-        salience.assess.cache_clear()
-        claims.forget_texts()
+        text_memo.forget_all()
         return report
 
     def _delete(

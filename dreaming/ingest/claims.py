@@ -14,9 +14,9 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from dreaming import syntax
+from dreaming.text_memo import text_cache
 
 # Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
 # "[Sun 2026-03-08 22:03 GMT+9]" and reply directives such as "[[reply_to_current]]".
@@ -199,7 +199,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1 << 14)
+@text_cache(1 << 14)
 def _token(word: str) -> str:
     """A word's content token, or "" for a stopword or a number, or the negation mark for a
     negator. Cached: the vocabulary of a run is small next to its word count (bounded, so
@@ -301,7 +301,7 @@ def claim_key(tokens: Iterable[str]) -> str:
 # A claim said again has the same token set: its key is looked up, not hashed again.
 # Cache sizes are kept small enough that full caches stay a few MB (a key entry holds its
 # token set, ~1 KB): they fill on a big input, and memory must not grow with it.
-_cached_claim_key = lru_cache(maxsize=1 << 12)(claim_key)
+_cached_claim_key = text_cache(1 << 12)(claim_key)
 
 
 def clean(text: str) -> str:
@@ -332,7 +332,7 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 # Agents and people repeat whole lines ("Run the whole test suite and tell me what fails."):
 # a line seen recently is not taken apart again. Claims are immutable, so sharing is safe;
 # the cache is bounded, so memory stays flat in input size.
-@lru_cache(maxsize=2048)
+@text_cache(2048)
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
@@ -361,11 +361,6 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         mine = speaks_of_self(sentence, found)
         claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence)), mine))
     return tuple(claims)
-
-
-def forget_texts() -> None:
-    """Drop the lines `extract` keeps claims of (a purge: none may outlive it in memory)."""
-    _extract.cache_clear()
 
 
 def _command_line(sentence: str) -> bool:

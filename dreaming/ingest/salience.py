@@ -26,6 +26,7 @@ from importlib import resources
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import grouping
 from dreaming.ingest.cues import Cues, Text
+from dreaming.text_memo import text_cache
 
 
 class Feature(StrEnum):
@@ -457,8 +458,8 @@ def _directive(body: str, text: Text, lex: Lexicon) -> bool:
 
 # A night asks about one text several times (light scores a claim; REM judges a sentence
 # quotable, then weighs it): each answer is worked out once. Lexicons compare by identity.
-# A purge drops the texts kept (`assess.cache_clear()`): none outlives it in memory.
-@functools.lru_cache(maxsize=8192)
+# A purge drops the texts kept (`text_memo.forget_all`): none outlives it in memory.
+@text_cache(8192)
 def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     """The features of one claim's text and the salience they earn."""
     lex = lexicon or default_lexicon()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.text_memo import text_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +205,7 @@ class Slots:
             return
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@text_cache(1 << 14)
 def _read_cached(slots: Slots, statement: str, speaker: str | None) -> Reading:
     reading = slots._read(statement)
     return reading if speaker is None else _voiced(reading, speaker)

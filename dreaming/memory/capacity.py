@@ -39,6 +39,7 @@ from dreaming.memory.lineage import entry_statuses, held_entries, set_statuses, 
 from dreaming.store.statuses import EntryStatus
 from dreaming.store.tables import CANDIDATES, CORPUS_LINES, DECISIONS, ENTRIES, RECALLS
 from dreaming.syntax import shortest
+from dreaming.text_memo import text_cache
 
 STANDING = frozenset({salience.Feature.INSTRUCTION, salience.Feature.CONSTRAINT})
 _DAY_S = 86_400.0
@@ -58,7 +59,7 @@ class Worth:
         return (not self.standing, -self.value, self.key)
 
 
-@functools.lru_cache(maxsize=65_536)
+@text_cache(65_536)
 def _assessed(text: str) -> salience.Salience:
     return salience.assess(text)
 

@@ -23,7 +23,6 @@ is and reported, never rewritten or moved.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from dreaming.syntax import (
     render_old_line,
     shortest,
 )
+from dreaming.text_memo import text_cache
 
 __all__ = [
     "GROUPS",
@@ -189,7 +189,7 @@ class Document:
 
 # The key of an entry's text, remembered: hashing the normalized text is most of a parse,
 # and a rewrite or a purge parses files (MEMORY.md, its backups) that share most lines.
-_key_of = functools.lru_cache(maxsize=1 << 16)(entry_key)
+_key_of = text_cache(1 << 16)(entry_key)
 
 
 def parse(text: str) -> Document:
@@ -201,7 +201,7 @@ def parse(text: str) -> Document:
     return _parse(text)
 
 
-@functools.lru_cache(maxsize=4)
+@text_cache(4)
 def _parse(text: str) -> Document:
     segments: list[Segment] = []
     pos = 0

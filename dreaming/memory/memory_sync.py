@@ -43,6 +43,7 @@ from dreaming.paths import Paths
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.tables import MEMORY_BACKUPS
+from dreaming.text_memo import text_cache
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class SyncReport:
         self.over = placement.over
 
 
-@functools.lru_cache(maxsize=65_536)
+@text_cache(65_536)
 def group_of(text: str, lexicon: salience.Lexicon | None = None) -> str:
     """The heading an entry goes under (`salience.group_of`), once per text and lexicon:
     every write lays out every entry held, in MEMORY.md or the archive."""

@@ -19,7 +19,6 @@ lines' speakers, `lineage.spoken_by`): one person's "I" is never another's, so M
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,6 +41,7 @@ from dreaming.phases.deep._likeness import (
 )
 from dreaming.phases.deep._selection import Candidate, utterances
 from dreaming.phases.deep._wording import attributed, named
+from dreaming.text_memo import text_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ class Voice:
 
 
 # Deep reads every live entry for each batch: an entry's voice is worked out once.
-@functools.lru_cache(maxsize=1 << 14)
+@text_cache(1 << 14)
 def _voice_of(text: str, names: tuple[str, ...], holder: str | None) -> Voice:
     return Voice._of(text, names, holder)
 
