@@ -205,7 +205,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             actions[action] = actions.get(action, 0) + n
         sums["memory_files_written"] += int(bool(deep.get("memory", {}).get("written")))
         for name, data in phases.items():
-            if isinstance(data.get("duration_s"), int | float):  # rem reports none
+            if isinstance(data.get("duration_s"), int | float):
                 phase_s[name] = phase_s.get(name, 0.0) + data["duration_s"]
     sums["entries_added"] = actions.get("add", 0)
     failed = [r for r in runs if r["outcome"] != "ok"]

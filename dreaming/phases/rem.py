@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ class RemSummary:
     degraded: str | None = None  # the model failed, so the deterministic diary stood in
     dry_run: bool = False
     read_sessions: list[str] = field(default_factory=list)  # every session the window read
+    duration_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +127,7 @@ class RemSummary:
             "fallback": self.fallback,
             "degraded": self.degraded,
             "dry_run": self.dry_run,
+            "duration_s": round(self.duration_s, 3),
         }
 
     @classmethod
@@ -155,6 +158,7 @@ class RemSummary:
             fallback=d["fallback"],
             dry_run=d["dry_run"],
             read_sessions=list(d.get("read_sessions", [])),
+            duration_s=d.get("duration_s", 0.0),
         )
 
 
@@ -178,6 +182,12 @@ class RemPhase:
         self.run_id = run_id
 
     def run(self, agent: str) -> RemSummary:
+        started = time.perf_counter()
+        summary = self._run(agent)
+        summary.duration_s = time.perf_counter() - started
+        return summary
+
+    def _run(self, agent: str) -> RemSummary:
         summary = RemSummary(agent=agent, dry_run=self.dry_run)
         dreams = self.paths.dreams_file(agent)
         with self.engine.connect() as conn:
