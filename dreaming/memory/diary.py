@@ -137,12 +137,13 @@ _NUMBER_MARK = re.compile(r"(?:^|\s)(?P<mark>\d{1,2}[.)])(?=\s)")
 _NUMBERED = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s")
 # A bold label opening a line ("**Description:** ...", "**Note**: ...").
 _LABEL = re.compile(r"^(?:\*\*|__)[^*_]{1,40}?(?::(?:\*\*|__)|(?:\*\*|__):?)\s*")
+# Each with what any text it matches holds.
 _EMPHASIS = (
-    re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"),
-    re.compile(r"__(?=\S)(.+?)(?<=\S)__"),
-    re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"),
-    re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])"),
-    re.compile(r"(?<![\w_])_(?=[^\s_])([^_]+?)(?<=[^\s_])_(?![\w_])"),
+    ("**", re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")),
+    ("__", re.compile(r"__(?=\S)(.+?)(?<=\S)__")),
+    ("~~", re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")),
+    ("*", re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=[^\s*])\*(?![\w*])")),
+    ("_", re.compile(r"(?<![\w_])_(?=[^\s_])([^_]+?)(?<=[^\s_])_(?![\w_])")),
 )
 # Markdown or markup left in a sentence once the above is removed: it is no quote.
 _LEFTOVER = re.compile(
@@ -166,19 +167,28 @@ MIN_QUOTE_WORDS, MAX_QUOTE_WORDS = 4, 40
 
 
 def _unmark(text: str) -> str:
-    text = _IMAGE.sub(" ", text)
-    text = _LINK.sub(r"\1", text)
-    text = _AUTOLINK.sub(r"\1", text)
-    text = _LABEL.sub("", text.strip())
-    for pattern in _EMPHASIS:
-        text = pattern.sub(r"\1", text)
+    # Most lines hold no markdown: a pattern runs only on a text holding the characters
+    # every match of it holds (checked on the text as the patterns before left it).
+    if "![" in text:
+        text = _IMAGE.sub(" ", text)
+    if "](" in text:
+        text = _LINK.sub(r"\1", text)
+    if "<" in text:
+        text = _AUTOLINK.sub(r"\1", text)
+    text = text.strip()
+    if text.startswith(("**", "__")):
+        text = _LABEL.sub("", text)
+    for needs, pattern in _EMPHASIS:
+        if needs in text:
+            text = pattern.sub(r"\1", text)
     return _WS.sub(" ", text).strip()
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
     """The line-sized pieces of a one-line utterance: (the mark that began it, its text)."""
     text = claims_mod.clean(text)  # our markers, harness envelopes, fenced code
-    text = _TABLE.sub("\n", text)
+    if "|" in text:
+        text = _TABLE.sub("\n", text)
     marks = [_LINE_MARK]
     if _NUMBERED.search(text):
         marks.append(_NUMBER_MARK)
