@@ -541,8 +541,10 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
 def parse_features(names: str | None) -> frozenset[Feature]:
     if not names:
         return frozenset()
-    known = {f.value: f for f in Feature}
-    return frozenset(known[n] for n in names.split() if n in known)
+    return frozenset(_FEATURES[n] for n in names.split() if n in _FEATURES)
+
+
+_FEATURES = {f.value: f for f in Feature}  # a stored name -> its feature (read per candidate)
 
 
 def group_of(text: str, lexicon: Lexicon | None = None) -> str:
