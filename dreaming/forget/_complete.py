@@ -10,9 +10,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, select, text, update
+from sqlalchemy import Engine, and_, func, select, text, update
 
-from dreaming import faults
+from dreaming import faults, text_memo
 from dreaming.ingest import corpus, tombstones
 from dreaming.memory import memory_sync
 from dreaming.paths import Paths
@@ -42,7 +42,26 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
         _vacuum_postgres(engine)
     elif pending:
         _vacuum_sqlite(engine)
+    _forget_texts_of_new_purges(engine, agent)
     return len(pending)
+
+
+# (database, agent) -> the newest purge this process has emptied its text caches for.
+_PURGES_SEEN: dict[tuple[str, str], int] = {}
+
+
+def _forget_texts_of_new_purges(engine: Engine, agent: str) -> None:
+    """Empty this process's text caches (`text_memo`) when the agent has a purge it has not
+    accounted for: a scheduler runs for weeks while `forget` runs from the command line, so
+    the purge is often another process's. The first look at an agent only takes note: this
+    process has worked on nothing of it before."""
+    with engine.connect() as conn:
+        newest = conn.execute(select(func.max(PURGES.c.id)).where(PURGES.c.agent == agent)).scalar()
+    key = (engine.url.render_as_string(hide_password=True), agent)
+    seen = _PURGES_SEEN.get(key)
+    _PURGES_SEEN[key] = newest or 0
+    if seen is not None and (newest or 0) != seen:
+        text_memo.forget_all()
 
 
 def _tombstone_file_follows(engine: Engine, paths: Paths, agent: str) -> None:

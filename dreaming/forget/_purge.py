@@ -296,9 +296,12 @@ class Purge:
                 ).scalar_one()
             )
         faults.checkpoint("forget.after_commit")
-        complete_pending(self.engine, self.paths, self.agent)
-        # What this process remembers of texts it worked on (a scheduler runs for weeks).
-        text_memo.forget_all()
+        try:
+            complete_pending(self.engine, self.paths, self.agent)
+        finally:
+            # What this process remembers of texts it worked on (a scheduler runs for
+            # weeks), even when completing the files failed (the next run completes them).
+            text_memo.forget_all()
         return report
 
     def _delete(
