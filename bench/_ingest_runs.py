@@ -8,7 +8,8 @@ rusage of exactly that child. Two scripts:
   is Python's alone;
 - the light phase (`runner.run_light(App.open(state, None, env={}))`), or discovery plus
   TranscriptReader only ("read"), or start-up only ("floor"); its start-up is Python's plus
-  importing dreaming and App.open, which the child also times apart.
+  importing dreaming and App.open, which the child also times apart, done as the `dreaming`
+  command does it (no cycle collection until the App is open: `gc_tuning`).
 
 A light run's outputs are read back after the child exits (so the reading is not timed): the
 counts it printed, and a fingerprint (sha256) of its corpus files and of the corpus_lines and
@@ -55,10 +56,16 @@ _LIGHT_CHILD = r"""
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
+try:  # start up as the `dreaming` command does (a revision before it had no such step)
+    from dreaming.gc_tuning import pause_for_start_up, start_up_done
+except ImportError:
+    pause_for_start_up = start_up_done = lambda: None
+pause_for_start_up()
 import dreaming
 from dreaming import runner
 from dreaming.app import App
 app = App.open(Path(sys.argv[1]), None, env={})
+start_up_done()
 t1 = time.perf_counter()
 agents = []
 if sys.argv[2] == "run":

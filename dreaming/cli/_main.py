@@ -18,6 +18,7 @@ from dreaming import __version__
 from dreaming.cli import _output
 from dreaming.cli._output import echo, emit_json
 from dreaming.errors import DreamingError, ExitCode, exit_code
+from dreaming.gc_tuning import pause_for_start_up, start_up_done
 
 if TYPE_CHECKING:
     from dreaming.app import App
@@ -47,6 +48,7 @@ class Context:
             from dreaming.app import App
 
             self._app = App.open(self.state_dir, self.config)
+            start_up_done()  # what the command does from here on runs with collection
         return self._app
 
     def close(self) -> None:
@@ -230,4 +232,5 @@ def register_commands() -> click.Group:
 
 
 def main() -> None:
+    pause_for_start_up()  # until the command has its App (`Context.app`)
     register_commands()()
