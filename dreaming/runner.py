@@ -31,7 +31,7 @@ from dreaming.errors import (
     WorkspaceFileError,
 )
 from dreaming.forget import Purge, PurgeReport, Selector, complete_pending
-from dreaming.gc_tuning import fewer_young_collections
+from dreaming.gc_tuning import fewer_young_collections, pause_for_start_up
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.sessions import records as session_records
 from dreaming.llm import BudgetSettings
@@ -181,7 +181,11 @@ def _run_parallel(
     context = multiprocessing.get_context("spawn")  # no inherited locks or connections
     state = (str(app.paths.state_dir), str(app.config_path) if app.config_path else None)
     results: dict[str, AgentResult] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    # A worker starts up as the command line does: no cycle collection while it imports the
+    # library for its first agent (`gc_tuning`; its first night turns collection back on).
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=pause_for_start_up
+    ) as pool:
         futures = {
             pool.submit(
                 _run_agent_in_worker,
