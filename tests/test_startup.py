@@ -8,10 +8,13 @@ Each check runs in a fresh interpreter: this process has imported everything alr
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import dreaming.cli
 from tests.openclaw_builder import FakeOpenClaw
@@ -99,3 +102,40 @@ def test_a_light_run_loads_neither_the_orm_nor_deep_s_machinery(tmp_path: Path) 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_night_off_a_terminal_loads_no_progress_bars(tmp_path: Path) -> None:
+    """Under cron or into a pipe, progress is a line per phase: rich (a twentieth of a small
+    run's start-up) is imported only where stderr may be a terminal."""
+    FakeOpenClaw(tmp_path).session("main", "s1", [("user", "I live in Lisbon.")])
+    code = (
+        "import json, sys\n"
+        "from dreaming.cli import _main\n"
+        f"sys.argv = ['dreaming', '--state-dir', {str(tmp_path)!r}, 'run', '--phase', 'light']\n"
+        "try:\n"
+        "    _main.main()\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code in (0, None), stop.code\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.'))))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert "light:" in done.stderr  # the one summary line a night off a terminal prints
+
+
+def test_forced_colour_still_asks_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dreaming.cli import _progress
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert _progress._may_be_a_terminal()
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    assert _progress._may_be_a_terminal()  # rich decides (here: no)

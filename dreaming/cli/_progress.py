@@ -4,6 +4,8 @@ elsewhere (a cron night's stderr stays a few lines)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,13 +27,14 @@ def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
     if not enabled:
         yield None
         return
-    from rich.console import Console
+    if _may_be_a_terminal():
+        from rich.console import Console
 
-    console = Console(stderr=True)
-    if console.is_terminal:
-        with _Bars(console) as bars:
-            yield bars.tick
-        return
+        console = Console(stderr=True)
+        if console.is_terminal:
+            with _Bars(console) as bars:
+                yield bars.tick
+            return
     totals = _Totals()
     interrupted = False
     try:
@@ -42,6 +45,18 @@ def progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
     finally:
         for line in totals.lines(interrupted=interrupted):
             echo(line, err=True)
+
+
+def _may_be_a_terminal() -> bool:
+    """Whether rich could take stderr for a terminal: by its own rules only a tty, or an
+    environment that says so (TTY_COMPATIBLE, FORCE_COLOR). Asked first, so a night under
+    cron or into a pipe never imports rich (a twentieth of a small run's start-up)."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
 
 
 class _Bars:
