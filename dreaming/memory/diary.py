@@ -225,11 +225,6 @@ def whole_sentences(text: str) -> list[str]:
     return [s for s, whole in _sentences(text) if whole]
 
 
-def is_quotable(sentence: str, lexicon: salience_mod.Lexicon | None = None) -> bool:
-    """Whether one of `whole_sentences` is fit to quote (see `quotable`)."""
-    return _quotable(sentence, lexicon)
-
-
 def _sentences(text: str) -> list[tuple[str, bool]]:
     """(sentence, whether it stands whole). A piece after a dash that may have been a bullet
     or a dash inside a sentence ("decorators - you can ...") is the rest of a sentence when
@@ -261,7 +256,8 @@ def _sentences(text: str) -> list[tuple[str, bool]]:
 _ENDED = re.compile(r"(?:^|[.!?。！？:：…][\"'”’)\]]*)$")
 
 
-def _quotable(sentence: str, lexicon: salience_mod.Lexicon | None) -> bool:
+def is_quotable(sentence: str, lexicon: salience_mod.Lexicon | None = None) -> bool:
+    """Whether one of `whole_sentences` is fit to quote (see `quotable`)."""
     if not MIN_QUOTE_CHARS <= len(sentence) <= MAX_QUOTE_CHARS:
         return False
     if _QUESTION.search(sentence) or sentence.endswith((":", "：", ",", ";", "-")):
