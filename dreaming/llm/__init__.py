@@ -17,8 +17,9 @@ Nothing else in dreaming depends on an LLM: every caller has a deterministic pat
 this layer raises.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dreaming.lazy import lazy_names
 from dreaming.llm._breaker import CircuitBreaker
 from dreaming.llm._day import utc_today
 from dreaming.llm._pricing import cost_usd, estimate_prompt_tokens, estimate_tokens
@@ -51,13 +52,7 @@ _LAZY = {
     "retry_after_s": "dreaming.llm._retry",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'dreaming.llm' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

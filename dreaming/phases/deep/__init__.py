@@ -19,8 +19,9 @@ The parts, each private:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dreaming.lazy import lazy_names
 from dreaming.phases.deep._summary import DeepSummary
 
 if TYPE_CHECKING:
@@ -34,13 +35,7 @@ _LAZY = {
     "PROMOTABLE_CLASSES": "dreaming.phases.deep._selection",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'dreaming.phases.deep' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = ["PROMOTABLE_CLASSES", "DeepPhase", "DeepSummary"]
