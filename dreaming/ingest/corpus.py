@@ -13,10 +13,10 @@ import itertools
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +30,7 @@ from sqlalchemy import (
     select,
 )
 
+from dreaming.store.bulk import time_text
 from dreaming.store.dialect import insert_ignore, is_sqlite
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 from dreaming.syntax import atomic_write
@@ -190,30 +191,8 @@ _PAGE = 1000  # rows a statement: 10,000 parameters, under SQLite's 32,766
 _ROW_SQL = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
 
 
-def _time_text(conn: Connection) -> Callable[[datetime], Any]:
-    """What the time column's bind processor makes of a moment, for the driver: SQLite's
-    default storage format is datetime's own `isoformat(" ", "microseconds")` of the naive UTC
-    moment, which is three times cheaper than the processor's way there (a tenth of the
-    insert). Taken only when the processor is seen to write exactly that."""
-    processor = CORPUS_LINES.c.ts.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
-    if processor is None:
-        return lambda ts: ts
-    probes = (
-        datetime(987, 6, 5, 4, 3, 2, 1, tzinfo=timezone(timedelta(hours=5))),
-        datetime(2026, 3, 1, 9, 0, tzinfo=UTC),  # whole seconds: a fraction all the same
-        datetime(2026, 3, 1, 9, 0, 0, 500),  # naive: UTC already
-    )
-    return _iso if all(processor(p) == _iso(p) for p in probes) else processor
-
-
-def _iso(ts: datetime) -> str:
-    if ts.tzinfo is not None and ts.tzinfo is not UTC:
-        ts = ts.astimezone(UTC)
-    return ts.replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
 def _insert_sqlite(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[Any]:
-    convert = _time_text(conn)
+    convert = time_text(conn.dialect, CORPUS_LINES.c.ts.type)
     head = f"INSERT INTO corpus_lines ({', '.join(_COLUMNS)}) VALUES "
     tail = " ON CONFLICT DO NOTHING RETURNING session_id, line, id"
     out: list[Any] = []

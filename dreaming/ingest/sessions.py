@@ -13,6 +13,7 @@ from sqlalchemy import Connection, and_, bindparam, insert, select, update
 
 from dreaming.ingest.admission import Status
 from dreaming.messages import SessionFile
+from dreaming.store.bulk import execute_many
 from dreaming.store.tables import SESSIONS
 
 
@@ -52,6 +53,7 @@ def records(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:
     return {r["session_id"]: dict(r) for r in conn.execute(query).mappings()}
 
 
+_INSERT_SESSION = insert(SESSIONS)
 _UPDATE_SESSION = update(SESSIONS).where(
     and_(SESSIONS.c.agent == bindparam("b_agent"), SESSIONS.c.session_id == bindparam("b_sid"))
 )
@@ -84,9 +86,9 @@ def upsert_sessions(conn: Connection, records: Sequence[Upsert]) -> None:
             params = {"b_agent": values["agent"], "b_sid": values["session_id"], **changed}
             updates.setdefault(tuple(sorted(changed)), []).append(params)
     if new:
-        conn.execute(insert(SESSIONS), new)
+        execute_many(conn, _INSERT_SESSION, new)
     for same_columns in updates.values():
-        conn.execute(_UPDATE_SESSION, same_columns)
+        execute_many(conn, _UPDATE_SESSION, same_columns)
 
 
 def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> None:

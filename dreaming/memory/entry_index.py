@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Sequence
 from sqlalchemy import Connection, bindparam, text
 
 from dreaming.ingest.claims import STOPWORDS, query_words, words
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import is_postgres
 from dreaming.store.statuses import EntryStatus
 
@@ -53,12 +54,8 @@ def add_entries(conn: Connection, agent: str, entries: Sequence[tuple[str, str]]
     rows = [
         {"r": (last or 0) + n, "a": agent, "k": k, "t": t} for n, (k, t) in enumerate(entries, 1)
     ]
-    conn.execute(
-        text("INSERT INTO entries_fts (rowid, agent, key, text) VALUES (:r, :a, :k, :t)"), rows
-    )
-    conn.execute(
-        text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)"), rows
-    )
+    execute_many(conn, _INSERT_FTS_AT, rows)
+    execute_many(conn, _INSERT_ROW_OF, rows)
 
 
 def remove_entry(conn: Connection, agent: str, key: str) -> None:
@@ -162,3 +159,7 @@ def ranked(
         )
     stmt = text(query).bindparams(bindparam("s", expanding=True))
     return [(r[0], float(r[1])) for r in conn.execute(stmt, params)]
+
+
+_INSERT_FTS_AT = text("INSERT INTO entries_fts (rowid, agent, key, text) VALUES (:r, :a, :k, :t)")
+_INSERT_ROW_OF = text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)")

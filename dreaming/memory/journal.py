@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import BindParameter, Connection, and_, bindparam, delete, select
 
 from dreaming.ingest import candidates as candidates_mod
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import upsert
 from dreaming.store.tables import CANDIDATES, ENTRIES, ENTRY_EVIDENCE, JOURNAL, ORIGINS
 
@@ -104,7 +105,7 @@ def capture(
         }
         rows.append(_row(agent, run_id, CANDIDATE, str(cid), image, [], now))
     if rows:
-        conn.execute(JOURNAL.insert(), rows)
+        execute_many(conn, _INSERT_JOURNAL, rows)
 
 
 def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
@@ -113,6 +114,7 @@ def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
 
 
 _KEYS: BindParameter[Any] = bindparam("keys", expanding=True)
+_INSERT_JOURNAL = JOURNAL.insert()
 _ENTRY_ROWS = select(ENTRIES).where(
     and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key.in_(_KEYS))
 )

@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 
 from sqlalchemy import Connection, and_, delete, func, select
 
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import upsert_replace
 from dreaming.store.tables import FILE_CURSORS
 
@@ -48,7 +49,7 @@ def advance(conn: Connection, cursors: Sequence[CursorRow]) -> None:
     """Store where the reads of each `cursor["path"]` stopped (inserted, or replacing the
     last), in one statement."""
     if cursors:
-        conn.execute(upsert_replace(conn, FILE_CURSORS, ["agent", "path"], _COLUMNS), cursors)
+        execute_many(conn, upsert_replace(conn, FILE_CURSORS, ["agent", "path"], _COLUMNS), cursors)
 
 
 def by_path(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:

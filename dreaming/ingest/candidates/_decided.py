@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, update
 
+from dreaming.store.bulk import execute_many
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
 
@@ -36,7 +37,7 @@ _SET_BOOST = (
 def set_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> None:
     """Deep's decisions, in one statement: rows of `cid`, `new_status`, `decided` (the
     evidence count decided on) and `at`."""
-    conn.execute(_SET_OUTCOME, outcomes)
+    execute_many(conn, _SET_OUTCOME, outcomes)
 
 
 def mark_proposed(conn: Connection, cids: Iterable[int], now: datetime) -> None:
@@ -76,4 +77,4 @@ def _still_proposed(cids: Sequence[int]) -> ColumnElement[bool]:
 
 def set_boosts(conn: Connection, changes: Sequence[Mapping[str, Any]]) -> None:
     """REM's boosts: rows of `cid` and `boost` (0 takes a boost away)."""
-    conn.execute(_SET_BOOST, changes)
+    execute_many(conn, _SET_BOOST, changes)

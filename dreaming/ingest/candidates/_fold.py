@@ -39,6 +39,7 @@ from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
 from dreaming.memory import diary, memory_file
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.statuses import HELD
 from dreaming.store.tables import (
@@ -198,7 +199,7 @@ class Folder:
         set_where_ids(conn, MARK_CUE, batch.cue)
         self._write_evidence(conn, batch.evidence, real)
         if batch.recalls:
-            conn.execute(insert_ignore(conn, RECALLS), batch.recalls)
+            execute_many(conn, insert_ignore(conn, RECALLS), batch.recalls)
         return FoldStats(
             touched=frozenset(touched),
             echoes=batch.echoes,
@@ -334,7 +335,7 @@ class Folder:
         real: dict[int, int] = {}
         if not pending:
             return real
-        conn.execute(_INSERT_NEW, pending)
+        execute_many(conn, _INSERT_NEW, pending)
         keys = [p["key"] for p in pending]
         ids: dict[str, int] = {}
         for chunk in chunks(keys):
@@ -353,7 +354,8 @@ class Folder:
     ) -> None:
         if not evidence:
             return
-        conn.execute(
+        execute_many(
+            conn,
             insert_ignore(conn, CANDIDATE_EVIDENCE),
             [
                 {

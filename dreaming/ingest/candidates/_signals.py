@@ -25,6 +25,7 @@ from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates._common import chunks, joined_evidence, utc_now
 from dreaming.ingest.scoring import Rarity, Signals, score
 from dreaming.store import state
+from dreaming.store.bulk import execute_many
 from dreaming.store.state import StateKey
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import (
@@ -132,10 +133,11 @@ def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
         found = salience_mod.assess(text, lexicon)
         changes.append({"cid": cid, "salience": found.value, "features": found.names()})
     if changes:
-        conn.execute(_SET_SALIENCE, changes)
+        execute_many(conn, _SET_SALIENCE, changes)
     return len(changes)
 
 
+_SET_SCORE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid"))
 _SET_SALIENCE = (
     update(CANDIDATES)
     .where(CANDIDATES.c.id == bindparam("cid"))
@@ -209,7 +211,7 @@ def rescore(
         if value != r.score:
             changes.append({"cid": r.id, "score": value})
     if changes:
-        conn.execute(update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid")), changes)
+        execute_many(conn, _SET_SCORE, changes)
     return pending
 
 

@@ -25,6 +25,7 @@ from dreaming.memory.actions import Action
 from dreaming.memory.lineage._batch import Batch
 from dreaming.memory.lineage._read import Lineage, entry_lineage
 from dreaming.memory.memory_file import entry_key
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import upsert
 from dreaming.store.statuses import HELD, CandidateStatus, EntryStatus
 from dreaming.store.tables import (
@@ -70,6 +71,7 @@ def prune_orphans(conn: Connection, agent: str) -> int:
 
 
 # Statements built once: building one costs more than SQLite spends running it.
+_INSERT_DECISION = DECISIONS.insert()
 _DELETE_ENTRY = delete(ENTRIES).where(
     and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key == bindparam("key"))
 )
@@ -107,7 +109,7 @@ class Bookkeeping:
         if self.outcomes:
             candidates.set_outcomes(conn, self.outcomes)
         if self.log:
-            conn.execute(DECISIONS.insert(), self.log)
+            execute_many(conn, _INSERT_DECISION, self.log)
         self.outcomes.clear()
         self.log.clear()
 
@@ -209,6 +211,7 @@ def _put_entry(
             "status": EntryStatus.LIVE,
             "created_at": now,
             "updated_at": now,
+            "recall_count": 0,  # the model's default, named: no default to fill per row
         }
         batch.add_entry(key, values, text)
         return None

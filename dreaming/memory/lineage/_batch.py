@@ -19,6 +19,7 @@ from sqlalchemy import BindParameter, Connection, and_, bindparam, select
 
 from dreaming.memory import entry_index
 from dreaming.memory.lineage._read import Lineage, candidate_lineages
+from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import insert_ignore
 from dreaming.store.tables import (
     CANDIDATES,
@@ -83,11 +84,11 @@ class Batch:
     def flush(self, conn: Connection) -> None:
         """Write what the batch gathered (before a read of entries' rows, and at its end)."""
         if self.entries:
-            conn.execute(ENTRIES.insert(), self.entries)
+            execute_many(conn, _INSERT_ENTRY, self.entries)
         if self.origins:
-            conn.execute(insert_ignore(conn, ORIGINS), self.origins)
+            execute_many(conn, insert_ignore(conn, ORIGINS), self.origins)
         if self.evidence:
-            conn.execute(insert_ignore(conn, ENTRY_EVIDENCE), self.evidence)
+            execute_many(conn, insert_ignore(conn, ENTRY_EVIDENCE), self.evidence)
         entry_index.add_entries(conn, self.agent, self.index)
         self.entries, self.origins, self.evidence, self.index = [], [], [], []
 
@@ -98,6 +99,7 @@ def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
 
 
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_INSERT_ENTRY = ENTRIES.insert()
 _COUNTS = select(CANDIDATES.c.id, CANDIDATES.c.evidence_count).where(CANDIDATES.c.id.in_(_IDS))
 _HELD = select(ENTRIES.c.key).where(
     and_(
