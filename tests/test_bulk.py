@@ -289,3 +289,17 @@ def test_a_demo_night_never_falls_back(tmp_path: Path, monkeypatch: pytest.Monke
     assert json.loads(result.stdout)["agents"]
     assert len(compiled) >= 8, compiled  # evidence, candidates, sessions, entries, ...
     assert [name for name, fast in compiled if not fast] == []
+
+
+def test_time_columns_take_the_cheaper_equivalent(engine: Engine) -> None:
+    """`UTCDateTime` (a TypeDecorator over DateTime) converts through `iso_time`, the text
+    SQLite's processor would write (the tests above compare the stored rows)."""
+    from dreaming.store.tables import CORPUS_LINES
+
+    with engine.connect() as conn:
+        assert bulk.time_text(conn.dialect, CORPUS_LINES.c.ts.type) is bulk.iso_time
+        plan = bulk._plan(
+            conn.dialect, _decided._SET_OUTCOME, ("cid", "new_status", "decided", "at")
+        )
+        assert plan is not None
+        assert [convert for _, convert in plan.converted] == [bulk.iso_time]

@@ -22,9 +22,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import Connection, DateTime, Dialect
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.types import TypeDecorator
 
 Converter = Callable[[Any], Any]
 
@@ -116,11 +117,8 @@ def _fast(processor: Converter, type_: Any) -> Converter:
     "microseconds")` of the naive UTC moment, three times cheaper than the processor's way
     there (`UTCDateTime` first makes the moment naive UTC, then SQLite's DATETIME formats
     it field by field)."""
-    try:
-        python_type = type_.python_type
-    except NotImplementedError:
-        return processor
-    if python_type is not datetime:
+    base = type_.impl_instance if isinstance(type_, TypeDecorator) else type_
+    if not isinstance(base, DateTime):  # (a TypeDecorator's python_type is `object`)
         return processor
     probes = (
         datetime(987, 6, 5, 4, 3, 2, 1, tzinfo=timezone(timedelta(hours=5))),
