@@ -236,6 +236,30 @@ def test_a_new_database_from_the_template_equals_one_migrated_in_place(
     assert list(aside.iterdir()) == []
 
 
+def test_the_template_image_is_a_sound_file_already_in_wal_mode(tmp_path: Path) -> None:
+    """A new agent's file is born in WAL mode (no switch on its first connection), and
+    is a sound database a plain sqlite3 connection can open, check and write."""
+    import sqlite3
+
+    from dreaming.store import engine as engine_mod
+
+    image = engine_mod._template_image()
+    if image is None:
+        pytest.skip("this sqlite3 cannot serialize")
+    assert image[18:20] == b"\x02\x02"
+    path = tmp_path / "copy.sqlite"
+    path.write_bytes(image)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO corpus_dirty_days (agent, day) VALUES ('a', '2026-01-01')")
+        conn.commit()
+    finally:
+        conn.close()
+    assert engine_mod._in_wal_mode(b"short") == b"short"
+
+
 def test_a_copy_a_killed_process_left_aside_is_removed(tmp_path: Path) -> None:
     import subprocess
     import sys
