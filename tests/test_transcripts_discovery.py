@@ -304,3 +304,37 @@ def test_the_agents_named_without_opening_a_file_are_those_discovery_finds(
     openclaw_root(tmp_path, "outside", files={"x.jsonl": HELLO})
     assert sources.agents_with_transcripts(paths, ["../agents/outside", "..", ""]) == set()
     assert discover_openclaw(state, ["../../agents/outside", "alice"])[0].agent == "alice"
+
+
+def test_one_agent_is_found_without_listing_the_fleet_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet worker asks for one agent's transcripts per run: the agents folder is listed
+    again only when it changed, and an agent added, removed or renamed meanwhile is seen."""
+    agents = tmp_path / "agents"
+    for name in ("alice", "bob", "carol"):
+        openclaw_root(tmp_path, name, files={f"{name[0]}1.jsonl": HELLO})
+    listed: list[Path] = []
+    real_iterdir = Path.iterdir
+
+    def iterdir(self: Path):  # type: ignore[no-untyped-def]
+        if self == agents:
+            listed.append(self)
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    assert [s.agent for s in discover_openclaw(tmp_path, ["alice"])] == ["alice"]
+    assert [s.agent for s in discover_openclaw(tmp_path, ["bob"])] == ["bob"]
+    assert [s.agent for s in discover_openclaw(tmp_path, ["carol", "bob"])] == ["bob", "carol"]
+    assert len(listed) == 1  # listed for alice, then confirmed by its unchanged mtime
+
+    openclaw_root(tmp_path, "dave", files={"d1.jsonl": HELLO})  # added since
+    assert [s.agent for s in discover_openclaw(tmp_path, ["dave"])] == ["dave"]
+    import shutil
+
+    shutil.rmtree(agents / "bob")  # removed since
+    assert discover_openclaw(tmp_path, ["bob"]) == []
+    (agents / "carol").rename(agents / "Carol")  # renamed: the folder's spelling counts
+    assert discover_openclaw(tmp_path, ["carol"]) == []
+    assert [s.agent for s in discover_openclaw(tmp_path, ["Carol"])] == ["Carol"]
+    assert discover_openclaw(tmp_path, ["..", "nobody"]) == []

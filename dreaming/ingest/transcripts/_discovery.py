@@ -111,11 +111,37 @@ def _agent_dirs(root: Path, agents: Collection[str] | None) -> list[Path]:
         return _subdirs(agents_dir)
     # Names as the folder spells them: a case-insensitive disk must not make "Main" the agent
     # "main", and no ".." leads out of the agents folder.
-    try:
-        names = {p.name for p in agents_dir.iterdir()}
-    except OSError:
+    wanted = set(agents)
+    names = _names_in(agents_dir, fresh=False)
+    if names is None or not wanted <= names:  # a name not (yet) seen: look again
+        names = _names_in(agents_dir, fresh=True)
+    if names is None:
         return []
-    return [agents_dir / a for a in sorted(set(agents) & names) if (agents_dir / a).is_dir()]
+    return [agents_dir / a for a in sorted(wanted & names) if (agents_dir / a).is_dir()]
+
+
+# The names in an agents folder, as last listed, with the folder's mtime then: a fleet
+# worker finds one agent's transcripts per run, and listing ten thousand names for each
+# made every agent's night cost in proportion to the fleet. A listing is used while the
+# folder's mtime (which any entry added, removed or renamed changes) is what it was, and
+# only to confirm names: a name missing from it is looked for in a new one.
+_LISTED: dict[Path, tuple[int, frozenset[str]]] = {}
+_MAX_LISTED = 64
+
+
+def _names_in(folder: Path, *, fresh: bool) -> frozenset[str] | None:
+    try:
+        mtime = folder.stat().st_mtime_ns
+        cached = _LISTED.get(folder)
+        if not fresh and cached is not None and cached[0] == mtime:
+            return cached[1]
+        names = frozenset(p.name for p in folder.iterdir())
+    except OSError:
+        return None
+    if len(_LISTED) >= _MAX_LISTED:
+        _LISTED.clear()
+    _LISTED[folder] = (mtime, names)
+    return names
 
 
 def _named(index: _Index, sessions: Collection[str] | None) -> Callable[[Path], bool] | None:
