@@ -434,7 +434,7 @@ def _entries(
     a transcript (None: it can). Nothing is opened here: a FIFO would block a reader
     forever."""
     try:
-        found = sorted(folder.glob(pattern))
+        found = sorted(folder.glob(pattern), key=_name)  # one folder: as Path order, cheaper
     except OSError:
         return []
     return [(p, _unreadable(p, folder)) for p in found if keep is None or keep(p)]
@@ -456,3 +456,7 @@ def _unreadable(path: Path, folder: Path) -> str | None:
     if not stat.S_ISREG(mode):
         return "not-a-regular-file"  # FIFO, socket, device
     return None
+
+
+def _name(path: Path) -> str:
+    return path.name
