@@ -28,6 +28,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeDecorator
 
 Converter = Callable[[Any], Any]
+_NOTHING = object()  # no value converted yet
 
 # (statement, row keys) -> (the dialect it was compiled for, its plan or None: fall back).
 # Statements are module-level constants (`dialect.insert_ignore` and the like), so this
@@ -55,11 +56,21 @@ class _Plan:
         get = self.get
         if not self.converted:
             return [get(r) for r in rows]
+        # A value seen in the row before is converted once: a batch's rows share one `now`
+        # (updated_at, first_seen, last_read). By identity, within this call: the rows are
+        # built, so an object holds the same value in every row it is in.
+        last: list[tuple[Any, Any]] = [(_NOTHING, None)] * len(self.converted)
         out = []
         for r in rows:
             values = list(get(r))
-            for i, convert in self.converted:
-                values[i] = convert(values[i])
+            for n, (i, convert) in enumerate(self.converted):
+                value = values[i]
+                seen = last[n]
+                if seen[0] is value:
+                    values[i] = seen[1]
+                else:
+                    values[i] = converted = convert(value)
+                    last[n] = (value, converted)
             out.append(tuple(values))
         return out
 
