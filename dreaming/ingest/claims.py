@@ -175,7 +175,7 @@ _FIRST_PERSON_CJK = re.compile(r"[私僕俺我]")
 
 def speaks_of_self(text: str, found: list[str] | None = None) -> bool:
     """Whether `text` (whose words `found` are, when known) speaks of its speaker."""
-    if any(w.casefold() in _FIRST_PERSON for w in (words(text) if found is None else found)):
+    if not _FIRST_PERSON.isdisjoint(map(str.casefold, words(text) if found is None else found)):
         return True
     return not text.isascii() and _FIRST_PERSON_CJK.search(text) is not None
 
