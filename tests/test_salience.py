@@ -385,3 +385,33 @@ def test_call_me_sets_a_rule_only_as_a_name() -> None:
     assert Feature.INSTRUCTION in assess("Call me Bob from now on.").features
     said = assess("If you are ever in town, call me at the store!")
     assert Feature.INSTRUCTION not in said.features, said
+
+
+NARRATION_CASES = [
+    "Let me check the config first.",
+    "Now I need to look at the failing test.",
+    "I've updated the parser to skip blank lines.",
+    "Here's the summary of what changed.",
+    "Sure, I can do that.",
+    "and let me check it later",  # a fragment: no narration, whatever its cue
+    "since let me know is what she says",  # a fragment again
+    "Let me know if the deploy at line 42 fails.",  # a cue anywhere ("let me know")
+    "HTTP 500 Internal Server Error. Let me retry.",  # a banner first
+    "My daughter is allergic to peanuts.",
+    "We deploy on Fridays only after the QA sign-off.",
+    "了解しました、確認します。",
+    "",
+    "   Let me see   ",
+]
+
+
+@pytest.mark.parametrize("text", NARRATION_CASES)
+def test_narrates_is_what_the_whole_assessment_says(text: str) -> None:
+    """REM drops the agent's narration before assessing the rest: `narrates` must agree with
+    `assess` on NARRATION for every text (banners and fragments return early there)."""
+    from dreaming.ingest.salience import narrates
+
+    for lexicon in (None, lexicon_for({"narration": ["^as you can see"]})):
+        found = assess(text, lexicon).features
+        assert narrates(text, lexicon) == (Feature.NARRATION in found), text
+    assert narrates("As you can see, it works.", lexicon_for({"narration": ["^as you can see"]}))

@@ -538,6 +538,21 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     return Salience(features, round(min(value, 1.5), 6))
 
 
+def narrates(text: str, lexicon: Lexicon | None = None) -> bool:
+    """Whether `assess(text)` holds NARRATION, told without the rest of the assessment: it
+    does exactly when the text is no banner and no fragment (those return early) and a
+    narration cue hits. REM drops the agent's narration whatever else it says, and a third
+    of the agent's claims in a window are that ("Now I need to check the config")."""
+    lex = lexicon or default_lexicon()
+    body = text.strip()
+    prepared = Text.of(body, claims_mod.words(body.replace("’", "'")))
+    return (
+        not lex.banner.hit(prepared)
+        and not _fragment(prepared, lex)
+        and lex.narration.hit(prepared)
+    )
+
+
 def parse_features(names: str | None) -> frozenset[Feature]:
     if not names:
         return frozenset()

@@ -186,13 +186,17 @@ class Tally:
         )
 
     def add(self, row: Any, evidence: Sequence[Evidence]) -> None:
+        owner = any(e.origin == OriginClass.OWNER.value for e in evidence)
+        if not evidence:
+            return
+        if row.features is None and not owner and salience_mod.narrates(row.text, self.lexicon):
+            return  # the agent's narration (told before, and instead of, the whole assessment)
         features = (
             salience_mod.parse_features(row.features)
             if row.features is not None
             else salience_mod.assess(row.text, self.lexicon).features  # not scored (yet)
         )
-        owner = any(e.origin == OriginClass.OWNER.value for e in evidence)
-        if not evidence or features & _UNTHEMED or (Feature.NARRATION in features and not owner):
+        if features & _UNTHEMED or (Feature.NARRATION in features and not owner):
             return  # small talk, a banner, or the agent's narration: nobody's theme
         sessions: dict[str, float] = {}
         days: dict[str, float] = {}
