@@ -244,9 +244,10 @@ class RemPhase:
         summary.diary_written = diary.write_entry(dreams, summary.day, summary.diary_text)
         _set_mark(self.engine, agent, newest_line)
         with self.engine.connect() as conn:  # DREAMS.md as this night left it
-            self._remember(
-                agent, _signature(conn, agent, self.paths.settings, self.registry, dreams)
-            )
+            signature = _signature(conn, agent, self.paths.settings, self.registry, dreams)
+        # Stored once that connection is back: a second one, opened while it was out, cost
+        # an agent's night a connection of its own (its pragmas, its WAL handle, its close).
+        self._remember(agent, signature)
         return summary
 
     def _remember(self, agent: str, signature: str) -> None:
