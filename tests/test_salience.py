@@ -409,9 +409,10 @@ NARRATION_CASES = [
 def test_narrates_is_what_the_whole_assessment_says(text: str) -> None:
     """REM drops the agent's narration before assessing the rest: `narrates` must agree with
     `assess` on NARRATION for every text (banners and fragments return early there)."""
-    from dreaming.ingest.salience import narrates
+    from dreaming.ingest.salience import default_lexicon
+    from dreaming.phases._rem_themes import narrates
 
-    for lexicon in (None, lexicon_for({"narration": ["^as you can see"]})):
+    for lexicon in (default_lexicon(), lexicon_for({"narration": ["^as you can see"]})):
         found = assess(text, lexicon).features
         assert narrates(text, lexicon) == (Feature.NARRATION in found), text
     assert narrates("As you can see, it works.", lexicon_for({"narration": ["^as you can see"]}))

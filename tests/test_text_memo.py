@@ -80,7 +80,10 @@ def filled() -> dict[str, int]:
 def night_with_three_sessions(state: Path) -> App:
     oc = FakeOpenClaw(state)
     for n, said in enumerate([ALLERGY, JOB, ALLERGY]):
-        oc.session("main", f"s{n}", [("user", said), ("assistant", "Noted.")])
+        # The owner's direct chats: what the owner says is assessed (light scores it, REM
+        # themes it); an unclassified session's lines would only be untrusted evidence.
+        turns = [("user", said), ("assistant", "Noted.")]
+        oc.session("main", f"s{n}", turns, key=f"agent:main:s{n}", chatType="direct")
     app = App.open(state, None, env={})
     runner.run(app, ["light", "rem", "deep"], None)
     memory_file.read(app.paths.memory_file("main"))

@@ -431,7 +431,7 @@ def _smalltalk(
     return True
 
 
-def _fragment(text: Text, lex: Lexicon) -> bool:
+def fragment(text: Text, lex: Lexicon) -> bool:
     """A clause cut from its sentence: starts in lower case with a connective ("since I
     moved ...", "its API and ..."). (A list item run into the next one's numeral is split
     apart by `claims.sentences` already.)"""
@@ -469,7 +469,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
     # A banner or a fragment is worth nothing whatever else it holds: no need to look further.
     if lex.banner.hit(prepared):
         return Salience(frozenset({Feature.BANNER}), 0.0)
-    if _fragment(prepared, lex):
+    if fragment(prepared, lex):
         return Salience(frozenset({Feature.FRAGMENT}), 0.0)
     found = {
         feature
@@ -536,21 +536,6 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         counted = features & {Feature.PREFERENCE}
     value = sum(WEIGHTS.get(f, 0.0) for f in counted)
     return Salience(features, round(min(value, 1.5), 6))
-
-
-def narrates(text: str, lexicon: Lexicon | None = None) -> bool:
-    """Whether `assess(text)` holds NARRATION, told without the rest of the assessment: it
-    does exactly when the text is no banner and no fragment (those return early) and a
-    narration cue hits. REM drops the agent's narration whatever else it says, and a third
-    of the agent's claims in a window are that ("Now I need to check the config")."""
-    lex = lexicon or default_lexicon()
-    body = text.strip()
-    prepared = Text.of(body, claims_mod.words(body.replace("’", "'")))
-    return (
-        not lex.banner.hit(prepared)
-        and not _fragment(prepared, lex)
-        and lex.narration.hit(prepared)
-    )
 
 
 def parse_features(names: str | None) -> frozenset[Feature]:

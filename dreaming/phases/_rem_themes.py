@@ -24,6 +24,7 @@ from sqlalchemy import Connection, and_, select
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
 from dreaming.ingest.admission import OriginClass
+from dreaming.ingest.cues import Text
 from dreaming.ingest.salience import Feature
 from dreaming.memory import diary
 from dreaming.store.tables import CANDIDATE_EVIDENCE, CANDIDATES
@@ -189,7 +190,7 @@ class Tally:
         owner = any(e.origin == OriginClass.OWNER.value for e in evidence)
         if not evidence:
             return
-        if row.features is None and not owner and salience_mod.narrates(row.text, self.lexicon):
+        if row.features is None and not owner and narrates(row.text, self.lexicon):
             return  # the agent's narration (told before, and instead of, the whole assessment)
         features = (
             salience_mod.parse_features(row.features)
@@ -285,6 +286,20 @@ class Tally:
         """The candidates a theme's quote is looked for in: the owner's first, best first."""
         ids = self.words[word].candidates
         return sorted(ids, key=lambda c: (-self.rank[c][0], -self.rank[c][1], c))[:12]
+
+
+def narrates(text: str, lexicon: salience_mod.Lexicon) -> bool:
+    """Whether `salience.assess(text)` holds NARRATION, told without the rest of it: exactly
+    when the text is no banner and no fragment (assess returns early on those) and a
+    narration cue hits. The agent's narration is a third of its claims in a window, and REM
+    drops it whatever else it says (tests/test_salience.py holds the two to agreement)."""
+    body = text.strip()
+    prepared = Text.of(body, claims_mod.words(body.replace("’", "'")))
+    return (
+        not lexicon.banner.hit(prepared)
+        and not salience_mod.fragment(prepared, lexicon)
+        and lexicon.narration.hit(prepared)
+    )
 
 
 _NEGATING = frozenset({"not", "no", "nor", "never", "t", "cannot", "without"})
