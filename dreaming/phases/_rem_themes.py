@@ -187,9 +187,9 @@ class Tally:
         )
 
     def add(self, row: Any, evidence: Sequence[Evidence]) -> None:
-        owner = any(e.origin == OriginClass.OWNER.value for e in evidence)
         if not evidence:
             return
+        owner = any(e.origin == OriginClass.OWNER.value for e in evidence)
         if row.features is None and not owner and narrates(row.text, self.lexicon):
             return  # the agent's narration (told before, and instead of, the whole assessment)
         features = (

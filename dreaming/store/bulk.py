@@ -39,8 +39,8 @@ _MAX_PLANS = 256
 
 
 class _Plan:
-    """A statement compiled for one set of row keys: its SQL, the keys in the order of its
-    placeholders, and the converters of the values that need one (by position)."""
+    """A statement compiled for one set of row keys: its SQL, the keys in the order its `?`
+    marks take them, and the converters of the values that need one (by position)."""
 
     __slots__ = ("converted", "get", "sql")
 

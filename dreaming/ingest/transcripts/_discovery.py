@@ -112,9 +112,7 @@ def _agent_dirs(root: Path, agents: Collection[str] | None) -> list[Path]:
     # Names as the folder spells them: a case-insensitive disk must not make "Main" the agent
     # "main", and no ".." leads out of the agents folder.
     wanted = set(agents)
-    names = _names_in(agents_dir, fresh=False)
-    if names is None or not wanted <= names:  # a name not (yet) seen: look again
-        names = _names_in(agents_dir, fresh=True)
+    names = _names_in(agents_dir, wanted)
     if names is None:
         return []
     return [agents_dir / a for a in sorted(wanted & names) if (agents_dir / a).is_dir()]
@@ -129,11 +127,13 @@ _LISTED: dict[Path, tuple[int, frozenset[str]]] = {}
 _MAX_LISTED = 64
 
 
-def _names_in(folder: Path, *, fresh: bool) -> frozenset[str] | None:
+def _names_in(folder: Path, wanted: set[str]) -> frozenset[str] | None:
+    """The names in `folder`: the last listing when it still holds and has all of `wanted`,
+    else a new one (None: the folder cannot be read)."""
     try:
         mtime = folder.stat().st_mtime_ns
         cached = _LISTED.get(folder)
-        if not fresh and cached is not None and cached[0] == mtime:
+        if cached is not None and cached[0] == mtime and wanted <= cached[1]:
             return cached[1]
         names = frozenset(p.name for p in folder.iterdir())
     except OSError:
@@ -434,7 +434,7 @@ def _entries(
     a transcript (None: it can). Nothing is opened here: a FIFO would block a reader
     forever."""
     try:
-        found = sorted(folder.glob(pattern), key=_name)  # one folder: as Path order, cheaper
+        found = sorted(folder.glob(pattern), key=lambda p: p.name)  # one folder: Path order
     except OSError:
         return []
     return [(p, _unreadable(p, folder)) for p in found if keep is None or keep(p)]
@@ -456,7 +456,3 @@ def _unreadable(path: Path, folder: Path) -> str | None:
     if not stat.S_ISREG(mode):
         return "not-a-regular-file"  # FIFO, socket, device
     return None
-
-
-def _name(path: Path) -> str:
-    return path.name
