@@ -166,18 +166,35 @@ class Recurrence:
         self.first = first if self.first == (0, 0) else min(self.first, first)
 
 
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One claim as the tally read it: its sentences' words and their tokens, the sessions
+    and days it was said on (by speaker weight), its first corpus line, and the concepts it
+    carries."""
+
+    said: list[list[str]]
+    tokens: list[list[str]]
+    sessions: dict[str, float]
+    days: dict[str, float]
+    line: int
+    concepts: frozenset[str]
+
+
 class Tally:
-    """Concepts, two-word phrases, co-occurrence and surface forms over the window."""
+    """Concepts over the window, counted as each claim comes; and, worked out only for the
+    few concepts that become themes, the two-word phrases, co-occurring concepts and surface
+    forms around them (from the claims whose sentences hold the concept, in the order they
+    came, so every count and every tie is what counting all of them up front gives)."""
 
     def __init__(self, lexicon: salience_mod.Lexicon) -> None:
         self.lexicon = lexicon
         self.excluded = excluded(lexicon)
         self.words: dict[str, Recurrence] = defaultdict(Recurrence)
-        self.phrases: dict[tuple[str, str], Recurrence] = defaultdict(Recurrence)
-        self.cooccur: dict[str, Counter[str]] = defaultdict(Counter)
-        self.forms: dict[str, Counter[str]] = defaultdict(Counter)
-        self.phrase_forms: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         self.rank: dict[int, tuple[int, float]] = {}  # candidate -> (owner said it?, score)
+        self._claims: list[_Claim] = []
+        # token -> the claims (indexes into _claims) whose sentences hold it
+        self._holding: dict[str, list[int]] = defaultdict(list)
+        self._forms: dict[str, Counter[str]] = {}
 
     def themable(self, token: str) -> bool:
         return (
@@ -220,64 +237,85 @@ class Tally:
             place.setdefault(t, len(place))
         carried = set(row.tokens.split())
         words = [t for t in place if t in carried and self.themable(t)]
+        said_most = max(sessions.values())
         for w in words:
-            self.words[w].add(sessions, days, (line, place[w]))
-            self.words[w].candidates.append(row.id)
-            self.words[w].claims += max(sessions.values())
-            self.cooccur[w].update({x: len(sessions) for x in words if x != w})
-        for ws, ts in zip(said, tokens, strict=True):
-            self._surface(ws, ts, sessions, days, line)
-
-    def _surface(
-        self,
-        said: list[str],
-        tokens: list[str],
-        sessions: dict[str, float],
-        days: dict[str, float],
-        line: int,
-    ) -> None:
-        """One sentence's surface forms and phrases."""
-        for i, (w, t) in enumerate(zip(said, tokens, strict=True)):
+            rec = self.words[w]
+            rec.add(sessions, days, (line, place[w]))
+            rec.candidates.append(row.id)
+            rec.claims += said_most
+        index = len(self._claims)
+        self._claims.append(_Claim(said, tokens, sessions, days, line, frozenset(words)))
+        for t in place:
             if t:
-                self.forms[t][w if i else w.casefold()] += 1
-        # Two concepts side by side ("tui renderer"), or joined by one stopword that
-        # negates nothing ("allergic to peanuts"), make a phrase.
-        for i, a in enumerate(tokens):
-            if not (a and self.themable(a)):
-                continue
-            for j in range(i + 1, min(i + 3, len(tokens))):
-                b = tokens[j]
-                if j == i + 2 and (tokens[i + 1] or said[i + 1].casefold() in _NEGATING):
-                    break
-                if b and b != a and self.themable(b):
-                    self.phrases[(a, b)].add(sessions, days, (line, i))
-                    self.phrase_forms[(a, b)][" ".join(said[i : j + 1]).casefold()] += 1
-                    break
+                self._holding[t].append(index)
+
+    def _forms_of(self, token: str) -> Counter[str]:
+        """How `token` was written, by count (the first sentence word casefolded)."""
+        forms = self._forms.get(token)
+        if forms is None:
+            forms = self._forms[token] = Counter()
+            for k in self._holding.get(token, ()):
+                for ws, ts in zip(self._claims[k].said, self._claims[k].tokens, strict=True):
+                    for i, (w, t) in enumerate(zip(ws, ts, strict=True)):
+                        if t == token:
+                            forms[w if i else w.casefold()] += 1
+        return forms
+
+    def _phrases_with(
+        self, word: str
+    ) -> tuple[dict[tuple[str, str], Recurrence], dict[tuple[str, str], Counter[str]]]:
+        """The two-word phrases holding `word`, where they came up and how they were written.
+        Two concepts side by side ("tui renderer"), or joined by one stopword that negates
+        nothing ("allergic to peanuts"), make a phrase."""
+        phrases: dict[tuple[str, str], Recurrence] = defaultdict(Recurrence)
+        forms: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        for k in self._holding.get(word, ()):
+            claim = self._claims[k]
+            for said, tokens in zip(claim.said, claim.tokens, strict=True):
+                if word not in tokens:
+                    continue
+                for i, a in enumerate(tokens):
+                    if not (a and self.themable(a)):
+                        continue
+                    for j in range(i + 1, min(i + 3, len(tokens))):
+                        b = tokens[j]
+                        if j == i + 2 and (tokens[i + 1] or said[i + 1].casefold() in _NEGATING):
+                            break
+                        if b and b != a and self.themable(b):
+                            if word in (a, b):
+                                phrases[(a, b)].add(claim.sessions, claim.days, (claim.line, i))
+                                forms[(a, b)][" ".join(said[i : j + 1]).casefold()] += 1
+                            break
+        return phrases, forms
 
     def label(self, token: str) -> str:
-        common = self.forms[token].most_common(1)
+        common = self._forms_of(token).most_common(1)
         return common[0][0] if common else token
 
     def phrase(self, word: str, min_sessions: int) -> tuple[str, str]:
         """The two-word phrase a concept mostly came up in ("code quality"), and the other
         word of it; else the word's own label and ""."""
         need = max(min_sessions, math.ceil(0.6 * len(self.words[word].sessions)))
-        found = [
-            (p, r)
-            for p, r in self.phrases.items()
-            if word in p and len(r.sessions) >= need and len(r.days) >= 1
-        ]
+        phrases, forms = self._phrases_with(word)
+        found = [(p, r) for p, r in phrases.items() if len(r.sessions) >= need and len(r.days) >= 1]
         if not found:
             return self.label(word), ""
         pair, _ = min(found, key=lambda x: (*x[1].order(), x[0]))
-        form = self.phrase_forms[pair].most_common(1)[0][0]
+        form = forms[pair].most_common(1)[0][0]
         return form, pair[1] if pair[0] == word else pair[0]
 
     def related(self, word: str, partner: str, specificity: Specificity) -> list[str]:
         """The three concepts said most with it (in most sessions, the specific ones first)."""
+        together: Counter[str] = Counter()
+        for k in self._holding.get(word, ()):
+            claim = self._claims[k]
+            if word in claim.concepts:
+                for x in claim.concepts:
+                    if x != word:
+                        together[x] += len(claim.sessions)
         scored = [
             (-n * specificity.of_word(x), self.words[x].first, x)
-            for x, n in self.cooccur[word].items()
+            for x, n in together.items()
             if x != partner and x in self.words
         ]
         return [x for *_, x in sorted(scored)[:3]]
