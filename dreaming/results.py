@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dreaming.phases import Phase
+from dreaming.phases._rem_summary import RemSummary
 from dreaming.phases.deep import DeepSummary
 from dreaming.phases.light import LightSummary
-from dreaming.phases.rem import RemSummary
 from dreaming.runs import Outcome
 
 # Outcomes of a run that did not happen here: their results carry no phase summaries.

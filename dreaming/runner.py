@@ -17,11 +17,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from dreaming import forget as forgetting
 from dreaming.app import App
 from dreaming.errors import (
     LockedError,
@@ -30,18 +31,13 @@ from dreaming.errors import (
     StorageError,
     WorkspaceFileError,
 )
-from dreaming.forget import Purge, PurgeReport, Selector, complete_pending
 from dreaming.gc_tuning import fewer_young_collections, pause_for_start_up
 from dreaming.ingest import corpus, sources
 from dreaming.ingest.sessions import records as session_records
-from dreaming.llm import BudgetSettings
-from dreaming.llm.calls import LLMAccess, run_budget
 from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
 from dreaming.phases.light import LightPhase
-from dreaming.phases.rem import RemPhase
-from dreaming.progress import Progress
 from dreaming.repair import adopt
 from dreaming.results import NOT_RUN as NOT_RUN
 from dreaming.results import AgentResult as AgentResult
@@ -58,6 +54,12 @@ from dreaming.runs import (
 from dreaming.store import state
 from dreaming.store.state import StateKey
 from dreaming.store.storage import os_fault
+
+if TYPE_CHECKING:
+    from dreaming.forget import PurgeReport, Selector
+    from dreaming.llm import BudgetSettings
+    from dreaming.llm.calls import LLMAccess
+    from dreaming.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +299,7 @@ class _Night:
     def open(self) -> None:
         options, engine, agent = self.options, self.engine, self.agent
         if not options.dry_run:
-            complete_pending(engine, self.app.paths, agent)  # an interrupted purge first
+            forgetting.complete_pending(engine, self.app.paths, agent)  # an interrupted purge first
             if abandoned := close_abandoned(engine, agent):
                 log.warning("agent %s: %d run(s) of a dead process abandoned", agent, abandoned)
             # A lost database (deleted, replaced, rolled back) knows none of the managed
@@ -319,6 +321,8 @@ class _Night:
         # other agents' runs in this process).
         factory = self.app.client_factory(options.profile)
         if factory is not None:
+            from dreaming.llm.calls import LLMAccess, run_budget
+
             budget = options.budget or self.app.settings.budget
             ledger = self.app.ledger()
             self.llm = LLMAccess(factory, run_budget(engine, agent, budget, ledger=ledger))
@@ -349,6 +353,10 @@ class _Night:
             )
             self.summaries[phase] = light.run(self.agent, files)
         elif phase == Phase.REM:
+            # Imported when REM runs, as deep's phase is below: a light-only run starts
+            # without either.
+            from dreaming.phases.rem import RemPhase
+
             rem = RemPhase(self.engine, app.paths, app.registry, **llm_phase).run(self.agent)
             if rem.degraded:
                 self.degraded.append(f"rem: {rem.degraded}")
@@ -462,7 +470,7 @@ def forget(
     engine = app.engine(agent, create=False) if has_state else None
     # What the selector names is checked before anything is planned or locked: a typo costs
     # a lookup, and a purge plans once (under the lock), not once more to be checked.
-    targets = Purge(engine, app.paths, agent).targets(selector, files)
+    targets = forgetting.Purge(engine, app.paths, agent).targets(selector, files)
     if not (pre_tombstone and selector.sessions):
         _matched(
             agent,
@@ -471,18 +479,20 @@ def forget(
             lambda: _known_values(engine, agent, _discover(app, agent, None)),
         )
     if dry_run:
-        tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
+        tally = forgetting.Purge(engine, app.paths, agent).forget(selector, files, dry_run=True)
     else:
         engine = app.engine(agent)
         with app.lock(agent, "forget", wait_s=wait_s):
-            tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
+            tally = forgetting.Purge(engine, app.paths, agent).forget(
+                selector, files, dry_run=False
+            )
     others = tuple(
         r
         for other in app.paths.kin(agent)
         if app.has_state(other)
         and (r := _forget_kin(app, other, selector, dry_run=dry_run, wait_s=wait_s)) is not None
     )
-    return dataclasses.replace(PurgeReport.of(tally), other_agents=others)
+    return dataclasses.replace(forgetting.PurgeReport.of(tally), other_agents=others)
 
 
 def _forget_kin(
@@ -491,19 +501,21 @@ def _forget_kin(
     """`forget` of the sessions `selector` names that `agent` also holds, or None when it
     holds none of them."""
     files = _discover(app, agent, selector)
-    targets = Purge(app.engine(agent, create=False), app.paths, agent).targets(selector, files)
+    targets = forgetting.Purge(app.engine(agent, create=False), app.paths, agent).targets(
+        selector, files
+    )
     held = tuple(t.session_id for t in targets if t.resolved and not t.already_forgotten)
     if not held:
         return None
     if selector.sessions:
-        selector = Selector(sessions=held)
+        selector = forgetting.Selector(sessions=held)
     if dry_run:
-        probe = Purge(app.engine(agent, create=False), app.paths, agent)
-        return PurgeReport.of(probe.forget(selector, files, dry_run=True))
+        probe = forgetting.Purge(app.engine(agent, create=False), app.paths, agent)
+        return forgetting.PurgeReport.of(probe.forget(selector, files, dry_run=True))
     engine = app.engine(agent)
     with app.lock(agent, "forget", wait_s=wait_s):
-        tally = Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
-    return PurgeReport.of(tally)
+        tally = forgetting.Purge(engine, app.paths, agent).forget(selector, files, dry_run=False)
+    return forgetting.PurgeReport.of(tally)
 
 
 def _discover(app: App, agent: str, selector: Selector | None) -> list[SessionFile]:

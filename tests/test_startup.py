@@ -83,6 +83,13 @@ NOT_FOR_LIGHT = (
     "dreaming.memory.decisions",
     "dreaming.phases.deep._phase",
     "multiprocessing",
+    # REM's phase, the LLM call layer and a purge's plan, report and scrubbing: a night
+    # only asks whether a purge was cut short (#24: 14 ms of a light run's start-up).
+    "dreaming.phases.rem",
+    "dreaming.llm.calls",
+    "dreaming.forget._purge",
+    "dreaming.forget._scrub",
+    "dreaming.forget._report",
 )
 
 

@@ -19,9 +19,9 @@ from dreaming.phases import Phase
 # most of the library: imported where a command runs, so `dreaming --help` stays fast.
 if TYPE_CHECKING:
     from dreaming.llm import BudgetSettings
+    from dreaming.phases._rem_summary import RemSummary
     from dreaming.phases.deep import DeepSummary
     from dreaming.phases.light import LightSummary
-    from dreaming.phases.rem import RemSummary
     from dreaming.runner import AgentResult, Summary
 
 
@@ -179,8 +179,8 @@ def format_rem(s: RemSummary) -> str:
 
 
 def format_summary(summary: Summary) -> str:
+    from dreaming.phases._rem_summary import RemSummary
     from dreaming.phases.light import LightSummary
-    from dreaming.phases.rem import RemSummary
 
     if isinstance(summary, LightSummary):
         return format_light(summary)

@@ -33,12 +33,17 @@ everything outside the package imports from here.
 
 from __future__ import annotations
 
-from ._complete import complete_pending
-from ._purge import Purge, Scope
-from ._report import STEPS, PurgeReport, PurgeStep, SessionOutcome
-from ._reports import record_report, report_files
-from ._scrub import MIN_SNIPPET_CHARS, needles_of, scrub_text, snippets_of
-from ._select import Selector, Target, parse_since, resolve
+from typing import TYPE_CHECKING
+
+from dreaming.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._complete import complete_pending
+    from ._purge import Purge, Scope
+    from ._report import STEPS, PurgeReport, PurgeStep, SessionOutcome
+    from ._reports import record_report, report_files
+    from ._scrub import MIN_SNIPPET_CHARS, needles_of, scrub_text, snippets_of
+    from ._select import Selector, Target, parse_since, resolve
 
 __all__ = [
     "MIN_SNIPPET_CHARS",
@@ -59,3 +64,28 @@ __all__ = [
     "scrub_text",
     "snippets_of",
 ]
+
+# Each name loads its module when first used: every night checks for a purge cut short
+# (`complete_pending`), and only a purge needs the rest (its plan, its report, scrubbing).
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "complete_pending": f"{__name__}._complete",
+        "Purge": f"{__name__}._purge",
+        "Scope": f"{__name__}._purge",
+        "STEPS": f"{__name__}._report",
+        "PurgeReport": f"{__name__}._report",
+        "PurgeStep": f"{__name__}._report",
+        "SessionOutcome": f"{__name__}._report",
+        "record_report": f"{__name__}._reports",
+        "report_files": f"{__name__}._reports",
+        "MIN_SNIPPET_CHARS": f"{__name__}._scrub",
+        "needles_of": f"{__name__}._scrub",
+        "scrub_text": f"{__name__}._scrub",
+        "snippets_of": f"{__name__}._scrub",
+        "Selector": f"{__name__}._select",
+        "Target": f"{__name__}._select",
+        "parse_since": f"{__name__}._select",
+        "resolve": f"{__name__}._select",
+    },
+)

@@ -19,10 +19,6 @@ from dreaming.paths import Paths
 from dreaming.store.dialect import is_postgres
 from dreaming.store.tables import PURGES
 
-from ._derived import remove_entries
-from ._reports import keep_recorded, plan_reports, unlink_reports
-from ._scrub import backup_carries, needles_of, scrub_backups, scrub_files
-
 
 def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     """Finish purges whose database part committed but whose files were not all scrubbed."""
@@ -86,6 +82,11 @@ def _complete(
     """One pending purge: its memory files, the report files, the corpus files and MEMORY.md,
     the backups taken meanwhile, then its row completed (the crash points `forget.*` fall
     between these)."""
+    # Imported here: every night asks whether a purge was cut short, and seldom is one.
+    from ._derived import remove_entries
+    from ._reports import keep_recorded, plan_reports, unlink_reports
+    from ._scrub import backup_carries, needles_of, scrub_backups, scrub_files
+
     entries: list[str] = report.get("entries_removed", [])
     remove_entries(paths, agent, report.get("diary_entries_removed", []))
     scrub_files(paths, agent, snippets, entries, dry=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
-from dreaming.forget import Purge, Scope
+from dreaming import forget
 from dreaming.ingest.sessions import upsert_session
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
@@ -35,8 +35,8 @@ def rederive_sessions(
     if derived:
         made = _entries_made(engine, agent, derived)
         why = {"rederive": "admission changed", "sessions": changes}
-        scope = Scope(tuple(sorted(derived)))
-        report = Purge(engine, paths, agent).rederive(scope, why)
+        scope = forget.Scope(tuple(sorted(derived)))
+        report = forget.Purge(engine, paths, agent).rederive(scope, why)
         removed = set(report.entries_removed)
         for change in changes:
             change["purge_id"] = report.purge_id
@@ -132,7 +132,7 @@ def purge_changed_lines(
             )
         }
     why = {"rederive": "transcript edited", "session_id": sf.session_id, "lines": len(stale)}
-    scope = Scope((sf.session_id,), tuple(stale), keep=tuple(r["text"] for r in rows))
-    Purge(engine, paths, agent).rederive(scope, why)
+    scope = forget.Scope((sf.session_id,), tuple(stale), keep=tuple(r["text"] for r in rows))
+    forget.Purge(engine, paths, agent).rederive(scope, why)
     summary.lines_rederived += len(stale)
     return touched
