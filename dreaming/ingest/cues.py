@@ -23,6 +23,13 @@ def _expand(pattern: str) -> tuple[bool, list[str]] | None:
     whether it is anchored at the start; None when it is not that simple (\\w+, \\d, ...)."""
     if _PLAIN.fullmatch(pattern):
         return False, [pattern]  # most cues: a plain word or phrase, no parsing needed
+    if _never_expands(pattern):
+        return None  # as the parse would find, for a fraction of its cost
+    return _parsed_forms(pattern)
+
+
+def _parsed_forms(pattern: str) -> tuple[bool, list[str]] | None:
+    """`_expand` by Python's own parse of the pattern."""
     try:
         tree = list(_sre.parse(pattern))
     except re.error:
@@ -30,6 +37,41 @@ def _expand(pattern: str) -> tuple[bool, list[str]] | None:
     anchored = bool(tree) and tree[0] == (_c.AT, _c.AT_BEGINNING)
     found = _forms(tree[1:] if anchored else tree)
     return None if found is None else (anchored, found)
+
+
+# Escapes that match a class or a place, never one character: outside a class, and inside.
+_NOT_A_CHARACTER = frozenset("bBwWdDsSAZ")
+_CLASS_ESCAPES = frozenset("wWdDsS")
+_ASSERTIONS = ("(?<", "(?=", "(?!")
+
+
+def _never_expands(pattern: str) -> bool:
+    """Whether a cue holds what `_forms` never expands: an unescaped `.`, `*`, `+` or `$`, a
+    `^` past the start, a class escape (\\w, \\d, \\s, ...) or a boundary (\\b), or a
+    lookaround. Half the lexicon's regex cues are such; parsing each (Python's parser is
+    Python) only to find so was a third of building the lexicon, which a light run pays at
+    start. False says nothing: the parse decides."""
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            escaped = pattern[i + 1 : i + 2]
+            if escaped in (_CLASS_ESCAPES if in_class else _NOT_A_CHARACTER):
+                return True
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 2 if pattern.startswith("[^", i) else 1
+            if pattern.startswith("]", i):
+                i += 1  # a "]" first in a class is one of its characters
+            continue
+        elif c in ".*+$" or (c == "^" and i > 0) or pattern.startswith(_ASSERTIONS, i):
+            return True
+        i += 1
+    return False
 
 
 def _forms(items: Sequence[Any]) -> list[str] | None:

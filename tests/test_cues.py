@@ -1,0 +1,85 @@
+"""Cue lists (`dreaming.ingest.cues`): a cue that is a finite set of phrases is expanded to
+them; the quick test that skips parsing the others must never skip one that expands."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dreaming.ingest import cues
+
+LEXICON = Path(cues.__file__).with_name("lexicon.toml")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+def lexicon_cues() -> list[str]:
+    return [p.casefold().strip() for p in _strings(tomllib.loads(LEXICON.read_text()))]
+
+
+def test_the_quick_test_skips_only_cues_the_parse_does_not_expand() -> None:
+    skipped = expanded = 0
+    for cue in lexicon_cues():
+        if cues._PLAIN.fullmatch(cue):
+            continue
+        if cues._never_expands(cue):
+            skipped += 1
+            assert cues._parsed_forms(cue) is None, cue
+        expanded += cues._expand(cue) is not None
+        assert cues._expand(cue) == cues._parsed_forms(cue), cue
+    # The lexicon holds both kinds: the test is not vacuous.
+    assert skipped > 50 and expanded > 50
+
+
+def test_the_quick_test_reads_escapes_and_classes_as_the_parser_does() -> None:
+    never = cues._never_expands
+    assert never(r"\bfoo") and never(r"work\w*") and never("a.b") and never("ends$")
+    assert never("(?<!it )is") and never("(?:^|, )so") and never("[a-z]+")
+    # A character, not a class or a place: these are left to the parse, which expands them.
+    for cue in (r"e\.g", "[.]x", r"[\b]", "[]a]b", "[^.]", "don'?t (?:touch|edit)", "^let me"):
+        assert not never(cue), cue
+    assert cues._expand(r"e\.g") == (False, ["e.g"])
+    assert cues._expand("don'?t (?:touch|edit)") == (
+        False,
+        ["dont touch", "dont edit", "don't touch", "don't edit"],
+    )
+
+
+_PIECES = st.sampled_from(
+    [
+        *"ab '-.*+?$^|()[]{}\\,1",
+        *(r"\b", r"\w", r"\d", r"\s", r"\.", "(?:", "(?<!", "(?=", "(?!", "[^", "(?P<n>", "{2}"),
+    ]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_the_quick_test_never_skips_a_pattern_that_expands(pattern: str) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # "[[": a possible nested set
+            re.compile(pattern)
+    except re.error:
+        return  # the parse gives None too, and so does the quick test or the parse after it
+    if cues._never_expands(pattern):
+        assert cues._parsed_forms(pattern) is None, pattern
+    assert cues._expand(pattern) == (
+        (False, [pattern]) if cues._PLAIN.fullmatch(pattern) else cues._parsed_forms(pattern)
+    )
