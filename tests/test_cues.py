@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dreaming.ingest import cues
+import dreaming.ingest.cues as cues
 
 LEXICON = Path(cues.__file__).with_name("lexicon.toml")
 
