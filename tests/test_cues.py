@@ -72,14 +72,14 @@ _PIECES = st.sampled_from(
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_PIECES, max_size=12).map("".join))
 def test_the_quick_test_never_skips_a_pattern_that_expands(pattern: str) -> None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # "[[": a possible nested set
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "[[": a possible nested set
+        try:
             re.compile(pattern)
-    except re.error:
-        return  # the parse gives None too, and so does the quick test or the parse after it
-    if cues._never_expands(pattern):
-        assert cues._parsed_forms(pattern) is None, pattern
-    assert cues._expand(pattern) == (
-        (False, [pattern]) if cues._PLAIN.fullmatch(pattern) else cues._parsed_forms(pattern)
-    )
+        except re.error:
+            return  # the parse gives None too, and so does the quick test or the parse after it
+        if cues._never_expands(pattern):
+            assert cues._parsed_forms(pattern) is None, pattern
+        assert cues._expand(pattern) == (
+            (False, [pattern]) if cues._PLAIN.fullmatch(pattern) else cues._parsed_forms(pattern)
+        )
