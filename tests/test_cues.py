@@ -83,3 +83,22 @@ def test_the_quick_test_never_skips_a_pattern_that_expands(pattern: str) -> None
         assert cues._expand(pattern) == (
             (False, [pattern]) if cues._PLAIN.fullmatch(pattern) else cues._parsed_forms(pattern)
         )
+
+
+def test_a_list_is_built_the_first_time_it_is_read() -> None:
+    listed = cues.Cues(["sure thing", r"\bbaz\w*", "^let me"], ["承知"])
+    assert "hit" not in vars(listed)  # nothing expanded or compiled yet
+    assert listed.hit(cues.Text.of("That is a sure thing."))
+    assert "hit" in vars(listed)  # the matcher answers from now on
+    assert listed.hit(cues.Text.of("Bazooka time")) and listed.hit(cues.Text.of("Let me see"))
+    assert listed.hit(cues.Text.of("承知しました")) and not listed.hit(cues.Text.of("nothing"))
+
+
+def test_assessing_a_claim_builds_none_of_the_heading_lists() -> None:
+    from dreaming.ingest import salience
+
+    lexicon = salience.Lexicon.build()
+    salience.assess("I moved to Lisbon in 2019 and I am allergic to peanuts.", lexicon)
+    assert lexicon.groups and all("hit" not in vars(c) for _, c in lexicon.groups)
+    assert salience.group_of("I am allergic to peanuts.", lexicon)  # built when placed
+    assert any("hit" in vars(c) for _, c in lexicon.groups)

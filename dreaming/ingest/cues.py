@@ -111,10 +111,31 @@ def _words_of(text: str) -> tuple[str, ...]:
 
 
 class Cues:
-    """One cue list, matched fast. Python's regex engine tries every alternative at every
-    position, so a list of a hundred phrases costs ~100 us a claim as one pattern. Here each
-    cue that is a finite set of phrases becomes those phrases, looked up among the claim's
-    word n-grams (anchored ones: its first words); the rest stay one regex (few of them)."""
+    """One cue list, matched fast (`_Matcher`), made the first time it is asked: building the
+    lexicon's lists is ~40 ms of a process's start, and a process builds only the lists it
+    reads (a light run never reads the headings' lists, which place entries in MEMORY.md; a
+    short run seldom reaches every list). The patterns were checked when the settings were
+    read (`config_cues`)."""
+
+    def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
+        self._words, self._cjk = tuple(words), tuple(cjk)
+
+    def hit(self, text: Text) -> bool:
+        # Built once; the matcher's own method then stands in for this one on the instance
+        # (an attribute of the instance is found before the class's function), so every
+        # later call goes straight to it.
+        matcher = _Matcher(self._words, self._cjk)
+        self.hit = matcher.hit  # type: ignore[method-assign]
+        return matcher.hit(text)
+
+
+class _Matcher:
+    """Python's regex engine tries every alternative at every position, so a list of a
+    hundred phrases costs ~100 us a claim as one pattern. Here each cue that is a finite set
+    of phrases becomes those phrases, looked up among the claim's word n-grams (anchored
+    ones: its first words); the rest stay one regex (few of them)."""
+
+    __slots__ = ("anchored", "cjk", "head", "literal", "longest_anchor", "regex")
 
     def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
         literal: set[str] = set()
