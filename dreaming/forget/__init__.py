@@ -67,25 +67,17 @@ __all__ = [
 
 # Each name loads its module when first used: every night checks for a purge cut short
 # (`complete_pending`), and only a purge needs the rest (its plan, its report, scrubbing).
-__getattr__ = lazy_names(
-    __name__,
-    {
-        "complete_pending": f"{__name__}._complete",
-        "Purge": f"{__name__}._purge",
-        "Scope": f"{__name__}._purge",
-        "STEPS": f"{__name__}._report",
-        "PurgeReport": f"{__name__}._report",
-        "PurgeStep": f"{__name__}._report",
-        "SessionOutcome": f"{__name__}._report",
-        "record_report": f"{__name__}._reports",
-        "report_files": f"{__name__}._reports",
-        "MIN_SNIPPET_CHARS": f"{__name__}._scrub",
-        "needles_of": f"{__name__}._scrub",
-        "scrub_text": f"{__name__}._scrub",
-        "snippets_of": f"{__name__}._scrub",
-        "Selector": f"{__name__}._select",
-        "Target": f"{__name__}._select",
-        "parse_since": f"{__name__}._select",
-        "resolve": f"{__name__}._select",
-    },
-)
+_LAZY = {
+    name: f"{__name__}.{module}"
+    for module, names in {
+        "_complete": ("complete_pending",),
+        "_purge": ("Purge", "Scope"),
+        "_report": ("STEPS", "PurgeReport", "PurgeStep", "SessionOutcome"),
+        "_reports": ("record_report", "report_files"),
+        "_scrub": ("MIN_SNIPPET_CHARS", "needles_of", "scrub_text", "snippets_of"),
+        "_select": ("Selector", "Target", "parse_since", "resolve"),
+    }.items()
+    for name in names
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
