@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dreaming import forget as forgetting
+from dreaming import forget as forgetting  # `forget` below is this module's purge entry point
 from dreaming.app import App
 from dreaming.errors import (
     LockedError,
