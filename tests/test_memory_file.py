@@ -407,6 +407,25 @@ def test_a_short_key_a_person_edited_is_scrubbed_with_its_entry() -> None:
     assert cleaned == mf.render_heading("people") + line(*b) and removed == 1
 
 
+def test_a_backup_without_the_entries_keys_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A purge asks every MEMORY.md backup whether it holds a removed entry: one that shows
+    none of their keys cannot, and is not parsed to find so."""
+    from dreaming.forget import _scrub
+
+    a, b = entries_of("The user has a cat.", "The user works at ACME.")
+    older = mf.render_heading("work") + line(*b)  # taken before entry a was written
+    newer = mf.render_heading("people") + line(*a) + mf.render_heading("work") + line(*b)
+    edited = mf.render_heading("people") + f"- The user has two cats. <!--{a[0][:8]}-->\n"
+    parsed: list[str] = []
+    real_parse = mf.parse
+    monkeypatch.setattr(_scrub.memory_file, "parse", lambda t: parsed.append(t) or real_parse(t))
+    assert not _scrub.backup_carries(older, [], [a[0]]) and parsed == []
+    assert _scrub.backup_carries(newer, [], [a[0]]) and parsed == [newer]
+    assert _scrub.backup_carries(edited, [], [a[0]])  # a person's edit still stands for it
+    assert _scrub.backup_carries(older, ["works at ACME"], [a[0]])  # purged text, no parse
+    assert parsed == [newer, edited]
+
+
 def test_atomic_write(tmp_path: Path) -> None:
     target = tmp_path / "MEMORY.md"
     mf.atomic_write(target, "x\n")

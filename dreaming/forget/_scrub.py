@@ -162,10 +162,14 @@ def scrub_files(
 
 
 def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str]) -> bool:
-    """Whether a MEMORY.md backup holds purged text or an entry the purge removes."""
-    return carries(content, needles) or any(
-        b.stands_for_any(entries) for b in memory_file.parse(content).blocks
-    )
+    """Whether a MEMORY.md backup holds purged text or an entry the purge removes. A backup
+    that shows none of the entries' keys (every form of an entry line shows at least the
+    key's first digits: `syntax.mentions_key`) is not parsed: a purge reads each backup,
+    and one taken before the entries were written holds none of them."""
+    if carries(content, needles):
+        return True
+    keys = [k for k in entries if syntax.mentions_key(content, k)]
+    return bool(keys) and any(b.stands_for_any(keys) for b in memory_file.parse(content).blocks)
 
 
 def scrub_backups(
