@@ -50,10 +50,15 @@ def test_the_quick_test_skips_only_cues_the_parse_does_not_expand() -> None:
 def test_the_quick_test_reads_escapes_and_classes_as_the_parser_does() -> None:
     never = cues._never_expands
     assert never(r"\bfoo") and never(r"work\w*") and never("a.b") and never("ends$")
-    assert never("(?<!it )is") and never("(?:^|, )so") and never("[a-z]+")
+    assert never("(?<!it )is") and never(r"(?:^|\s)so") and never("[a-z]+")
     # A character, not a class or a place: these are left to the parse, which expands them.
     for cue in (r"e\.g", "[.]x", r"[\b]", "[]a]b", "[^.]", "don'?t (?:touch|edit)", "^let me"):
         assert not never(cue), cue
+    # What the parser may still expand is left to it: a "^" it lifts to the front, global
+    # flags (verbose ones hide a "." or "#" in a comment), a comment, a named group.
+    for cue in ("^foo|^bar", "(?:^foo|^bar)", "(?i)^remember", "remember (?#note.)that"):
+        assert not never(cue) and cues._expand(cue) == cues._parsed_forms(cue) is not None, cue
+    assert not never("(?x) call me  # name.") and not never("(?P<n>a)b")
     assert cues._expand(r"e\.g") == (False, ["e.g"])
     assert cues._expand("don'?t (?:touch|edit)") == (
         False,
@@ -65,11 +70,12 @@ _PIECES = st.sampled_from(
     [
         *"ab '-.*+?$^|()[]{}\\,1",
         *(r"\b", r"\w", r"\d", r"\s", r"\.", "(?:", "(?<!", "(?=", "(?!", "[^", "(?P<n>", "{2}"),
+        *("(?i)", "(?x)", "(?#", "|^", "(?:^", "#", "\n"),
     ]
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=5000, deadline=None)
 @given(st.lists(_PIECES, max_size=12).map("".join))
 def test_the_quick_test_never_skips_a_pattern_that_expands(pattern: str) -> None:
     with warnings.catch_warnings():
@@ -102,3 +108,17 @@ def test_assessing_a_claim_builds_none_of_the_heading_lists() -> None:
     assert lexicon.groups and all("hit" not in vars(c) for _, c in lexicon.groups)
     assert salience.group_of("I am allergic to peanuts.", lexicon)  # built when placed
     assert any("hit" in vars(c) for _, c in lexicon.groups)
+
+
+def test_a_lexicon_with_the_settings_cues_builds_every_list_at_once() -> None:
+    """A cue that compiles alone but not beside the built-in ones (global flags, not at the
+    start once joined) fails when the lexicon is built, before any claim is read."""
+    import pytest
+
+    from dreaming.ingest import salience
+
+    with pytest.raises(re.error, match="global flags"):
+        salience.Lexicon.build({"instruction": [r"(?i)\bfoo\w*"]})
+    lexicon = salience.Lexicon.build({"instruction": ["never page me"]})
+    assert all("hit" in vars(c) for c in vars(lexicon).values() if isinstance(c, cues.Cues))
+    assert salience.assess("Never page me after nine.", lexicon).features

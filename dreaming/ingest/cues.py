@@ -7,7 +7,7 @@ import itertools
 import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _sre  # type: ignore[import-not-found]
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +47,12 @@ _ASSERTIONS = ("(?<", "(?=", "(?!")
 
 def _never_expands(pattern: str) -> bool:
     """Whether a cue holds what `_forms` never expands: an unescaped `.`, `*`, `+` or `$`, a
-    `^` past the start, a class escape (\\w, \\d, \\s, ...) or a boundary (\\b), or a
-    lookaround. Half the lexicon's regex cues are such; parsing each (Python's parser is
-    Python) only to find so was a third of building the lexicon, which a light run pays at
-    start. False says nothing: the parse decides."""
+    class escape (\\w, \\d, \\s, ...) or a boundary (\\b), or a lookaround. Half the
+    lexicon's regex cues are such; parsing each (Python's parser is Python) only to find so
+    was a third of building the lexicon, which a light run pays at start. False says
+    nothing: the parse decides. So does any other `(?` construct (flags, which may make
+    the rest verbose; a comment; a named group), and a `^` past the start, which the parser
+    may lift to the front ("^foo|^bar" is anchored)."""
     i, n, in_class = 0, len(pattern), False
     while i < n:
         c = pattern[i]
@@ -68,7 +70,12 @@ def _never_expands(pattern: str) -> bool:
             if pattern.startswith("]", i):
                 i += 1  # a "]" first in a class is one of its characters
             continue
-        elif c in ".*+$" or (c == "^" and i > 0) or pattern.startswith(_ASSERTIONS, i):
+        elif c == "(" and pattern.startswith("(?", i):
+            if pattern.startswith(_ASSERTIONS, i):
+                return True
+            if not pattern.startswith("(?:", i):
+                return False  # flags, a comment, a named group: the parse decides
+        elif c in ".*+$":
             return True
         i += 1
     return False
@@ -114,19 +121,24 @@ class Cues:
     """One cue list, matched fast (`_Matcher`), made the first time it is asked: building the
     lexicon's lists is ~40 ms of a process's start, and a process builds only the lists it
     reads (a light run never reads the headings' lists, which place entries in MEMORY.md; a
-    short run seldom reaches every list). The patterns were checked when the settings were
-    read (`config_cues`)."""
+    short run seldom reaches every list). A lexicon with the settings' own cues builds every
+    list at once (`salience.Lexicon.build`), so a cue that compiles alone but not beside the
+    others fails there, as it always did."""
 
     def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
         self._words, self._cjk = tuple(words), tuple(cjk)
 
     def hit(self, text: Text) -> bool:
-        # Built once; the matcher's own method then stands in for this one on the instance
-        # (an attribute of the instance is found before the class's function), so every
-        # later call goes straight to it.
+        return self.build()(text)
+
+    def build(self) -> Callable[[Text], bool]:
+        """Expand and compile the list now (a `re.error` of a pattern that compiles alone but
+        not beside the others is raised here). The matcher's own method then stands in for
+        `hit` on the instance (an attribute of the instance is found before the class's
+        function), so every later call goes straight to it."""
         matcher = _Matcher(self._words, self._cjk)
         self.hit = matcher.hit  # type: ignore[method-assign]
-        return matcher.hit(text)
+        return matcher.hit
 
 
 class _Matcher:

@@ -133,7 +133,7 @@ class Lexicon:
         def both(name: str) -> Cues:
             return Cues(lists.get(name, ()), lists.get(f"{name}_cjk", ()))
 
-        return cls(
+        lexicon = cls(
             instruction=both("instruction"),
             remember=both("remember"),
             first_person=both("first_person"),
@@ -172,6 +172,16 @@ class Lexicon:
                 lists, grouping.default_groups() if groups is None else groups
             ),
         )
+        if extra:
+            # The settings' own cues: every list built now, so one that does not compile
+            # beside the built-in ones fails before any claim is read. The built-in lists
+            # are tested; each is built when first read.
+            for value in vars(lexicon).values():
+                if isinstance(value, Cues):
+                    value.build()
+            for _group, cues in lexicon.groups:
+                cues.build()
+        return lexicon
 
 
 def _raw_regex(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str] | None:
