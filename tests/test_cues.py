@@ -121,4 +121,5 @@ def test_a_lexicon_with_the_settings_cues_builds_every_list_at_once() -> None:
         salience.Lexicon.build({"instruction": [r"(?i)\bfoo\w*"]})
     lexicon = salience.Lexicon.build({"instruction": ["never page me"]})
     assert all("hit" in vars(c) for c in vars(lexicon).values() if isinstance(c, cues.Cues))
+    assert lexicon.groups and all("hit" in vars(c) for _, c in lexicon.groups)
     assert salience.assess("Never page me after nine.", lexicon).features

@@ -9,7 +9,7 @@ import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _sre  # type: ignore[import-not-found]
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dreaming.ingest import claims as claims_mod
 
@@ -139,6 +139,24 @@ class Cues:
         matcher = _Matcher(self._words, self._cjk)
         self.hit = matcher.hit  # type: ignore[method-assign]
         return matcher.hit
+
+
+_T = TypeVar("_T")
+
+
+def build_all(holder: _T) -> _T:
+    """`holder` (a lexicon) with every cue list it holds built now (`Cues.build`), those in
+    tuples too (its groups): a lexicon with the settings' own cues is, so that one which
+    compiles alone but not beside the built-in ones fails before any claim is read, as it
+    did when every list was built with the lexicon."""
+    pending: list[object] = list(vars(holder).values())
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Cues):
+            value.build()
+        elif isinstance(value, tuple):
+            pending.extend(value)
+    return holder
 
 
 class _Matcher:

@@ -25,7 +25,7 @@ from importlib import resources
 
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import grouping
-from dreaming.ingest.cues import Cues, Text
+from dreaming.ingest.cues import Cues, Text, build_all
 from dreaming.text_memo import text_cache
 
 
@@ -172,16 +172,8 @@ class Lexicon:
                 lists, grouping.default_groups() if groups is None else groups
             ),
         )
-        if extra:
-            # The settings' own cues: every list built now, so one that does not compile
-            # beside the built-in ones fails before any claim is read. The built-in lists
-            # are tested; each is built when first read.
-            for value in vars(lexicon).values():
-                if isinstance(value, Cues):
-                    value.build()
-            for _group, cues in lexicon.groups:
-                cues.build()
-        return lexicon
+        # The settings' own cues are built now; the built-in lists, when first read.
+        return build_all(lexicon) if extra else lexicon
 
 
 def _raw_regex(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str] | None:
