@@ -267,9 +267,7 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
     """Rewrite every dirty day's corpus file from the table, then clear the marks. A mark is
     cleared only after its file is written (a crash in between rewrites it next run)."""
     with engine.connect() as conn:
-        days = sorted(
-            d for (d,) in conn.execute(select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == agent))
-        )
+        days = sorted(d for (d,) in conn.execute(_DIRTY_DAYS, {"agent": agent}))
         if not days:
             return 0
 
@@ -290,14 +288,18 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
         write_days(folder, rendered())
     with engine.begin() as conn:
         for chunk in range(0, len(days), 500):
-            conn.execute(
-                delete(DIRTY_DAYS).where(
-                    and_(
-                        DIRTY_DAYS.c.agent == agent, DIRTY_DAYS.c.day.in_(days[chunk : chunk + 500])
-                    )
-                )
-            )
+            conn.execute(_CLEAN_DAYS, {"agent": agent, "days": days[chunk : chunk + 500]})
     return len(days)
+
+
+# Built once: a statement built per call costs more than SQLite takes to run it.
+_DIRTY_DAYS = select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == bindparam("agent"))
+_CLEAN_DAYS = delete(DIRTY_DAYS).where(
+    and_(
+        DIRTY_DAYS.c.agent == bindparam("agent"),
+        DIRTY_DAYS.c.day.in_(bindparam("days", expanding=True)),
+    )
+)
 
 
 _DAYS_LINES = (

@@ -49,8 +49,10 @@ def session_values(
 
 def records(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:
     """The agent's session records, each as its row, by session id."""
-    query = select(SESSIONS).where(SESSIONS.c.agent == agent)
-    return {r["session_id"]: dict(r) for r in conn.execute(query).mappings()}
+    return {r["session_id"]: dict(r) for r in conn.execute(_RECORDS, {"agent": agent}).mappings()}
+
+
+_RECORDS = select(SESSIONS).where(SESSIONS.c.agent == bindparam("agent"))
 
 
 _INSERT_SESSION = insert(SESSIONS)

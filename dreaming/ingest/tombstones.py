@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from dreaming.config import file_stem
 from dreaming.errors import StorageError
@@ -45,8 +45,12 @@ def record_tombstones(
 def in_db(conn: Connection, agent: str) -> list[tuple[str, str | None]]:
     """(session id, session key) of every session the agent's database holds a tombstone
     for."""
-    query = select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key)
-    return [(sid, key) for sid, key in conn.execute(query.where(TOMBSTONES.c.agent == agent))]
+    return [(sid, key) for sid, key in conn.execute(_IN_DB, {"agent": agent})]
+
+
+_IN_DB = select(TOMBSTONES.c.session_id, TOMBSTONES.c.session_key).where(
+    TOMBSTONES.c.agent == bindparam("agent")
+)
 
 
 def file_tombstones(paths: Paths, agent: str, *, kin: bool = True) -> dict[str, str | None]:

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from sqlalchemy import Connection, and_, exists, or_, select
+from sqlalchemy import Connection, and_, bindparam, exists, or_, select
 
 from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
@@ -54,22 +54,9 @@ def gather(
     conn: Connection, agent: str, since: datetime, settings: Settings, dreams: Path
 ) -> AgentClaims:
     """The window's agent claims no candidate holds, grouped."""
-    line, e, r = CORPUS_LINES.c, CANDIDATE_EVIDENCE.c, RECALLS.c
     since_day = since.date().isoformat()  # for lines without a time of their own
-    query = (
-        select(line.id, line.session_id, line.day, line.text, line.speaker)
-        .where(
-            and_(
-                line.agent == agent,
-                line.origin_class == OriginClass.AGENT.value,
-                or_(line.ts >= since, and_(line.ts.is_(None), line.day >= since_day)),
-                ~exists().where(e.corpus_line_id == line.id),
-            )
-        )
-        .order_by(line.id)
-    )
     # Recalls are few and keyed by entry: one scan, not a lookup per line.
-    recalled = {n for (n,) in conn.execute(select(r.corpus_line_id).where(r.agent == agent))}
+    recalled = {n for (n,) in conn.execute(_RECALLED, {"agent": agent})}
     echoes = claims_mod.EchoIndex()
     for entry in diary.entries(diary.read(dreams)):
         for text in entry.body.splitlines():
@@ -78,7 +65,8 @@ def gather(
     index = claims_mod.SimilarityIndex(cs.similarity)
     by_key: dict[str, int] = {}
     out = AgentClaims()
-    for line_id, session_id, day, text, speaker in conn.execute(query):
+    lines = conn.execute(_UNHELD, {"agent": agent, "since": since, "since_day": since_day})
+    for line_id, session_id, day, text, speaker in lines:
         if line_id in recalled or "<!--" in text or echoes.contains_echo(text):
             continue  # our own output quoted back: no claim of anyone's
         for claim in claims_mod.extract(
@@ -98,3 +86,29 @@ def gather(
             out.evidence[ident].append(Evidence(session_id, day, OriginClass.AGENT.value, line_id))
             out.sessions.add(session_id)
     return out
+
+
+# Built once: a statement built per call (and its cache key) costs more than SQLite takes
+# to run it.
+_UNHELD = (
+    select(
+        CORPUS_LINES.c.id,
+        CORPUS_LINES.c.session_id,
+        CORPUS_LINES.c.day,
+        CORPUS_LINES.c.text,
+        CORPUS_LINES.c.speaker,
+    )
+    .where(
+        and_(
+            CORPUS_LINES.c.agent == bindparam("agent"),
+            CORPUS_LINES.c.origin_class == OriginClass.AGENT.value,
+            or_(
+                CORPUS_LINES.c.ts >= bindparam("since"),
+                and_(CORPUS_LINES.c.ts.is_(None), CORPUS_LINES.c.day >= bindparam("since_day")),
+            ),
+            ~exists().where(CANDIDATE_EVIDENCE.c.corpus_line_id == CORPUS_LINES.c.id),
+        )
+    )
+    .order_by(CORPUS_LINES.c.id)
+)
+_RECALLED = select(RECALLS.c.corpus_line_id).where(RECALLS.c.agent == bindparam("agent"))

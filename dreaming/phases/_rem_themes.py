@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, bindparam, select
 
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import salience as salience_mod
@@ -81,6 +81,21 @@ class Evidence:
     line: int  # the corpus line's id: earlier lines were said first
 
 
+# (session, tokens) of every candidate the owner or the agent said: built once (a statement
+# built per call, and its cache key, cost more than SQLite takes to run it).
+_SAID_IN_SESSIONS = (
+    select(CANDIDATE_EVIDENCE.c.session_id, CANDIDATES.c.tokens)
+    .join(CANDIDATES, CANDIDATES.c.id == CANDIDATE_EVIDENCE.c.candidate_id)
+    .where(
+        and_(
+            CANDIDATE_EVIDENCE.c.agent == bindparam("agent"),
+            CANDIDATE_EVIDENCE.c.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+        )
+    )
+    .distinct()
+)
+
+
 class Specificity:
     """How specific a concept is to some conversations rather than all: its inverse document
     frequency over the agent's sessions (every one it has, not only the window's), smoothed
@@ -101,16 +116,10 @@ class Specificity:
     ) -> Specificity:
         """Session frequencies of `words` from every candidate's owner and agent evidence,
         and from `extra` (session, tokens): the agent's claims no candidate holds."""
-        c, e = CANDIDATES.c, CANDIDATE_EVIDENCE.c
         seen: dict[str, set[str]] = defaultdict(set)
         sessions: set[str] = set()
-        query = (
-            select(e.session_id, c.tokens)
-            .join(CANDIDATES, c.id == e.candidate_id)
-            .where(and_(e.agent == agent, e.origin_class.in_(tuple(SPEAKER_WEIGHT))))
-            .distinct()
-        )
-        for session_id, tokens in itertools.chain(conn.execute(query), extra):
+        said = conn.execute(_SAID_IN_SESSIONS, {"agent": agent})
+        for session_id, tokens in itertools.chain(said, extra):
             sessions.add(session_id)
             for t in tokens.split():
                 if t in words:

@@ -117,12 +117,7 @@ class RemPhase:
             evidence = _evidence(conn, [r.id for r in rows]) | said.evidence
             found = self._themes(conn, agent, [*rows, *said.rows], evidence, said)
             previous_boosts = {
-                cid: boost
-                for cid, boost in conn.execute(
-                    select(CANDIDATES.c.id, CANDIDATES.c.rem_boost).where(
-                        and_(CANDIDATES.c.agent == agent, CANDIDATES.c.rem_boost > 0)
-                    )
-                )
+                cid: boost for cid, boost in conn.execute(_BOOSTED, {"agent": agent})
             }
         summary.candidates_in_window = len(rows)
         summary.themes = found
@@ -309,10 +304,16 @@ def _count(n: int, noun: str) -> str:
 
 def _newest_line(engine: Engine, agent: str) -> str:
     with engine.connect() as conn:
-        value = conn.execute(
-            select(func.max(CORPUS_LINES.c.id)).where(CORPUS_LINES.c.agent == agent)
-        ).scalar()
+        value = conn.execute(_NEWEST_LINE, {"agent": agent}).scalar()
     return str(value or 0)
+
+
+# REM's statements are built once: building one per call (and its cache key) cost more than
+# SQLite takes to run most of them.
+_BOOSTED = select(CANDIDATES.c.id, CANDIDATES.c.rem_boost).where(
+    and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.rem_boost > 0)
+)
+_NEWEST_LINE = select(func.max(CORPUS_LINES.c.id)).where(CORPUS_LINES.c.agent == bindparam("agent"))
 
 
 def _signature(
@@ -385,14 +386,18 @@ def _set_mark(engine: Engine, agent: str, value: str) -> None:
 
 def _window(conn: Connection, agent: str, since: datetime) -> list[Any]:
     """The candidates seen in the lookback window."""
-    c = CANDIDATES.c
-    return list(
-        conn.execute(
-            select(c.id, c.text, c.tokens, c.score, c.features).where(
-                and_(c.agent == agent, c.last_seen >= since)
-            )
-        ).all()
-    )
+    return list(conn.execute(_WINDOW, {"agent": agent, "since": since}).all())
+
+
+_WINDOW = select(
+    CANDIDATES.c.id,
+    CANDIDATES.c.text,
+    CANDIDATES.c.tokens,
+    CANDIDATES.c.score,
+    CANDIDATES.c.features,
+).where(
+    and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.last_seen >= bindparam("since"))
+)
 
 
 def _sessions_read(conn: Connection, ids: Sequence[int]) -> list[str]:
@@ -400,23 +405,34 @@ def _sessions_read(conn: Connection, ids: Sequence[int]) -> list[str]:
     themes, their quotes and the diary may draw on."""
     if not ids:
         return []
-    e = CANDIDATE_EVIDENCE.c
-    query = select(e.session_id).where(e.candidate_id.in_(ids)).distinct()
-    return sorted(str(r[0]) for r in conn.execute(query))
+    return sorted(str(r[0]) for r in conn.execute(_SESSIONS_READ, {"ids": list(ids)}))
+
+
+_SESSIONS_READ = (
+    select(CANDIDATE_EVIDENCE.c.session_id)
+    .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)))
+    .distinct()
+)
 
 
 def _evidence(conn: Connection, ids: Sequence[int]) -> dict[int, list[Evidence]]:
     """Each candidate's evidence from the owner or the agent (what third parties or system
     lines said is no theme of the owner's)."""
-    e = CANDIDATE_EVIDENCE.c
     out: dict[int, list[Evidence]] = defaultdict(list)
-    for cid, session_id, day, origin, line_id in conn.execute(
-        select(e.candidate_id, e.session_id, e.day, e.origin_class, e.corpus_line_id).where(
-            and_(
-                e.candidate_id.in_(ids),
-                e.origin_class.in_(tuple(SPEAKER_WEIGHT)),
-            )
-        )
-    ):
+    for cid, session_id, day, origin, line_id in conn.execute(_EVIDENCE, {"ids": list(ids)}):
         out[cid].append(Evidence(session_id, day, origin, line_id))
     return out
+
+
+_EVIDENCE = select(
+    CANDIDATE_EVIDENCE.c.candidate_id,
+    CANDIDATE_EVIDENCE.c.session_id,
+    CANDIDATE_EVIDENCE.c.day,
+    CANDIDATE_EVIDENCE.c.origin_class,
+    CANDIDATE_EVIDENCE.c.corpus_line_id,
+).where(
+    and_(
+        CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)),
+        CANDIDATE_EVIDENCE.c.origin_class.in_(tuple(SPEAKER_WEIGHT)),
+    )
+)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from sqlalchemy import Connection, and_, delete, func, select
+from sqlalchemy import Connection, and_, bindparam, delete, func, select
 
 from dreaming.store.bulk import execute_many
 from dreaming.store.dialect import upsert_replace
@@ -54,8 +54,10 @@ def advance(conn: Connection, cursors: Sequence[CursorRow]) -> None:
 
 def by_path(conn: Connection, agent: str) -> dict[str, dict[str, Any]]:
     """The agent's cursors, each as its row, by file path."""
-    query = select(FILE_CURSORS).where(FILE_CURSORS.c.agent == agent)
-    return {r["path"]: dict(r) for r in conn.execute(query).mappings()}
+    return {r["path"]: dict(r) for r in conn.execute(_BY_PATH, {"agent": agent}).mappings()}
+
+
+_BY_PATH = select(FILE_CURSORS).where(FILE_CURSORS.c.agent == bindparam("agent"))
 
 
 def forget_sessions(conn: Connection, agent: str, sessions: Sequence[str]) -> None:

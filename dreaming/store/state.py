@@ -49,8 +49,14 @@ def put_if_absent(conn: Connection, agent: str, key: StateKey, value: str) -> No
 
 
 def clear(conn: Connection, agent: str, *keys: StateKey) -> None:
-    conn.execute(
-        delete(AGENT_STATE).where(
-            and_(AGENT_STATE.c.agent == agent, AGENT_STATE.c.key.in_([k.value for k in keys]))
-        )
+    conn.execute(_CLEAR, {"agent": agent, "keys": [k.value for k in keys]})
+
+
+# Statements built once: building one per call (and its cache key) cost several times the
+# statement's own run in SQLite.
+_CLEAR = delete(AGENT_STATE).where(
+    and_(
+        AGENT_STATE.c.agent == bindparam("agent"),
+        AGENT_STATE.c.key.in_(bindparam("keys", expanding=True)),
     )
+)

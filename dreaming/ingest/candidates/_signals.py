@@ -10,6 +10,8 @@ from datetime import datetime
 
 from sqlalchemy import (
     Connection,
+    Delete,
+    Update,
     and_,
     bindparam,
     delete,
@@ -37,13 +39,15 @@ from dreaming.store.tables import (
 
 def refresh_stale(conn: Connection, agent: str) -> int:
     """Refresh every candidate light marked stale (in this run, or in one a crash cut short)."""
-    ids = [
-        cid
-        for (cid,) in conn.execute(
-            select(CANDIDATES.c.id).where(and_(CANDIDATES.c.agent == agent, CANDIDATES.c.stale))
-        )
-    ]
+    ids = [cid for (cid,) in conn.execute(_STALE, {"agent": agent})]
     return refresh_candidates(conn, agent, ids) if ids else 0
+
+
+# The statements of this module are built once: building one per call (and its cache key)
+# cost more than SQLite takes to run most of them.
+_STALE = select(CANDIDATES.c.id).where(
+    and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.stale)
+)
 
 
 def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
@@ -54,77 +58,84 @@ def refresh_candidates(conn: Connection, agent: str, ids: Iterable[int]) -> int:
     ids, so the signals never travel through Python (both SQLite and PostgreSQL run it)."""
     updated = 0
     ordered = sorted(set(ids))
-    as_int = CORPUS_LINES.c.line.type
     for chunk in chunks(ordered):
-        stats = (
-            select(
-                CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
-                func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
-                func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
-                func.sum(
-                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER).cast(type_=as_int)
-                ).label("own"),
-                func.sum(
-                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.AGENT).cast(type_=as_int)
-                ).label("agt"),
-                func.sum(
-                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.UNTRUSTED).cast(type_=as_int)
-                ).label("untr"),
-                func.sum(
-                    (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.SYSTEM).cast(type_=as_int)
-                ).label("sysl"),
-                func.count().label("n"),
-                func.min(CORPUS_LINES.c.ts).label("first_ts"),
-                func.max(CORPUS_LINES.c.ts).label("last_ts"),
-            )
-            .select_from(joined_evidence())
-            .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
-            .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
-            .subquery()
-        )
-        result = conn.execute(
-            update(CANDIDATES)
-            .where(CANDIDATES.c.id == stats.c.cid)
-            .values(
-                sessions=stats.c.sessions,
-                days=stats.c.days,
-                owner_lines=func.coalesce(stats.c.own, 0),
-                agent_lines=func.coalesce(stats.c.agt, 0),
-                untrusted_lines=func.coalesce(stats.c.untr, 0),
-                system_lines=func.coalesce(stats.c.sysl, 0),
-                evidence_count=stats.c.n,
-                first_seen=stats.c.first_ts,
-                last_seen=stats.c.last_ts,
-                updated_at=utc_now(),
-                stale=False,
-            )
-        )
+        result = conn.execute(_REFRESH, {"ids": chunk, "now": utc_now()})
         updated += result.rowcount
-        # Left with no evidence: gone, unless a decision was taken on it.
-        conn.execute(
-            delete(CANDIDATES).where(
-                and_(
-                    CANDIDATES.c.id.in_(chunk),
-                    CANDIDATES.c.status == CandidateStatus.PENDING,
-                    ~select(CANDIDATE_EVIDENCE.c.candidate_id)
-                    .select_from(joined_evidence())
-                    .where(CANDIDATE_EVIDENCE.c.candidate_id == CANDIDATES.c.id)
-                    .exists(),
-                )
-            )
-        )
+        conn.execute(_DROP_UNSUPPORTED, {"ids": chunk})
     return updated
+
+
+def _refresh_statements() -> tuple[Update, Delete]:
+    """The UPDATE ... FROM (an aggregate of the evidence of the candidates `ids`) and the
+    DELETE of those left with no evidence, never promoted."""
+    as_int = CORPUS_LINES.c.line.type
+    stats = (
+        select(
+            CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
+            func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
+            func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
+            func.sum(
+                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER).cast(type_=as_int)
+            ).label("own"),
+            func.sum(
+                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.AGENT).cast(type_=as_int)
+            ).label("agt"),
+            func.sum(
+                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.UNTRUSTED).cast(type_=as_int)
+            ).label("untr"),
+            func.sum(
+                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.SYSTEM).cast(type_=as_int)
+            ).label("sysl"),
+            func.count().label("n"),
+            func.min(CORPUS_LINES.c.ts).label("first_ts"),
+            func.max(CORPUS_LINES.c.ts).label("last_ts"),
+        )
+        .select_from(joined_evidence())
+        .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True)))
+        .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
+        .subquery()
+    )
+    refresh = (
+        update(CANDIDATES)
+        .where(CANDIDATES.c.id == stats.c.cid)
+        .values(
+            sessions=stats.c.sessions,
+            days=stats.c.days,
+            owner_lines=func.coalesce(stats.c.own, 0),
+            agent_lines=func.coalesce(stats.c.agt, 0),
+            untrusted_lines=func.coalesce(stats.c.untr, 0),
+            system_lines=func.coalesce(stats.c.sysl, 0),
+            evidence_count=stats.c.n,
+            first_seen=stats.c.first_ts,
+            last_seen=stats.c.last_ts,
+            updated_at=bindparam("now", type_=CANDIDATES.c.updated_at.type),
+            stale=False,
+        )
+    )
+    # Left with no evidence: gone, unless a decision was taken on it.
+    drop = delete(CANDIDATES).where(
+        and_(
+            CANDIDATES.c.id.in_(bindparam("ids", expanding=True)),
+            CANDIDATES.c.status == CandidateStatus.PENDING,
+            ~select(CANDIDATE_EVIDENCE.c.candidate_id)
+            .select_from(joined_evidence())
+            .where(CANDIDATE_EVIDENCE.c.candidate_id == CANDIDATES.c.id)
+            .exists(),
+        )
+    )
+    return refresh, drop
+
+
+_REFRESH, _DROP_UNSUPPORTED = _refresh_statements()
 
 
 def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
     """Read the salience of candidates not yet assessed (new ones, and rows from before
     salience existed). Once per candidate: its text does not change. Returns how many."""
-    wanted = and_(CANDIDATES.c.agent == agent, CANDIDATES.c.features.is_(None))
-    if not settings.deep.promote_agent_only:
-        # What only the agent said is never promoted on its own: it is read once the owner
-        # says it too. Agents talk far more than their owners, so this is most of the work.
-        wanted = and_(wanted, CANDIDATES.c.owner_lines > 0)
-    rows = conn.execute(select(CANDIDATES.c.id, CANDIDATES.c.text).where(wanted)).all()
+    # What only the agent said is never promoted on its own: it is read once the owner says
+    # it too. Agents talk far more than their owners, so this is most of the work.
+    query = _UNASSESSED if settings.deep.promote_agent_only else _UNASSESSED_OWNERS
+    rows = conn.execute(query, {"agent": agent}).all()
     if not rows:
         return 0  # the lexicon takes most of a second to build: not for nothing (a purge)
     lexicon = salience_mod.lexicon_for(settings.salience.extra())
@@ -137,6 +148,10 @@ def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
     return len(changes)
 
 
+_UNASSESSED = select(CANDIDATES.c.id, CANDIDATES.c.text).where(
+    and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.features.is_(None))
+)
+_UNASSESSED_OWNERS = _UNASSESSED.where(CANDIDATES.c.owner_lines > 0)
 _SET_SCORE = update(CANDIDATES).where(CANDIDATES.c.id == bindparam("cid"))
 _SET_SALIENCE = (
     update(CANDIDATES)
@@ -153,32 +168,12 @@ def rescore(
     assess_new(conn, agent, settings)
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
-    c = CANDIDATES.c
-    wanted = c.agent == agent
-    if only is not None:
-        if not only:
-            return 0
-        wanted = and_(wanted, c.id.in_(sorted(only)))
-    rows = conn.execute(
-        select(
-            c.id,
-            c.sessions,
-            c.days,
-            c.owner_lines,
-            c.agent_lines,
-            c.untrusted_lines,
-            c.system_lines,
-            c.last_seen,
-            c.durable_cue,
-            c.rem_boost,
-            c.status,
-            c.score,
-            c.salience,
-            c.features,
-            c.tokens,
-            func.length(c.text).label("chars"),
-        ).where(wanted)
-    ).all()
+    if only is None:
+        rows = conn.execute(_SCORED, {"agent": agent}).all()
+    elif not only:
+        return 0
+    else:
+        rows = conn.execute(_SCORED_ONLY, {"agent": agent, "ids": sorted(only)}).all()
     # Rarity is relative to the whole corpus, so it is read over every candidate each time.
     every = (r.tokens for r in rows) if only is None else _all_tokens(conn, agent)
     rarity = Rarity(_words_of(tokens) for tokens in every)
@@ -213,6 +208,27 @@ def rescore(
     if changes:
         execute_many(conn, _SET_SCORE, changes)
     return pending
+
+
+_SCORED = select(
+    CANDIDATES.c.id,
+    CANDIDATES.c.sessions,
+    CANDIDATES.c.days,
+    CANDIDATES.c.owner_lines,
+    CANDIDATES.c.agent_lines,
+    CANDIDATES.c.untrusted_lines,
+    CANDIDATES.c.system_lines,
+    CANDIDATES.c.last_seen,
+    CANDIDATES.c.durable_cue,
+    CANDIDATES.c.rem_boost,
+    CANDIDATES.c.status,
+    CANDIDATES.c.score,
+    CANDIDATES.c.salience,
+    CANDIDATES.c.features,
+    CANDIDATES.c.tokens,
+    func.length(CANDIDATES.c.text).label("chars"),
+).where(CANDIDATES.c.agent == bindparam("agent"))
+_SCORED_ONLY = _SCORED.where(CANDIDATES.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _all_tokens(conn: Connection, agent: str) -> Iterable[str]:
