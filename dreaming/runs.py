@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, insert, select, update
 
 from dreaming.llm import UNCHARGED_OUTCOMES
 from dreaming.store.tables import LLM_CALLS, RUNS
@@ -38,31 +38,22 @@ def utcnow() -> datetime:
 
 
 def start_run(engine: Engine, agent: str, phases: list[str], job: str | None = None) -> int:
+    row = {
+        "agent": agent,
+        "job": job,
+        "phases": ",".join(phases),
+        "started_at": utcnow(),
+        "worker": worker_name(),
+    }
     with engine.begin() as conn:
-        result = conn.execute(
-            insert(RUNS)
-            .values(
-                agent=agent,
-                job=job,
-                phases=",".join(phases),
-                started_at=utcnow(),
-                worker=worker_name(),
-            )
-            .returning(RUNS.c.id)
-        )
-        return int(result.scalar_one())
+        return int(conn.execute(_START, row).scalar_one())
 
 
 def close_abandoned(engine: Engine, agent: str) -> int:
     """Mark the agent's runs still `running` as `abandoned`. Called under the agent's lock,
     so no live process owns them: their process died (a killed worker, a power cut)."""
     with engine.begin() as conn:
-        result = conn.execute(
-            update(RUNS)
-            .where(and_(RUNS.c.agent == agent, RUNS.c.outcome == Outcome.RUNNING))
-            .values(outcome=Outcome.ABANDONED)
-        )
-        return int(result.rowcount or 0)
+        return int(conn.execute(_ABANDON, {"b_agent": agent}).rowcount or 0)
 
 
 def worker_name() -> str:
@@ -71,12 +62,25 @@ def worker_name() -> str:
 
 
 def finish_run(engine: Engine, run_id: int, outcome: Outcome, summary: dict[str, Any]) -> None:
+    row = {
+        "b_id": run_id,
+        "ended_at": utcnow(),
+        "outcome": outcome,
+        "summary": json.dumps(summary, default=str),
+    }
     with engine.begin() as conn:
-        conn.execute(
-            update(RUNS)
-            .where(RUNS.c.id == run_id)
-            .values(ended_at=utcnow(), outcome=outcome, summary=json.dumps(summary, default=str))
-        )
+        conn.execute(_FINISH, row)
+
+
+# Every night runs these: built once (a statement built per call, and its cache key, cost
+# more than SQLite takes to run it).
+_START = insert(RUNS).returning(RUNS.c.id)
+_ABANDON = (
+    update(RUNS)
+    .where(and_(RUNS.c.agent == bindparam("b_agent"), RUNS.c.outcome == Outcome.RUNNING))
+    .values(outcome=Outcome.ABANDONED)
+)
+_FINISH = update(RUNS).where(RUNS.c.id == bindparam("b_id"))
 
 
 def run_has_calls(engine: Engine, agent: str, run_id: int) -> bool:

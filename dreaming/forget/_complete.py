@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, select, text, update
+from sqlalchemy import Engine, and_, bindparam, func, select, text, update
 
 from dreaming import faults, text_memo
 from dreaming.ingest import corpus, tombstones
@@ -25,11 +25,7 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     tombstones.remove_stale_temp_files(paths, agent)
     _tombstone_file_follows(engine, paths, agent)
     with engine.connect() as conn:
-        pending = conn.execute(
-            select(PURGES.c.id, PURGES.c.pending, PURGES.c.report).where(
-                and_(PURGES.c.agent == agent, PURGES.c.completed_at.is_(None))
-            )
-        ).all()
+        pending = conn.execute(_PENDING, {"agent": agent}).all()
     for purge_id, snippets_json, report_json in pending:
         snippets = set(json.loads(snippets_json or "[]"))
         report = json.loads(report_json or "{}")
@@ -42,6 +38,13 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     return len(pending)
 
 
+# Every night asks these: built once (a statement built per call, and its cache key, cost
+# more than SQLite takes to run it).
+_PENDING = select(PURGES.c.id, PURGES.c.pending, PURGES.c.report).where(
+    and_(PURGES.c.agent == bindparam("agent"), PURGES.c.completed_at.is_(None))
+)
+_NEWEST_PURGE = select(func.max(PURGES.c.id)).where(PURGES.c.agent == bindparam("agent"))
+
 # (database, agent) -> the newest purge this process has emptied its text caches for.
 _PURGES_SEEN: dict[tuple[str, str], int] = {}
 
@@ -52,7 +55,7 @@ def _forget_texts_of_new_purges(engine: Engine, agent: str) -> None:
     the purge is often another process's. The first look at an agent only takes note: this
     process has worked on nothing of it before."""
     with engine.connect() as conn:
-        newest = conn.execute(select(func.max(PURGES.c.id)).where(PURGES.c.agent == agent)).scalar()
+        newest = conn.execute(_NEWEST_PURGE, {"agent": agent}).scalar()
     key = (engine.url.render_as_string(hide_password=True), agent)
     seen = _PURGES_SEEN.get(key)
     _PURGES_SEEN[key] = newest or 0

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, bindparam, func, select
 
 from dreaming.config import Capacity
 from dreaming.ingest import salience
@@ -323,11 +323,10 @@ def settle(conn: Connection, agent: str, placement: Placement) -> tuple[list[str
 
 def unsettled(conn: Connection, agent: str, placement: Placement) -> bool:
     """Whether the statuses differ from `placement` (a write would move entries)."""
-    archived = set(
-        conn.execute(
-            select(ENTRIES.c.key).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.status == EntryStatus.ARCHIVED)
-            )
-        ).scalars()
-    )
+    archived = set(conn.execute(_ARCHIVED, {"agent": agent}).scalars())
     return archived != set(placement.archived)
+
+
+_ARCHIVED = select(ENTRIES.c.key).where(
+    and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.status == EntryStatus.ARCHIVED)
+)

@@ -26,15 +26,15 @@ def index_entry(conn: Connection, agent: str, key: str, body: str) -> None:
 def add_entry(conn: Connection, agent: str, key: str, body: str) -> None:
     """Index an entry that has no row yet (a new entry)."""
     conn.execute(
-        text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
+        _INSERT_FTS,
         {"a": agent, "k": key, "t": body},
     )
     if is_postgres(conn):  # the key is the row's primary key there: nothing more to keep
         return
     # Not RETURNING: SQLite answers -1 for a virtual table's rowid there.
-    rowid = conn.execute(text("SELECT last_insert_rowid()")).scalar_one()
+    rowid = conn.execute(_LAST_ROWID).scalar_one()
     conn.execute(
-        text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)"),
+        _INSERT_ROW_OF,
         {"a": agent, "k": key, "r": rowid},
     )
 
@@ -45,12 +45,12 @@ def add_entries(conn: Connection, agent: str, entries: Sequence[tuple[str, str]]
         return
     if is_postgres(conn):
         conn.execute(
-            text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)"),
+            _INSERT_FTS,
             [{"a": agent, "k": k, "t": t} for k, t in entries],
         )
         return
     # Rowids chosen here, past the last one, so the key -> rowid rows need no lookup.
-    last = conn.execute(text("SELECT rowid FROM entries_fts ORDER BY rowid DESC LIMIT 1")).scalar()
+    last = conn.execute(_LAST_FTS_ROWID).scalar()
     rows = [
         {"r": (last or 0) + n, "a": agent, "k": k, "t": t} for n, (k, t) in enumerate(entries, 1)
     ]
@@ -60,20 +60,16 @@ def add_entries(conn: Connection, agent: str, entries: Sequence[tuple[str, str]]
 
 def remove_entry(conn: Connection, agent: str, key: str) -> None:
     if is_postgres(conn):
-        conn.execute(
-            text("DELETE FROM entries_fts WHERE agent = :a AND key = :k"), {"a": agent, "k": key}
-        )
+        conn.execute(_DELETE_FTS_OF, {"a": agent, "k": key})
         return
     rowid = conn.execute(
-        text("SELECT fts_rowid FROM entry_index_rows WHERE agent = :a AND key = :k"),
+        _ROW_OF,
         {"a": agent, "k": key},
     ).scalar()
     if rowid is None:
         return
-    conn.execute(text("DELETE FROM entries_fts WHERE rowid = :r"), {"r": rowid})
-    conn.execute(
-        text("DELETE FROM entry_index_rows WHERE agent = :a AND key = :k"), {"a": agent, "k": key}
-    )
+    conn.execute(_DELETE_FTS_AT, {"r": rowid})
+    conn.execute(_DELETE_ROW, {"a": agent, "k": key})
 
 
 def search(conn: Connection, agent: str, query_text: str, limit: int) -> list[str]:
@@ -161,5 +157,12 @@ def ranked(
     return [(r[0], float(r[1])) for r in conn.execute(stmt, params)]
 
 
+_INSERT_FTS = text("INSERT INTO entries_fts (agent, key, text) VALUES (:a, :k, :t)")
+_LAST_ROWID = text("SELECT last_insert_rowid()")
+_LAST_FTS_ROWID = text("SELECT rowid FROM entries_fts ORDER BY rowid DESC LIMIT 1")
+_DELETE_FTS_OF = text("DELETE FROM entries_fts WHERE agent = :a AND key = :k")
+_ROW_OF = text("SELECT fts_rowid FROM entry_index_rows WHERE agent = :a AND key = :k")
+_DELETE_FTS_AT = text("DELETE FROM entries_fts WHERE rowid = :r")
+_DELETE_ROW = text("DELETE FROM entry_index_rows WHERE agent = :a AND key = :k")
 _INSERT_FTS_AT = text("INSERT INTO entries_fts (rowid, agent, key, text) VALUES (:r, :a, :k, :t)")
 _INSERT_ROW_OF = text("INSERT INTO entry_index_rows (agent, key, fts_rowid) VALUES (:a, :k, :r)")

@@ -49,6 +49,15 @@ from dreaming.store.tables import (
     RECALLS,
 )
 
+# Built once (a statement built per call, and its cache key, cost more than SQLite takes to
+# run it).
+_CANDIDATES = select(
+    CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens, CANDIDATES.c.speaker
+).where(CANDIDATES.c.agent == bindparam("agent"))
+_HELD_ENTRIES = select(ENTRIES.c.key, ENTRIES.c.text).where(
+    and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.status.in_(HELD))
+)
+
 
 @dataclass(frozen=True, slots=True)
 class FoldStats:
@@ -114,11 +123,7 @@ class Folder:
         sim = settings.candidates.similarity
         index = claims_mod.SimilarityIndex(sim)
         by_key: dict[str, int] = {}
-        for cid, key, tokens, speaker in conn.execute(
-            select(
-                CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens, CANDIDATES.c.speaker
-            ).where(CANDIDATES.c.agent == agent)
-        ):
+        for cid, key, tokens, speaker in conn.execute(_CANDIDATES, {"agent": agent}):
             by_key[key] = cid
             index.add(cid, frozenset(tokens.split()), speaker)
         # Our own MEMORY.md entries: a claim that repeats one is a recall, not a new candidate
@@ -131,14 +136,8 @@ class Folder:
         # After a crash the file may still show an entry since merged away: a repeat of that
         # line recalls the entry it went into, not a key no entry has. One since superseded
         # is no longer ours: what it said is no longer so, and saying it again is evidence.
-        known: dict[str, str] = dict(
-            conn.execute(
-                # Archived entries are ours too: said again, they are recalled (and come back).
-                select(ENTRIES.c.key, ENTRIES.c.text).where(
-                    and_(ENTRIES.c.agent == agent, ENTRIES.c.status.in_(HELD))
-                )
-            ).all()
-        )
+        # Archived entries are ours too: said again, they are recalled (and come back).
+        known: dict[str, str] = dict(conn.execute(_HELD_ENTRIES, {"agent": agent}).all())
         lagging = {
             b.key: b.text for b in memory_file.read(memory).live_blocks() if b.key not in known
         }

@@ -188,11 +188,7 @@ def _write_entry(
     _retire_targets(conn, batch, decision, result_key, run_id, now)
     if held is not None:
         batch.flush(conn)
-        body = conn.execute(
-            select(ENTRIES.c.text).where(
-                and_(ENTRIES.c.agent == agent, ENTRIES.c.key == result_key)
-            )
-        ).scalar_one()
+        body = conn.execute(_ENTRY_TEXT, {"agent": agent, "key": result_key}).scalar_one()
         entry_index.index_entry(conn, agent, result_key, body)
     return result_key
 
@@ -218,12 +214,23 @@ def _put_entry(
     # Same normalized text: the same fact. Its lineage grows; its text stays.
     batch.flush(conn)
     held = entry_lineage(conn, batch.agent, key)
-    conn.execute(
-        update(ENTRIES)
-        .where(and_(ENTRIES.c.agent == batch.agent, ENTRIES.c.key == key))
-        .values(updated_at=now, status=EntryStatus.LIVE)
-    )
+    conn.execute(_REVIVE, {"b_agent": batch.agent, "b_key": key, "updated_at": now})
     return held
+
+
+# Built once: a statement built per call (and its cache key) costs more than SQLite takes
+# to run it.
+_ENTRY_TEXT = select(ENTRIES.c.text).where(
+    and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key == bindparam("key"))
+)
+_REVIVE = (
+    update(ENTRIES)
+    .where(and_(ENTRIES.c.agent == bindparam("b_agent"), ENTRIES.c.key == bindparam("b_key")))
+    .values(
+        updated_at=bindparam("updated_at", type_=ENTRIES.c.updated_at.type),
+        status=EntryStatus.LIVE,
+    )
+)
 
 
 def _retire_targets(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, and_, bindparam, func, or_, select
 
 from dreaming.config import DeepSettings
 from dreaming.ingest import claims as claims_mod
@@ -114,15 +114,7 @@ def _by_utterance(conn: Connection, selected: list[Candidate]) -> list[Candidate
     ids = [c.id for c in selected]
     said = speakers_of(conn, ids)
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        first.update(
-            conn.execute(
-                select(
-                    CANDIDATE_EVIDENCE.c.candidate_id, func.min(CANDIDATE_EVIDENCE.c.corpus_line_id)
-                )
-                .where(CANDIDATE_EVIDENCE.c.candidate_id.in_(chunk))
-                .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
-            ).all()
-        )
+        first.update(conn.execute(_FIRST_LINE, {"ids": chunk}).all())
     order: dict[int, list[Candidate]] = {}
     for c in selected:
         line = first.get(c.id, 0)
@@ -134,17 +126,10 @@ def _by_utterance(conn: Connection, selected: list[Candidate]) -> list[Candidate
 def speakers_of(conn: Connection, candidate_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     """Candidate id -> the people its user lines name, sorted; none where the owner (a user
     line naming nobody) said it too."""
-    ev, lines = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
     found: dict[int, set[str | None]] = {}
     ids = list(candidate_ids)
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        rows = conn.execute(
-            select(ev.candidate_id, lines.speaker)
-            .select_from(CANDIDATE_EVIDENCE.join(CORPUS_LINES, lines.id == ev.corpus_line_id))
-            .where(and_(ev.candidate_id.in_(chunk), lines.role == "user"))
-            .distinct()
-        )
-        for cid, speaker in rows:
+        for cid, speaker in conn.execute(_USER_SPEAKERS, {"ids": chunk}):
             found.setdefault(cid, set()).add(speaker)
     return {
         cid: tuple(sorted(n for n in names if n is not None))
@@ -217,24 +202,41 @@ def owner_said_at(conn: Connection, candidate_ids: Sequence[int]) -> dict[int, d
     which of two values of a slot is the current one (an agent's later restatement of an
     old value does not make it new)."""
     out: dict[int, datetime] = {}
-    ev, lines = CANDIDATE_EVIDENCE.c, CORPUS_LINES.c
     ids = list(candidate_ids)
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
-        out.update(
-            conn.execute(
-                select(ev.candidate_id, func.max(lines.ts))
-                .select_from(CANDIDATE_EVIDENCE.join(CORPUS_LINES, lines.id == ev.corpus_line_id))
-                .where(
-                    and_(
-                        ev.candidate_id.in_(chunk),
-                        ev.origin_class == OriginClass.OWNER,
-                        lines.ts.is_not(None),
-                    )
-                )
-                .group_by(ev.candidate_id)
-            ).all()
-        )
+        out.update(conn.execute(_OWNER_SAID_AT, {"ids": chunk}).all())
     return out
+
+
+# Built once, each over a chunk of candidate ids: a statement built per call (and its cache
+# key) cost more than SQLite takes to run it.
+_EVIDENCE_LINES = CANDIDATE_EVIDENCE.join(
+    CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
+)
+_OF_CHUNK = CANDIDATE_EVIDENCE.c.candidate_id.in_(bindparam("ids", expanding=True))
+_FIRST_LINE = (
+    select(CANDIDATE_EVIDENCE.c.candidate_id, func.min(CANDIDATE_EVIDENCE.c.corpus_line_id))
+    .where(_OF_CHUNK)
+    .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
+)
+_USER_SPEAKERS = (
+    select(CANDIDATE_EVIDENCE.c.candidate_id, CORPUS_LINES.c.speaker)
+    .select_from(_EVIDENCE_LINES)
+    .where(and_(_OF_CHUNK, CORPUS_LINES.c.role == "user"))
+    .distinct()
+)
+_OWNER_SAID_AT = (
+    select(CANDIDATE_EVIDENCE.c.candidate_id, func.max(CORPUS_LINES.c.ts))
+    .select_from(_EVIDENCE_LINES)
+    .where(
+        and_(
+            _OF_CHUNK,
+            CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER,
+            CORPUS_LINES.c.ts.is_not(None),
+        )
+    )
+    .group_by(CANDIDATE_EVIDENCE.c.candidate_id)
+)
 
 
 MAX_SAME_SLOT = 3  # entries shown per candidate as stating its slot
