@@ -81,6 +81,7 @@ _ABANDON = (
     .values(outcome=Outcome.ABANDONED)
 )
 _FINISH = update(RUNS).where(RUNS.c.id == bindparam("b_id"))
+_SUMMARY = select(RUNS.c.summary).where(RUNS.c.id == bindparam("run"))
 
 
 def run_has_calls(engine: Engine, agent: str, run_id: int) -> bool:
@@ -289,7 +290,7 @@ def rem_summaries(conn: Connection, agent: str) -> list[tuple[int, dict[str, Any
 def rem_summary(conn: Connection, run_id: int) -> dict[str, Any] | None:
     """The REM phase summary of run `run_id` as recorded, or None (no such run, no REM, a
     summary a purge redacted, or one that cannot be read)."""
-    text = conn.execute(select(RUNS.c.summary).where(RUNS.c.id == run_id)).scalar()
+    text = conn.execute(_SUMMARY, {"run": run_id}).scalar()
     try:
         summary = json.loads(text) if text else None
     except ValueError:

@@ -11,10 +11,12 @@ again folds what came in meanwhile.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Engine, and_, select
 
+from dreaming.config import Settings
 from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates import Folder
 from dreaming.phases.light._commit import RESCORE_KEY
@@ -29,11 +31,17 @@ _BATCH = 2_000  # lines per fold (and per transaction)
 _COLUMNS = ("session_id", "line", "ts", "day", "role", "origin_class", "text", "speaker")
 
 
-def sync(engine: Engine, folder: Folder, summary: LightSummary) -> bool:
+def sync(
+    engine: Engine,
+    agent: str,
+    settings: Settings,
+    folded: Callable[[], Folder],
+    summary: LightSummary,
+) -> bool:
     """Fold the agent's stored lines creating, once after the setting was turned on; clear
-    the mark while it is off. True when lines were folded (the candidates need rescoring)."""
-    agent = folder.agent
-    on = folder.settings.deep.promote_agent_only
+    the mark while it is off. True when lines were folded (the candidates need rescoring).
+    `folded` gives the folder, read only when there are lines to fold."""
+    on = settings.deep.promote_agent_only
     with engine.connect() as conn:
         mark = state.get(conn, agent, MARK)
     if not on:
@@ -53,12 +61,13 @@ def sync(engine: Engine, folder: Folder, summary: LightSummary) -> bool:
         rows: list[tuple[int, dict[str, Any]]] = [
             (r[0], dict(zip(_COLUMNS, r[1:], strict=True))) for r in conn.execute(query)
         ]
-    folded = False
+    done = False
     for start in range(0, len(rows), _BATCH):
+        folder = folded()  # read before the transaction opens: on the connection it uses
         with engine.begin() as conn:
             summary.add_fold(folder.fold(conn, rows[start : start + _BATCH]))
             state.put_if_absent(conn, agent, RESCORE_KEY, "1")
-        folded = True
+        done = True
     with engine.begin() as conn:
         state.put(conn, agent, MARK, FOLDED)
-    return folded
+    return done

@@ -86,13 +86,19 @@ class Batch:
 
 
 def commit_batch(
-    conn: Connection, folder: Folder, batch: Batch, summary: LightSummary, marks: RunMarks
+    conn: Connection,
+    folder: Folder | None,
+    batch: Batch,
+    summary: LightSummary,
+    marks: RunMarks,
+    agent: str,
 ) -> set[int]:
-    """Write `batch` in the caller's transaction (who calls `marks.committed` once it
-    commits). Returns the candidates its lines gave evidence to."""
-    agent = folder.agent
+    """Write `batch` of `agent` in the caller's transaction (who calls `marks.committed` once
+    it commits). Returns the candidates its lines gave evidence to. `folder`: what its lines
+    are folded into (None only for a batch that read no lines)."""
     touched: set[int] = set()
     if batch.reads:
+        assert folder is not None, "a batch that read lines folds them"
         touched, days = _store_lines(conn, folder, batch.reads, summary)
         if not marks.rescore_marked:
             state.put_if_absent(conn, agent, RESCORE_KEY, "1")

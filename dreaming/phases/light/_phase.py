@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, select
 
 from dreaming import faults
 from dreaming.ingest import corpus
@@ -45,6 +45,16 @@ from dreaming.store.tables import CANDIDATES
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
 
 
+# A quiet night's count of what is pending: built once (a statement built per call, and its
+# cache key, cost more than SQLite takes to run it).
+_PENDING = select(func.count()).where(
+    and_(
+        CANDIDATES.c.agent == bindparam("agent"),
+        CANDIDATES.c.status == CandidateStatus.PENDING,
+    )
+)
+
+
 class LightPhase:
     """Runs the light phase for one agent over its session files."""
 
@@ -64,7 +74,7 @@ class LightPhase:
         self.registry = registry
         self.progress = progress
         self.agent = ""  # set by run()
-        self.folder: Folder  # loaded by run()
+        self._folder: Folder | None = None  # see `folder`
         self.marks: RunMarks  # read by run()
 
     def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
@@ -74,16 +84,18 @@ class LightPhase:
         corpus_dir = self.paths.corpus_dir(agent)
         # Repair first: days a crashed run committed but did not write out.
         summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
+        self._folder = None
         with self.engine.connect() as conn:
             tombstoned, sessions, cursors = self._known(conn)
-            self.folder = self._load_folder(conn)
             self.marks = RunMarks(read_clock(conn, agent))
         # Admission first, for every file: sessions derived under another admission (index
         # repaired or lost, policy changed, kind now known) are purged in one go, then read
         # again below if they are admitted now.
         planned = self._admit(files, sessions, tombstoned, cursors, summary)
         changed = self._rederive_moved(planned, cursors, summary)
-        changed = agent_lines.sync(self.engine, self.folder, summary) or changed
+        changed = (
+            agent_lines.sync(self.engine, agent, self.settings, self._folded, summary) or changed
+        )
         changed = self._read_admitted(planned, cursors, summary) or changed
         # The corpus files show what was committed before anything else can fail (a full
         # disk in the rescore leaves them agreeing with the table, as `verify` checks).
@@ -102,22 +114,28 @@ class LightPhase:
         tombstoned |= {sid for sid, _ in tombstones_in_db(conn, agent)}
         return tombstoned, records(conn, agent), file_cursors.by_path(conn, agent)
 
-    def _load_folder(self, conn: Connection) -> Folder:
-        agent = self.agent
-        return Folder.load(
-            conn,
-            agent,
-            self.settings,
-            self.paths.memory_file(agent),
-            self.paths.dreams_file(agent),
-            lambda keys: lineage.successors(conn, agent, keys),
-            lambda: lineage.spoken_by(conn, agent),
-        )
+    @property
+    def folder(self) -> Folder:
+        """The candidates (and entries) new lines' claims are folded into, read when first
+        needed: a night with nothing new to read, most of a fleet's agents on most nights,
+        never reads them. A purge in this run drops it (`_folder = None`): read again, as
+        the purge left them, if still needed."""
+        if self._folder is None:
+            agent = self.agent
+            with self.engine.connect() as conn:
+                self._folder = Folder.load(
+                    conn,
+                    agent,
+                    self.settings,
+                    self.paths.memory_file(agent),
+                    self.paths.dreams_file(agent),
+                    lambda keys: lineage.successors(conn, agent, keys),
+                    lambda: lineage.spoken_by(conn, agent),
+                )
+        return self._folder
 
-    def _reload_folder(self) -> Folder:
-        """The candidate folder read again after a purge changed the candidates under it."""
-        with self.engine.connect() as conn:
-            return self._load_folder(conn)
+    def _folded(self) -> Folder:
+        return self.folder
 
     def _admit(
         self,
@@ -165,7 +183,7 @@ class LightPhase:
         if moved and rederive_sessions(
             self.engine, self.paths, self.agent, moved, cursors, summary
         ):
-            self.folder = self._reload_folder()
+            self._folder = None  # the purge changed the candidates under it
             return True
         return False
 
@@ -211,8 +229,10 @@ class LightPhase:
         """Commit what `batch` gathered in one transaction, and empty it."""
         if not batch:
             return
+        # Read (when first needed) before the transaction opens: on the connection it uses.
+        folder = self.folder if batch.reads else None
         with self.engine.begin() as conn:
-            commit_batch(conn, self.folder, batch, summary, self.marks)
+            commit_batch(conn, folder, batch, summary, self.marks, self.agent)
             faults.checkpoint("light.before_commit")
         if batch.reads:
             self.marks.committed(batch.newest)
@@ -235,14 +255,7 @@ class LightPhase:
                 state.clear(conn, agent, RESCORE_KEY)
             else:
                 summary.candidates_pending = int(
-                    conn.execute(
-                        select(func.count()).where(
-                            and_(
-                                CANDIDATES.c.agent == agent,
-                                CANDIDATES.c.status == CandidateStatus.PENDING,
-                            )
-                        )
-                    ).scalar_one()
+                    conn.execute(_PENDING, {"agent": agent}).scalar_one()
                 )
             clock = read_clock(conn, agent)
         summary.clock = clock.isoformat() if clock else None
@@ -294,7 +307,7 @@ class LightPhase:
         if read.reader.restarted and prev is not None:
             summary.files_rewritten += 1
         if purge_changed_lines(self.engine, self.paths, sf, read.rows, summary):
-            self.folder = self._reload_folder()
+            self._folder = None  # the purge changed the candidates under it
 
 
 def _add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
