@@ -27,7 +27,7 @@ from dreaming.ingest.sessions import (
 from dreaming.ingest.tags import TagRegistry
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.tombstones import in_db as tombstones_in_db
-from dreaming.memory import lineage
+from dreaming.memory import diary, lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
@@ -85,6 +85,9 @@ class LightPhase:
         # Repair first: days a crashed run committed but did not write out.
         summary.corpus_files_written += corpus.flush_files(self.engine, agent, corpus_dir)
         self._folder = None
+        # DREAMS.md (which the folder reads, when lines need it) fails the run here if it
+        # cannot be read, before anything commits, whether or not there is anything new.
+        diary.read(self.paths.dreams_file(agent))
         with self.engine.connect() as conn:
             tombstoned, sessions, cursors = self._known(conn)
             self.marks = RunMarks(read_clock(conn, agent))
