@@ -72,8 +72,7 @@ def finish_run(engine: Engine, run_id: int, outcome: Outcome, summary: dict[str,
         conn.execute(_FINISH, row)
 
 
-# Every night runs these: built once (a statement built per call, and its cache key, cost
-# more than SQLite takes to run it).
+# Every night runs these: built once (see `store.compiled`).
 _START = insert(RUNS).returning(RUNS.c.id)
 _ABANDON = (
     update(RUNS)

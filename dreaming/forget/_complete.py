@@ -38,8 +38,7 @@ def complete_pending(engine: Engine, paths: Paths, agent: str) -> int:
     return len(pending)
 
 
-# Every night asks these: built once (a statement built per call, and its cache key, cost
-# more than SQLite takes to run it).
+# Every night asks these: built once (see `store.compiled`).
 _PENDING = select(PURGES.c.id, PURGES.c.pending, PURGES.c.report).where(
     and_(PURGES.c.agent == bindparam("agent"), PURGES.c.completed_at.is_(None))
 )

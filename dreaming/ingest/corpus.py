@@ -292,7 +292,7 @@ def flush_files(engine: Engine, agent: str, folder: Path) -> int:
     return len(days)
 
 
-# Built once: a statement built per call costs more than SQLite takes to run it.
+# Built once (see `store.compiled`).
 _DIRTY_DAYS = select(DIRTY_DAYS.c.day).where(DIRTY_DAYS.c.agent == bindparam("agent"))
 _CLEAN_DAYS = delete(DIRTY_DAYS).where(
     and_(

@@ -88,8 +88,7 @@ def gather(
     return out
 
 
-# Built once: a statement built per call (and its cache key) costs more than SQLite takes
-# to run it.
+# Built once (see `store.compiled`).
 _UNHELD = (
     select(
         CORPUS_LINES.c.id,

@@ -81,8 +81,8 @@ class Evidence:
     line: int  # the corpus line's id: earlier lines were said first
 
 
-# (session, tokens) of every candidate the owner or the agent said: built once (a statement
-# built per call, and its cache key, cost more than SQLite takes to run it).
+# (session, tokens) of every candidate the owner or the agent said (built once: see
+# `store.compiled`).
 _SAID_IN_SESSIONS = (
     select(CANDIDATE_EVIDENCE.c.session_id, CANDIDATES.c.tokens)
     .join(CANDIDATES, CANDIDATES.c.id == CANDIDATE_EVIDENCE.c.candidate_id)

@@ -308,8 +308,7 @@ def _newest_line(engine: Engine, agent: str) -> str:
     return str(value or 0)
 
 
-# REM's statements are built once: building one per call (and its cache key) cost more than
-# SQLite takes to run most of them.
+# REM's statements, built once (see `store.compiled`).
 _BOOSTED = select(CANDIDATES.c.id, CANDIDATES.c.rem_boost).where(
     and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.rem_boost > 0)
 )

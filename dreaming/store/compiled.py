@@ -7,6 +7,12 @@ compiled each agent's ~140 distinct statements a thousand times over (a tenth of
 night). Engines opened here share the first one's dialect, already initialised against the
 same sqlite3 library, and its statement cache; their pools, connections and events stay
 their own.
+
+The statements a night runs are built once, at module level, with bound parameters (lists
+as expanding ones), not anew on every call: a statement object built per call, and the
+cache key SQLAlchemy then works out for it, cost 85-125 us against 17-19 us for one built
+once, several times what SQLite takes to run most of them (a twentieth of an agent's
+night, when half its statements were built per call).
 """
 
 from __future__ import annotations

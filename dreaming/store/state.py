@@ -52,8 +52,7 @@ def clear(conn: Connection, agent: str, *keys: StateKey) -> None:
     conn.execute(_CLEAR, {"agent": agent, "keys": [k.value for k in keys]})
 
 
-# Statements built once: building one per call (and its cache key) cost several times the
-# statement's own run in SQLite.
+# Built once (see `store.compiled`).
 _CLEAR = delete(AGENT_STATE).where(
     and_(
         AGENT_STATE.c.agent == bindparam("agent"),

@@ -49,8 +49,7 @@ from dreaming.store.tables import (
     RECALLS,
 )
 
-# Built once (a statement built per call, and its cache key, cost more than SQLite takes to
-# run it).
+# Built once (see `store.compiled`).
 _CANDIDATES = select(
     CANDIDATES.c.id, CANDIDATES.c.key, CANDIDATES.c.tokens, CANDIDATES.c.speaker
 ).where(CANDIDATES.c.agent == bindparam("agent"))

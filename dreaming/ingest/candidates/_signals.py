@@ -43,8 +43,7 @@ def refresh_stale(conn: Connection, agent: str) -> int:
     return refresh_candidates(conn, agent, ids) if ids else 0
 
 
-# The statements of this module are built once: building one per call (and its cache key)
-# cost more than SQLite takes to run most of them.
+# The statements of this module are built once (see `store.compiled`).
 _STALE = select(CANDIDATES.c.id).where(
     and_(CANDIDATES.c.agent == bindparam("agent"), CANDIDATES.c.stale)
 )

@@ -218,8 +218,7 @@ def _put_entry(
     return held
 
 
-# Built once: a statement built per call (and its cache key) costs more than SQLite takes
-# to run it.
+# Built once (see `store.compiled`).
 _ENTRY_TEXT = select(ENTRIES.c.text).where(
     and_(ENTRIES.c.agent == bindparam("agent"), ENTRIES.c.key == bindparam("key"))
 )

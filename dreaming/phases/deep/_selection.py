@@ -208,8 +208,7 @@ def owner_said_at(conn: Connection, candidate_ids: Sequence[int]) -> dict[int, d
     return out
 
 
-# Built once, each over a chunk of candidate ids: a statement built per call (and its cache
-# key) cost more than SQLite takes to run it.
+# Built once (see `store.compiled`), each over a chunk of candidate ids.
 _EVIDENCE_LINES = CANDIDATE_EVIDENCE.join(
     CORPUS_LINES, CORPUS_LINES.c.id == CANDIDATE_EVIDENCE.c.corpus_line_id
 )

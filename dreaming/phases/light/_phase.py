@@ -45,8 +45,7 @@ from dreaming.store.tables import CANDIDATES
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
 
 
-# A quiet night's count of what is pending: built once (a statement built per call, and its
-# cache key, cost more than SQLite takes to run it).
+# A quiet night's count of what is pending (built once: see `store.compiled`).
 _PENDING = select(func.count()).where(
     and_(
         CANDIDATES.c.agent == bindparam("agent"),
@@ -97,7 +96,8 @@ class LightPhase:
         planned = self._admit(files, sessions, tombstoned, cursors, summary)
         changed = self._rederive_moved(planned, cursors, summary)
         changed = (
-            agent_lines.sync(self.engine, agent, self.settings, self._folded, summary) or changed
+            agent_lines.sync(self.engine, agent, self.settings, lambda: self.folder, summary)
+            or changed
         )
         changed = self._read_admitted(planned, cursors, summary) or changed
         # The corpus files show what was committed before anything else can fail (a full
@@ -136,9 +136,6 @@ class LightPhase:
                     lambda: lineage.spoken_by(conn, agent),
                 )
         return self._folder
-
-    def _folded(self) -> Folder:
-        return self.folder
 
     def _admit(
         self,
