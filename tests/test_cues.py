@@ -123,3 +123,33 @@ def test_a_lexicon_with_the_settings_cues_builds_every_list_at_once() -> None:
     assert all("hit" in vars(c) for c in vars(lexicon).values() if isinstance(c, cues.Cues))
     assert lexicon.groups and all("hit" in vars(c) for _, c in lexicon.groups)
     assert salience.assess("Never page me after nine.", lexicon).features
+
+
+# A small vocabulary, so phrases and claims share words and overlap often.
+_VOCAB = ["i", "my", "me", "we", "the", "a", "call", "never", "page", "dog", "s", "t", "don"]
+_PHRASE = st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=cues.MAX_GRAM)
+
+
+def _said(phrases: list[list[str]], claim: list[str], anchored: bool) -> bool:
+    """What a list of plain phrases means: one of them is a run of the claim's words (at its
+    start, for an anchored list)."""
+    runs = {
+        tuple(claim[i : i + n])
+        for i in range(1 if anchored else len(claim))
+        for n in range(1, len(claim) - i + 1)
+    }
+    return any(tuple(p) in runs for p in phrases)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(_PHRASE, min_size=1, max_size=8),
+    st.lists(st.sampled_from(_VOCAB), max_size=12),
+    st.booleans(),
+)
+def test_a_phrase_cue_hits_exactly_the_claims_holding_its_words_in_a_row(
+    phrases: list[list[str]], claim: list[str], anchored: bool
+) -> None:
+    listed = cues.Cues([("^" if anchored else "") + " ".join(p) for p in phrases])
+    text = " ".join(w.capitalize() if i % 3 == 0 else w for i, w in enumerate(claim))
+    assert listed.hit(cues.Text.of(text)) == _said(phrases, claim, anchored), (phrases, text)

@@ -1,9 +1,8 @@
 """Cue lists matched fast: the machinery salience reads a claim's text with. A cue that is a
-finite set of phrases is looked up among the claim's word n-grams; the rest stay one regex."""
+finite set of phrases is looked up among the claim's words; the rest stay one regex."""
 
 from __future__ import annotations
 
-import itertools
 import re
 import re._constants as _c  # type: ignore[import-not-found]
 import re._parser as _sre  # type: ignore[import-not-found]
@@ -162,13 +161,23 @@ def build_all(holder: _T) -> _T:
 class _Matcher:
     """Python's regex engine tries every alternative at every position, so a list of a
     hundred phrases costs ~100 us a claim as one pattern. Here each cue that is a finite set
-    of phrases becomes those phrases, looked up among the claim's word n-grams (anchored
-    ones: its first words); the rest stay one regex (few of them)."""
+    of phrases becomes those phrases, looked up by the claim's words (anchored ones: its
+    first words); the rest stay one regex (few of them)."""
 
-    __slots__ = ("anchored", "cjk", "head", "literal", "longest_anchor", "regex")
+    __slots__ = (
+        "anchor_starts",
+        "anchored",
+        "cjk",
+        "head",
+        "longest_anchor",
+        "phrases",
+        "regex",
+        "singles",
+        "starts",
+    )
 
     def __init__(self, words: Sequence[str], cjk: Sequence[str] = ()) -> None:
-        literal: set[str] = set()
+        literal: set[tuple[str, ...]] = set()
         anchored: set[tuple[str, ...]] = set()
         patterns: list[str] = []
         for raw in words:
@@ -188,9 +197,23 @@ class _Matcher:
             if start:
                 anchored |= phrases
             else:
-                literal |= {" ".join(ws) for ws in phrases}
-        self.literal = frozenset(literal)
+                literal |= phrases
+        # A one-word cue is looked up among the claim's words, a longer one only where the
+        # claim holds its first two words in a row: no claim's n-grams are built (that cost
+        # a fifth of an assessment), and most claims hold no longer cue's first word.
+        self.singles = frozenset(ws[0] for ws in literal if len(ws) == 1)
+        longer: dict[str, dict[str, list[tuple[str, ...]]]] = {}
+        for ws in sorted(literal):
+            if len(ws) > 1:
+                longer.setdefault(ws[0], {}).setdefault(ws[1], []).append(ws)
+        # first word -> second word -> the phrases they start
+        self.phrases = {
+            first: {second: tuple(found) for second, found in seconds.items()}
+            for first, seconds in longer.items()
+        }
+        self.starts = frozenset(longer)
         self.anchored = frozenset(anchored)
+        self.anchor_starts = frozenset(ws[0] for ws in anchored)
         self.longest_anchor = max((len(a) for a in anchored), default=0)
         # Patterns anchored at the start are tried there only (`match`), the rest everywhere.
         self.head = _compile([p for p in patterns if p.startswith("^")])
@@ -198,12 +221,21 @@ class _Matcher:
         self.cjk = re.compile("|".join(f"(?:{c})" for c in cjk)) if cjk else None
 
     def hit(self, text: Text) -> bool:
-        if self.literal and not self.literal.isdisjoint(text.grams):
+        words = text.words
+        if self.singles and not self.singles.isdisjoint(words):
             return True
-        if self.anchored:
-            head, anchored = text.words, self.anchored
-            for k in range(1, min(self.longest_anchor, len(head)) + 1):
-                if head[:k] in anchored:
+        if self.starts and not self.starts.isdisjoint(words):
+            phrases = self.phrases
+            for i, word in enumerate(words[:-1]):  # a phrase's second word follows its first
+                second = phrases.get(word)
+                if second is not None:
+                    for phrase in second.get(words[i + 1], ()):
+                        if words[i : i + len(phrase)] == phrase:
+                            return True
+        if words and words[0] in self.anchor_starts:
+            anchored = self.anchored
+            for k in range(1, min(self.longest_anchor, len(words)) + 1):
+                if words[:k] in anchored:
                     return True
         if self.head is not None and self.head.match(text.lower):
             return True
@@ -229,25 +261,16 @@ def _compile(patterns: Sequence[str]) -> re.Pattern[str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """A claim prepared once for every cue list: lower-cased, its words and word n-grams."""
+    """A claim prepared once for every cue list: lower-cased, and its words."""
 
     raw: str
     lower: str
     ascii: bool
     words: tuple[str, ...]
-    grams: frozenset[str]
 
     @classmethod
     def of(cls, raw: str, words: Sequence[str] | None = None) -> Text:
         found = tuple(w.casefold() for w in words) if words is not None else _words_of(raw)
-        grams = list(found)
-        pairs = [f"{a} {b}" for a, b in itertools.pairwise(found)]
-        grams += pairs
-        # Longer n-grams extend the shorter ones by a word: a join of two strings each.
-        prev = pairs
-        for size in range(3, MAX_GRAM + 1):
-            prev = [f"{g} {w}" for g, w in zip(prev, found[size - 1 :], strict=False)]
-            grams += prev
         # Curly apostrophes as straight ones, as the words are: cues are written with "'".
         lower = raw.casefold().replace("’", "'")
-        return cls(raw, lower, raw.isascii(), found, frozenset(grams))
+        return cls(raw, lower, raw.isascii(), found)
