@@ -416,3 +416,63 @@ def test_narrates_is_what_the_whole_assessment_says(text: str) -> None:
         found = assess(text, lexicon).features
         assert narrates(text, lexicon) == (Feature.NARRATION in found), text
     assert narrates("As you can see, it works.", lexicon_for({"narration": ["^as you can see"]}))
+
+
+# The technical patterns as first written (a word, then what makes it technical), and the
+# characters that exercise their edges: word characters on either side, spaces, line starts.
+_PLAIN_TECHNICAL = {
+    "file name": r"(?<!\w)\w+\.(?:ts|tsx|js|jsx|py|rs|go|java|rb|ex|exs|md|json|toml|ya?ml|txt"
+    r"|sh|css|html|sql|lock|cfg|ini)\b",
+    "snake_case": r"(?<!\w)\w+_\w+",
+    "flag": r"(?:^|\s)--?[a-z][\w-]*",
+    "src path": r"\bsrc/|/src\b",
+}
+_EDGES = "a_.-/ \n\tsrcjytmlAZ09é'"
+
+
+def _technical_pattern(name: str) -> str:
+    import tomllib
+    from importlib import resources
+
+    lexicon = resources.files("dreaming.ingest").joinpath("lexicon.toml").read_text("utf-8")
+    listed = tomllib.loads(lexicon)["technical"]
+    firsts = {"file name": r"\.", "snake_case": "_", "flag": "-", "src path": "src/"}
+    (found,) = [p for p in listed if p.startswith(firsts[name])]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_PLAIN_TECHNICAL))
+def test_a_technical_pattern_written_literal_first_finds_what_its_plain_form_finds(
+    name: str,
+) -> None:
+    import random
+    import re
+
+    plain, fast = re.compile(_PLAIN_TECHNICAL[name]), re.compile(_technical_pattern(name))
+    rnd = random.Random(name)
+    for _ in range(20000):
+        text = "".join(rnd.choice(_EDGES) for _ in range(rnd.randint(0, 12)))
+        assert bool(plain.search(text)) == bool(fast.search(text)), (name, text)
+    examples = {
+        "file name": ["see main.ts now", "a.yml"],
+        "snake_case": ["my_var", "set MAX_GRAM"],
+        "flag": ["run --fix", "-v"],
+        "src path": ["in src/app", "lib/src"],
+    }
+    for text in examples[name]:
+        assert fast.search(text) and plain.search(text), (name, text)
+
+
+def test_numbers_in_words_are_the_regex_s_on_any_text() -> None:
+    import random
+
+    from dreaming.ingest import salience
+    from dreaming.ingest.cues import Text
+
+    pieces = ["two", "Twenty", "DOZEN", "one", "ten", "eighteen", "x", "3", " ", "-", "_", "é"]
+    rnd = random.Random(7)
+    for _ in range(20000):
+        body = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))
+        expected = bool(salience._DIGIT.search(body) or salience._NUMBER_WORDS.search(body))
+        text = Text.of(body, words(body))
+        assert salience._numbers(body, text) == expected, body

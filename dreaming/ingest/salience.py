@@ -229,6 +229,22 @@ _NUMBER_WORDS = re.compile(
     r"eighty|ninety|hundred|thousand|dozen)\b",
     re.IGNORECASE,
 )
+_NUMBER_NAMES = frozenset(
+    _NUMBER_WORDS.pattern.removeprefix(r"\b(?:").removesuffix(r")\b").split("|")
+)
+
+
+def _numbers(body: str, text: Text) -> bool:
+    """A number in digits or in words. An ASCII text's words are its whole \\w runs, which
+    is what the regex's word boundaries mark: looked up among them (the regex scans every
+    position); other scripts' words are cut finer than \\w runs, so the regex decides."""
+    if _DIGIT.search(body):
+        return True
+    if text.ascii:
+        return not _NUMBER_NAMES.isdisjoint(text.words)
+    return _NUMBER_WORDS.search(body) is not None
+
+
 _NOT_NAMES = frozenset(
     [
         "I",
@@ -340,15 +356,13 @@ def _names(text: str, words: Sequence[str]) -> bool:
     """A proper noun: a capitalised word past the first (not a sentence opener such as "The"),
     an acronym (LGBTQ, MCP), or a katakana word (Japanese names and loanwords). The name of
     the listener ("Hey Gina", "Thanks, Mel!") names nobody's fact."""
-    called = _vocatives(text) if text.isascii() else frozenset()
+    called: frozenset[str] | None = None  # looked for once a word could be a name
     for w in words[1:]:
-        if (
-            w[:1].isupper()
-            and w not in _NOT_NAMES
-            and (w[1:].islower() or w.isupper())
-            and w not in called
-        ):
-            return True
+        if w[:1].isupper() and w not in _NOT_NAMES and (w[1:].islower() or w.isupper()):
+            if called is None:
+                called = _vocatives(text) if text.isascii() else frozenset()
+            if w not in called:
+                return True
     if words and len(words[0]) > 1 and words[0].isupper() and words[0] not in _NOT_NAMES:
         return True
     return not text.isascii() and _KATAKANA.search(text) is not None
@@ -492,7 +506,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.FACT)
     if _names(body, words):
         found.add(Feature.NAMES)
-    if _DIGIT.search(body) or _NUMBER_WORDS.search(body):
+    if _numbers(body, prepared):
         found.add(Feature.NUMBERS)
     # A need is someone's: "Allergies can be tough", "a gluten-free crust" name no holder.
     if Feature.CONSTRAINT in found and not found & _HOLDERS and not _HOLDER.search(body):
