@@ -221,3 +221,24 @@ def test_every_sentence_a_diary_may_quote_is_one_forget_hunts_for(line: str) -> 
     assert set(quoted) <= set(diary.clean_sentences(line))
     for sentence in quoted:
         assert any(n in sentence for n in needles), sentence
+
+
+# Markdown marks, numerals, bullets and every kind of space, so the cut-outs below are
+# exercised where they decide (line marks, "1. ... 2." lists, runs of whitespace).
+_MARKDOWN_ALPHABET = "ab .:)12#>-*•_=|`[]()!<\t\n\r\x0b\x0c\x1c\u00a0\u2003\u3000"
+
+
+def test_the_shortcuts_of_sentence_splitting_change_nothing() -> None:
+    """`diary._blocks` skips a pattern when the text holds no character every match of it
+    holds, and `_unmark` folds whitespace with `str.split` rather than `\\s+`: the same
+    pieces, on any text."""
+    import random
+
+    rnd = random.Random(11)
+    for _ in range(30000):
+        text = "".join(rnd.choice(_MARKDOWN_ALPHABET) for _ in range(rnd.randint(0, 18)))
+        if diary._LINE_MARK.search(text):
+            assert diary._MARK_CHARS.search(text), repr(text)
+        if diary._NUMBERED.search(text):
+            assert "1." in text or "1)" in text, repr(text)
+        assert " ".join(text.split()) == re.sub(r"\s+", " ", text).strip(), repr(text)

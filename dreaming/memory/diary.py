@@ -133,6 +133,7 @@ _TABLE = re.compile(r"\|(?:[^|]{0,80}\|){2,}")
 _LINE_MARK = re.compile(
     r"(?:^|\s)(?P<mark>#{1,6}|>+|[-*•](?:\s+\[[ xX]\])?|-{3,}|\*{3,}|_{3,}|={3,})(?=\s|$)"
 )
+_MARK_CHARS = re.compile(r"[#>\-*•_=]")  # one of them is in every line mark
 _NUMBER_MARK = re.compile(r"(?:^|\s)(?P<mark>\d{1,2}[.)])(?=\s)")
 _NUMBERED = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s")
 # A bold label opening a line ("**Description:** ...", "**Note**: ...").
@@ -160,7 +161,6 @@ _ASKS = re.compile(
 )
 _QUESTION = re.compile(r"[?？]")
 _LETTERS = re.compile(r"[^\W\d_]", re.UNICODE)
-_WS = re.compile(r"\s+")
 
 MIN_QUOTE_CHARS, MAX_QUOTE_CHARS = 20, 200
 MIN_QUOTE_WORDS, MAX_QUOTE_WORDS = 4, 40
@@ -181,7 +181,7 @@ def _unmark(text: str) -> str:
     for needs, pattern in _EMPHASIS:
         if needs in text:
             text = pattern.sub(r"\1", text)
-    return _WS.sub(" ", text).strip()
+    return " ".join(text.split())  # runs of whitespace as one space (`\s` is `str.isspace`)
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
@@ -189,8 +189,9 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     text = claims_mod.clean(text)  # our markers, harness envelopes, fenced code
     if "|" in text:
         text = _TABLE.sub("\n", text)
-    marks = [_LINE_MARK]
-    if _NUMBERED.search(text):
+    # (each pattern looked for only in a text holding a character every match of it holds)
+    marks = [_LINE_MARK] if _MARK_CHARS.search(text) else []
+    if ("1." in text or "1)" in text) and _NUMBERED.search(text):
         marks.append(_NUMBER_MARK)
     cuts: list[tuple[int, int, str]] = [(0, 0, "")]
     for pattern in marks:
