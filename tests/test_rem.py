@@ -49,6 +49,28 @@ def test_themes_boost_and_diary(tmp_path: Path) -> None:
     assert any("peanut" in r[0] for r in boosted)
 
 
+def test_rem_rescores_the_boosted_and_leaves_every_score_as_a_full_rescore_gives(
+    tmp_path: Path,
+) -> None:
+    """REM rescores only the candidates whose boost it changed: every other score was
+    light's, on the same clock and words, so after the night each candidate's score is
+    what scoring all of them again gives."""
+    from dreaming.ingest import candidates
+
+    root = build_state(tmp_path / "s")
+    assert run(root, ["light", "rem"])["main"]["rem"]["boosted"] >= 1
+    app = open_app(root)
+    try:
+        with app.engine("main").begin() as conn:
+            query = text("SELECT id, score FROM candidates ORDER BY id")
+            after_rem = conn.execute(query).all()
+            candidates.rescore(conn, "main", app.paths.settings)
+            assert conn.execute(query).all() == after_rem
+            conn.rollback()
+    finally:
+        app.close()
+
+
 def test_rem_is_idempotent_for_the_same_night(tmp_path: Path) -> None:
     root = build_state(tmp_path / "s")
     run(root, ["light", "rem"])
