@@ -466,13 +466,13 @@ def test_a_technical_pattern_written_literal_first_finds_what_its_plain_form_fin
 def test_numbers_in_words_are_the_regex_s_on_any_text() -> None:
     import random
 
-    from dreaming.ingest import salience
+    import dreaming.ingest._named as _named
     from dreaming.ingest.cues import Text
 
     pieces = ["two", "Twenty", "DOZEN", "one", "ten", "eighteen", "x", "3", " ", "-", "_", "é"]
     rnd = random.Random(7)
     for _ in range(20000):
         body = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))
-        expected = bool(salience._DIGIT.search(body) or salience._NUMBER_WORDS.search(body))
+        expected = bool(_named._DIGIT.search(body) or _named._NUMBER_WORDS.search(body))
         text = Text.of(body, words(body))
-        assert salience._numbers(body, text) == expected, body
+        assert _named.says_a_number(body, text) == expected, body
