@@ -12,6 +12,7 @@ said first, never to the alphabet.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter, defaultdict
@@ -136,6 +137,7 @@ class Specificity:
 # -- counting recurrence ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)  # a lexicon is built once a process (and hashed by identity)
 def excluded(lexicon: salience_mod.Lexicon) -> frozenset[str]:
     """Concepts that are never themes: dull words and the lexicon's small talk (as tokens)."""
     words = _DULL | claims_mod.STOPWORDS | lexicon.smalltalk_words
