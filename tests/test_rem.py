@@ -71,6 +71,35 @@ def test_rem_rescores_the_boosted_and_leaves_every_score_as_a_full_rescore_gives
         app.close()
 
 
+def test_rem_rescores_every_candidate_when_the_scores_are_not_current(tmp_path: Path) -> None:
+    """A half-life changed since light scored (or a rescore left pending) makes REM's
+    boosts rescore every candidate, as before it rescored only the boosted: what scoring
+    them all again gives, on the settings of now."""
+    from dreaming.ingest import candidates
+
+    root = build_state(tmp_path / "s")
+    run(root, ["light", "rem"])
+    (root / "workspace" / "DREAMS.md").unlink()  # tonight's entry is written again
+    config = root / "dreaming.toml"
+    text_ = config.read_text() if config.exists() else ""
+    changed = "\n[candidates]\nrecency_half_life_days = 2\n[rem]\nboost_per_theme = 0.07\n"
+    config.write_text(text_ + changed)
+    assert run(root, ["rem"])["main"]["rem"]["boosted"] >= 1
+    app = open_app(root)
+    try:
+        settings = app.paths.settings
+        assert settings.candidates.recency_half_life_days == 2
+        with app.engine("main").begin() as conn:
+            query = text("SELECT id, score FROM candidates ORDER BY id")
+            after_rem = conn.execute(query).all()
+            assert candidates.scores_current(conn, "main", settings)
+            candidates.rescore(conn, "main", settings)
+            assert conn.execute(query).all() == after_rem
+            conn.rollback()
+    finally:
+        app.close()
+
+
 def test_rem_is_idempotent_for_the_same_night(tmp_path: Path) -> None:
     root = build_state(tmp_path / "s")
     run(root, ["light", "rem"])

@@ -29,6 +29,7 @@ NOT_TEXT = {
     "dreaming.ingest.slots._defaults",  # the packaged slot lists
     "dreaming.ingest.slots.default_slots",
     "dreaming.memory.capacity._features",  # feature names ("fact instruction")
+    "dreaming.phases._rem_themes.excluded",  # the lexicon's dull words and small talk
     "dreaming.store.engine._template_image",  # an empty migrated database
     "dreaming.templates.default_env",  # the prompt templates
     "dreaming.report._html._env",

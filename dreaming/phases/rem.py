@@ -143,9 +143,11 @@ class RemPhase:
             if changes:
                 candidates.set_boosts(conn, changes)
                 # A boost moves only its own candidate's score (rarity is the words', the
-                # clock is light's): the others keep the scores light gave them.
-                boosted = {c["cid"] for c in changes}
-                candidates.rescore(conn, agent, self.paths.settings, only=boosted)
+                # clock is light's): when the others' scores are current, they stay.
+                settings = self.paths.settings
+                current = candidates.scores_current(conn, agent, settings)
+                boosted = {c["cid"] for c in changes} if current else None
+                candidates.rescore(conn, agent, settings, only=boosted)
             # Before the entry: a crash between the two leaves a window listing too much,
             # never an entry drawing on a session its window does not name.
             diary.record_window(conn, agent, summary.day, summary.read_sessions)

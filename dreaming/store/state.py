@@ -17,6 +17,7 @@ from dreaming.store.tables import AGENT_STATE
 class StateKey(StrEnum):
     CLOCK = "clock"  # the newest message time light has read (ISO 8601)
     RESCORE_PENDING = "rescore_pending"  # light folded lines whose candidates need rescoring
+    SCORED_WITH = "scored_with"  # the scoring settings every candidate was last scored with
     REM_INPUT = "rem_input"  # the newest corpus line REM's diary was written from
     REM_DREAMT = "rem_dreamt"  # JSON: the run whose themes stand for REM's input (signature)
     MEMORY_DIRTY = "memory_dirty"  # entries changed since MEMORY.md was last written

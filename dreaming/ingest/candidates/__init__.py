@@ -30,6 +30,7 @@ from dreaming.ingest.candidates._signals import (
     refresh_candidates,
     refresh_stale,
     rescore,
+    scores_current,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "reject_proposed",
     "reopen_proposed",
     "rescore",
+    "scores_current",
     "set_boosts",
     "set_outcomes",
 ]

@@ -128,15 +128,15 @@ def _refresh_statements() -> tuple[Update, Delete]:
 _REFRESH, _DROP_UNSUPPORTED = _refresh_statements()
 
 
-def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
+def assess_new(conn: Connection, agent: str, settings: Settings) -> list[int]:
     """Read the salience of candidates not yet assessed (new ones, and rows from before
-    salience existed). Once per candidate: its text does not change. Returns how many."""
+    salience existed). Once per candidate: its text does not change. Returns their ids."""
     # What only the agent said is never promoted on its own: it is read once the owner says
     # it too. Agents talk far more than their owners, so this is most of the work.
     query = _UNASSESSED if settings.deep.promote_agent_only else _UNASSESSED_OWNERS
     rows = conn.execute(query, {"agent": agent}).all()
     if not rows:
-        return 0  # the lexicon takes most of a second to build: not for nothing (a purge)
+        return []  # the lexicon takes most of a second to build: not for nothing (a purge)
     lexicon = salience_mod.lexicon_for(settings.salience.extra())
     changes = []
     for cid, text in rows:
@@ -144,7 +144,7 @@ def assess_new(conn: Connection, agent: str, settings: Settings) -> int:
         changes.append({"cid": cid, "salience": found.value, "features": found.names()})
     if changes:
         execute_many(conn, _SET_SALIENCE, changes)
-    return len(changes)
+    return [c["cid"] for c in changes]
 
 
 _UNASSESSED = select(CANDIDATES.c.id, CANDIDATES.c.text).where(
@@ -162,14 +162,16 @@ _SET_SALIENCE = (
 def rescore(
     conn: Connection, agent: str, settings: Settings, only: Collection[int] | None = None
 ) -> int:
-    """Score every candidate (or only those in `only`, against the whole corpus's word
-    rarity) on the agent's clock. Returns how many of them are pending."""
-    assess_new(conn, agent, settings)
+    """Score every candidate (or only those in `only`, and any assessed just now, against
+    the whole corpus's word rarity) on the agent's clock. Returns how many of them are
+    pending. Scoring every one records the settings it scored with (`scores_current`)."""
+    assessed = assess_new(conn, agent, settings)
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
     if only is None:
         rows = conn.execute(_SCORED, {"agent": agent}).all()
-    elif not only:
+        state.put(conn, agent, StateKey.SCORED_WITH, _scoring(settings))
+    elif not (only := {*only, *assessed}):
         return 0
     else:
         rows = conn.execute(_SCORED_ONLY, {"agent": agent, "ids": sorted(only)}).all()
@@ -228,6 +230,21 @@ _SCORED = select(
     func.length(CANDIDATES.c.text).label("chars"),
 ).where(CANDIDATES.c.agent == bindparam("agent"))
 _SCORED_ONLY = _SCORED.where(CANDIDATES.c.id.in_(bindparam("ids", expanding=True)))
+
+
+def scores_current(conn: Connection, agent: str, settings: Settings) -> bool:
+    """Whether every stored score is what scoring them all again would give: no fold or
+    purge has left a rescore pending since the last full one (which also moved the clock),
+    and it scored with the settings of now. Then a change to some candidates (REM's boosts)
+    needs only theirs rescored."""
+    return state.get(conn, agent, StateKey.RESCORE_PENDING) is None and state.get(
+        conn, agent, StateKey.SCORED_WITH
+    ) == _scoring(settings)
+
+
+def _scoring(settings: Settings) -> str:
+    # What `rescore` reads of the settings (the weights are the code's own).
+    return f"half-life {settings.candidates.recency_half_life_days!r}"
 
 
 def _all_tokens(conn: Connection, agent: str) -> Iterable[str]:
