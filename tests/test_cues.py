@@ -126,7 +126,23 @@ def test_a_lexicon_with_the_settings_cues_builds_every_list_at_once() -> None:
 
 
 # A small vocabulary, so phrases and claims share words and overlap often.
-_VOCAB = ["i", "my", "me", "we", "the", "a", "call", "never", "page", "dog", "s", "t", "don"]
+_VOCAB = [
+    "i",
+    "my",
+    "me",
+    "we",
+    "the",
+    "a",
+    "call",
+    "never",
+    "page",
+    "dog",
+    "s",
+    "t",
+    "don",
+    "café",
+    "日本",
+]
 _PHRASE = st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=cues.MAX_GRAM)
 
 

@@ -427,7 +427,7 @@ _PLAIN_TECHNICAL = {
     "flag": r"(?:^|\s)--?[a-z][\w-]*",
     "src path": r"\bsrc/|/src\b",
 }
-_EDGES = "a_.-/ \n\tsrcjytmlAZ09é'"
+_EDGES = [*"a_.-/ \n\t\x1c\u2028AZ09é'", "src", "src/", "/src", "ts", "yml", "json", "--"]
 
 
 def _technical_pattern(name: str) -> str:
