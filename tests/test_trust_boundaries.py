@@ -256,7 +256,9 @@ def test_a_late_index_entry_turns_untrusted_evidence_into_the_owners(
 
 # -- 2. an edit in place is noticed ------------------------------------------------------------
 
-SECRET = "Please remember that my gym locker code is 88231."
+# Ten digits: a shorter code turned up by chance in a timestamp's microseconds (".882319").
+CODE = "8823174591"
+SECRET = f"Please remember that my gym locker code is {CODE}."
 
 
 def _long_session(fake: FakeOpenClaw) -> Path:
@@ -285,14 +287,14 @@ def test_an_in_place_redaction_past_the_first_4kb_is_purged_everywhere(
 ) -> None:
     path = _long_session(fake)
     night(fake.root)
-    assert "88231" in memory(fake.root) and "Lisbon" in memory(fake.root)
+    assert CODE in memory(fake.root) and "Lisbon" in memory(fake.root)
     anna = [line for line in memory(fake.root).splitlines() if "Lisbon" in line]
     # The operator redacts with sed -i: the head is the same, the file grows.
-    path.write_bytes(path.read_bytes().replace(b"88231", b"[redacted by operator]"))
+    path.write_bytes(path.read_bytes().replace(CODE.encode(), b"[redacted by operator]"))
     light = night(fake.root)
     assert light["sessions"]["rewritten"] == 1
     assert light["sessions"]["lines_rederived"] == 1
-    assert "88231" not in _everywhere(fake.root)
+    assert CODE not in _everywhere(fake.root)
     assert "[redacted by operator]" in corpus(fake.root)
     # The lines that did not change keep what they made.
     assert [line for line in memory(fake.root).splitlines() if "Lisbon" in line] == anna
@@ -306,14 +308,14 @@ def test_reingest_rereads_an_edit_that_kept_size_and_mtime(fake: FakeOpenClaw) -
     path = _long_session(fake)
     night(fake.root)
     before = path.stat()
-    path.write_bytes(path.read_bytes().replace(b"88231", b"55555"))
+    path.write_bytes(path.read_bytes().replace(CODE.encode(), b"5555555555"))  # the same size
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert night(fake.root)["sessions"]["unchanged"] == 1  # indistinguishable by stat
     assert verified(fake.root)[0] != 0  # but verify sees the bytes changed
     light = night(fake.root, "--reingest")
     assert light["sessions"]["lines_rederived"] == 1
-    assert "88231" not in _everywhere(fake.root)
-    assert "55555" in corpus(fake.root)
+    assert CODE not in _everywhere(fake.root)
+    assert "5555555555" in corpus(fake.root)
     assert verified(fake.root)[0] == 0
 
 
@@ -381,9 +383,9 @@ def test_a_torn_index_with_reingest_keeps_unknown_sessions_untrusted(
 def test_a_redaction_then_forget_of_the_session_leaves_nothing(fake: FakeOpenClaw) -> None:
     path = _long_session(fake)
     night(fake.root)
-    path.write_bytes(path.read_bytes().replace(b"88231", b"[redacted]"))
+    path.write_bytes(path.read_bytes().replace(CODE.encode(), b"[redacted]"))
     night(fake.root, "--reingest")
-    assert "88231" not in _everywhere(fake.root)
+    assert CODE not in _everywhere(fake.root)
     forget(fake.root, "--session", "s1")
     assert "Lisbon" not in _everywhere(fake.root) and "[redacted]" not in _everywhere(fake.root)
     night(fake.root)
@@ -395,11 +397,11 @@ def test_an_edit_in_a_session_whose_admission_also_changed(fake: FakeOpenClaw) -
     path = _long_session(fake)
     night(fake.root)
     index_path(fake).write_text("")  # the index is lost the same night the file is redacted
-    path.write_bytes(path.read_bytes().replace(b"88231", b"[redacted]"))
+    path.write_bytes(path.read_bytes().replace(CODE.encode(), b"[redacted]"))
     light = night(fake.root)
     # The record of the earlier night still says it is the owner's direct chat.
     assert light["sessions"]["reclassified"] == []
-    assert "88231" not in _everywhere(fake.root)
+    assert CODE not in _everywhere(fake.root)
     assert "Lisbon" in memory(fake.root)
     assert verified(fake.root)[0] == 0
 
