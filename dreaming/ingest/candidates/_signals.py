@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Iterable
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -68,23 +69,20 @@ def _refresh_statements() -> tuple[Update, Delete]:
     """The UPDATE ... FROM (an aggregate of the evidence of the candidates `ids`) and the
     DELETE of those left with no evidence, never promoted."""
     as_int = CORPUS_LINES.c.line.type
+
+    def lines_of(origin: OriginClass) -> Any:
+        """How many of a candidate's evidence lines are of `origin`."""
+        return func.sum((CANDIDATE_EVIDENCE.c.origin_class == origin).cast(type_=as_int))
+
     stats = (
         select(
             CANDIDATE_EVIDENCE.c.candidate_id.label("cid"),
             func.count(func.distinct(CANDIDATE_EVIDENCE.c.session_id)).label("sessions"),
             func.count(func.distinct(CANDIDATE_EVIDENCE.c.day)).label("days"),
-            func.sum(
-                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.OWNER).cast(type_=as_int)
-            ).label("own"),
-            func.sum(
-                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.AGENT).cast(type_=as_int)
-            ).label("agt"),
-            func.sum(
-                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.UNTRUSTED).cast(type_=as_int)
-            ).label("untr"),
-            func.sum(
-                (CANDIDATE_EVIDENCE.c.origin_class == OriginClass.SYSTEM).cast(type_=as_int)
-            ).label("sysl"),
+            lines_of(OriginClass.OWNER).label("own"),
+            lines_of(OriginClass.AGENT).label("agt"),
+            lines_of(OriginClass.UNTRUSTED).label("untr"),
+            lines_of(OriginClass.SYSTEM).label("sysl"),
             func.count().label("n"),
             func.min(CORPUS_LINES.c.ts).label("first_ts"),
             func.max(CORPUS_LINES.c.ts).label("last_ts"),
