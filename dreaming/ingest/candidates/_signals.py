@@ -246,7 +246,10 @@ def _scoring(settings: Settings) -> str:
 
 
 def _all_tokens(conn: Connection, agent: str) -> Iterable[str]:
-    return conn.execute(select(CANDIDATES.c.tokens).where(CANDIDATES.c.agent == agent)).scalars()
+    return conn.execute(_TOKENS, {"agent": agent}).scalars()
+
+
+_TOKENS = select(CANDIDATES.c.tokens).where(CANDIDATES.c.agent == bindparam("agent"))
 
 
 def read_clock(conn: Connection, agent: str) -> datetime | None:
