@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -254,7 +255,8 @@ def test_cursor_after_a_full_read(tmp_path: Path) -> None:
     assert reader.cursor.offset == size
     assert reader.cursor.line == 2
     assert reader.cursor.size == size
-    assert reader.cursor.head.startswith("b2f:")
+    data = path.read_bytes()
+    assert reader.cursor.head == "s2f:" + hashlib.sha256(data).hexdigest()
     assert cursor_is_valid(path, reader.cursor)
 
 
@@ -336,6 +338,31 @@ def test_a_cursor_from_an_older_version_cannot_vouch_and_the_file_is_read_again(
     assert not cursor_is_valid(path, legacy)
     messages, second = read(path, start=legacy)
     assert second.restarted and [m.text for m in messages] == ["hello"]
+
+
+def test_a_blake2b_cursor_of_the_version_before_still_vouches_and_reads_on(
+    tmp_path: Path,
+) -> None:
+    # "b2f:" heads (BLAKE2b over every consumed byte) were written until SHA-256 took over:
+    # an upgrade must not read every transcript again, nor miss an edit they cover.
+    path = _hello(tmp_path / "s.jsonl")
+    size = path.stat().st_size
+    blake = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    old = Cursor(offset=size, line=2, head="b2f:" + blake, size=size)
+    assert cursor_is_valid(path, old)
+    append_jsonl(path, [oc_message("user", [text("new")])])
+    messages, second = read(path, start=old)
+    assert not second.restarted
+    assert [(m.line, m.text) for m in messages] == [(3, "new")]
+    # Read on with the kind it started with: the new head is BLAKE2b of the whole file.
+    whole = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    assert second.cursor.head == "b2f:" + whole and cursor_is_valid(path, second.cursor)
+    # ... and it still tells an edit before it.
+    path.write_bytes(path.read_bytes().replace(b"hello", b"HELLO"))
+    assert not cursor_is_valid(path, old)
+    assert not cursor_is_valid(path, second.cursor)
+    messages, third = read(path, start=second.cursor)
+    assert third.restarted and third.cursor.head.startswith("s2f:")
 
 
 def test_an_append_after_the_first_4kb_keeps_the_cursor(tmp_path: Path) -> None:

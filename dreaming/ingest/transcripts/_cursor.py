@@ -9,13 +9,24 @@ an in-place redaction (`sed -i` on line 60) pass as unchanged.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-# "b2f:" covers all consumed bytes. Cursors of older versions ("b2:", the first 4 KB only)
-# cannot vouch for the rest: their files are read again once and compared line by line.
-PREFIX = "b2f:"
+# A head covers all consumed bytes: "s2f:" a SHA-256 of them, "b2f:" (the versions before
+# it) a 16-byte BLAKE2b. New reads take SHA-256: where the CPU has SHA instructions (x86 since
+# Goldmont/Zen, ARMv8), OpenSSL's SHA-256 runs at about twice BLAKE2b's speed, and every byte
+# light reads is hashed (measured: 1.45 against 0.83 GB/s on this project's machine). A "b2f:"
+# cursor is still checked, and read on, with BLAKE2b: an upgrade reads nothing again. Cursors
+# of the oldest versions ("b2:", the first 4 KB only) cannot vouch for the rest: their files
+# are read again once and compared line by line.
+PREFIX = "s2f:"
+_HASHES: dict[str, Callable[[], Any]] = {
+    PREFIX: hashlib.sha256,
+    "b2f:": lambda: hashlib.blake2b(digest_size=16),
+}
+_PREFIX_OF = {"sha256": PREFIX, "blake2b": "b2f:"}
 _CHUNK = 1 << 20
 
 
@@ -25,16 +36,17 @@ class Cursor:
 
     offset: int  # byte offset just past the last fully consumed line
     line: int  # lines consumed; the next line's 1-based number is line + 1
-    head: str  # PREFIX + hash of the file's bytes [0, offset)
+    head: str  # PREFIX (or an older one in _HASHES) + hash of the file's bytes [0, offset)
     size: int  # file size when the cursor was taken
 
 
 def new_hasher() -> Any:
-    return hashlib.blake2b(digest_size=16)
+    return hashlib.sha256()
 
 
 def digest(hasher: Any) -> str:
-    return PREFIX + str(hasher.hexdigest())
+    """The head a hasher makes, marked with its kind (a cursor read on keeps its own)."""
+    return _PREFIX_OF[hasher.name] + str(hasher.hexdigest())
 
 
 def hash_range(f: IO[bytes], hasher: Any, start: int, end: int) -> None:
@@ -52,9 +64,10 @@ def hash_range(f: IO[bytes], hasher: Any, start: int, end: int) -> None:
 def prefix_hasher(f: IO[bytes], cursor: Cursor, size: int) -> Any | None:
     """A hasher fed the file's bytes before `cursor`, when they are still what the cursor
     read (ready to take what follows); None when the file changed before it, or is shorter."""
-    if size < cursor.offset or not cursor.head.startswith(PREFIX):
+    make = _HASHES.get(cursor.head[:4])
+    if size < cursor.offset or make is None:
         return None
-    hasher = new_hasher()
+    hasher = make()
     hash_range(f, hasher, 0, cursor.offset)
     return hasher if digest(hasher) == cursor.head else None
 
