@@ -1,6 +1,16 @@
 from __future__ import annotations
 
-from dreaming.ingest.claims import SimilarityIndex, content_tokens, extract
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dreaming.ingest.claims import (
+    _CUE,
+    SimilarityIndex,
+    claim_key,
+    content_tokens,
+    extract,
+    speaks_of_self,
+)
 
 
 def claims(text: str) -> list[str]:
@@ -242,3 +252,30 @@ def test_a_negation_or_another_holder_keeps_near_identical_claims_apart() -> Non
     idx = SimilarityIndex(0.8)
     idx.add(1, content_tokens("My wife works as a nurse at the county hospital."))
     assert idx.best(content_tokens("My wife works as a nurse at the county hospital now.")) == 1
+
+
+_SAID = st.sampled_from(
+    "I my we Remember ALWAYS never from now on call me wife i'm based don't ever important: "
+    "going forward peanuts allergic Favourite the is Dr. e.g. 1. 2. `code` x/y.py ? 私 僕 "
+    "and Anna Lisbon".split()
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_SAID, min_size=1, max_size=14), min_size=1, max_size=4))
+def test_what_a_claim_works_out_when_asked_is_what_its_sentence_says(
+    parts: list[list[str]],
+) -> None:
+    # A claim's key, durability cue and first person are made lazily (most of the agent's
+    # claims are never asked): each must be what the eager definitions give, and the line's
+    # claims one per token set, whichever of them are asked first.
+    line = ". ".join(" ".join(p) for p in parts) + "."
+    found = extract(line, min_words=2, max_words=60)
+    for c in reversed(found):  # asked in another order than made
+        assert c.first_person == speaks_of_self(c.text)
+        assert c.durable_cue == (_CUE.search(c.text) is not None)
+        assert c.key == claim_key(c.tokens)
+        assert c.tokens == content_tokens(c.text)
+    assert len({c.key for c in found}) == len(found)
+    assert len({c.tokens for c in found}) == len(found)
+    assert extract(line, min_words=2, max_words=60) == found

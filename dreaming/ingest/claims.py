@@ -13,9 +13,9 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from dreaming import syntax
+from dreaming.ingest._code import CODE_MARKS, command_line, mostly_code
 from dreaming.text_memo import text_cache
 
 # Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
@@ -77,29 +77,6 @@ _WORD_INTL = re.compile(
     rf"|[^\W{_CJK}]+"
 )
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆]{3,}")
-# Code in a sentence is part of it ("Never push to `main`", "the flags go in config/flags.yaml",
-# "docs are at https://docs.example.org"): only a sentence that is mostly code is no claim. A
-# pasted snippet, trace or terminal line is told by its marks (JSON, "at f (file:12:3)", a
-# shell prompt, escaped newlines, a command with flags), the rest by counting chunks: a chunk
-# (whitespace-separated) is prose when it is a word with at most its punctuation around it.
-_PASTE = re.compile(
-    r"\{\s*\"|\"\w+\"\s*:|\\n|:\d+:\d+\b|\bat \S+ \(|➜|\bgit:\(|^\$ |\$\{|=>|&&|\|\||[─━│┃]{3}"
-)
-# A command line: a command, then a flag or a path ("npm install --save-dev vitest").
-_COMMANDS = frozenset(
-    """
-    sudo npm npx pnpm yarn pip pip3 uv cargo docker kubectl curl wget cd ls rm mv cp
-    grep sed awk git python python3 node bash sh chmod mkdir ssh brew apt apt-get
-    """.split()  # noqa: SIM905
-)
-_COMMAND_ARGS = re.compile(r"\s--?\w|/")
-_PROSE_CHUNK = re.compile(
-    r"[(\[\"'“‘*_]*(?:[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|am|pm|%)?)"
-    r"[)\]\"'”’*_.,!?:;…]*"
-)
-_DASHES = frozenset("-–—…•·|")
-_CODE_MARKS = re.compile(r"[`{/\\➜─]")  # a sentence without these holds no code to weigh
-
 # Role words are stopwords (entries say "the user is ..." where speech says "I am ..."), and
 # so are fillers that wrap a fact without changing it ("please remember", "reminder:", "still")
 # and the parts every URL has ("https", "www", "com"): a URL's words are its host and path.
@@ -156,13 +133,56 @@ _CUE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
 class Claim:
-    key: str
-    text: str
-    tokens: frozenset[str]
-    durable_cue: bool
-    first_person: bool = False  # the speaker speaks of themselves: "I ...", "my ...", "we ..."
+    """One claim: a sentence that states something, and its content tokens. What else it is
+    (its key, whether it carries a durability cue, whether its speaker speaks of themselves)
+    is worked out when first asked for, then kept: most of what an agent says is checked
+    against the candidates by its tokens alone, matches none and is never asked more (light
+    drops three in four of the agent's claims so). Immutable to its users: a claim is shared
+    by every line that says the same (`_extract`'s cache)."""
+
+    __slots__ = ("_cue", "_first", "_key", "_words", "text", "tokens")
+
+    def __init__(self, text: str, tokens: frozenset[str], words: list[str]) -> None:
+        self.text = text
+        self.tokens = tokens
+        self._words = words  # the sentence's words (`words(text)`), for `first_person`
+        self._key: str | None = None
+        self._cue: bool | None = None
+        self._first: bool | None = None
+
+    @property
+    def key(self) -> str:
+        """The claim's identity: a hash of its token set (`claim_key`)."""
+        if self._key is None:
+            self._key = _cached_claim_key(self.tokens)
+        return self._key
+
+    @property
+    def durable_cue(self) -> bool:
+        """Whether it says it is meant to last ("always", "from now on", "my name is")."""
+        if self._cue is None:
+            self._cue = _CUE.search(self.text) is not None
+        return self._cue
+
+    @property
+    def first_person(self) -> bool:
+        """Whether the speaker speaks of themselves: "I ...", "my ...", "we ..."."""
+        if self._first is None:
+            self._first = speaks_of_self(self.text, self._words)
+        return self._first
+
+    def __eq__(self, other: object) -> bool:
+        # The rest is worked out from these two.
+        if not isinstance(other, Claim):
+            return NotImplemented
+        return self.text == other.text and self.tokens == other.tokens
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.tokens))
+
+    def __repr__(self) -> str:
+        return f"Claim(key={self.key!r}, text={self.text!r}, tokens={sorted(self.tokens)!r})"
 
 
 # Words by which a speaker speaks of themselves. A first-person claim is its speaker's: where
@@ -342,9 +362,9 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 @text_cache(2048)
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
-    seen: set[str] = set()
+    seen: set[frozenset[str]] = set()
     text = clean(text)
-    marked = _CODE_MARKS.search(text) is not None  # most lines hold no code at all
+    marked = CODE_MARKS.search(text) is not None  # most lines hold no code at all
     for raw in sentences(text):
         sentence = raw.strip().strip("*_#>\"' ")
         if sentence.count("`") % 2:  # a stray backtick at an end opens no code span
@@ -352,8 +372,8 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         # A question asks, and a line ending in a colon only introduces what follows.
         if not sentence or sentence.endswith(("?", "？", ":", "：")):
             continue
-        marks = marked and _CODE_MARKS.search(sentence) is not None
-        if (marks or _command_line(sentence)) and mostly_code(sentence):
+        marks = marked and CODE_MARKS.search(sentence) is not None
+        if (marks or command_line(sentence)) and mostly_code(sentence):
             continue
         found = words(sentence)
         if not (min_words <= len(found) <= max_words):
@@ -361,38 +381,13 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         tokens = _tokens(found)
         if len(tokens) - (NEGATED in tokens) < 2:  # the mark is no word
             continue
-        key = _cached_claim_key(tokens)
-        if key in seen:
+        # Said twice in the line, a claim counts once. (Its key is a hash of its tokens, so
+        # equal tokens are equal keys; the key itself is made only when asked for.)
+        if tokens in seen:
             continue
-        seen.add(key)
-        mine = speaks_of_self(sentence, found)
-        claims.append(Claim(key, sentence, tokens, bool(_CUE.search(sentence)), mine))
+        seen.add(tokens)
+        claims.append(Claim(sentence, tokens, found))
     return tuple(claims)
-
-
-def _command_line(sentence: str) -> bool:
-    return sentence.partition(" ")[0] in _COMMANDS and bool(_COMMAND_ARGS.search(sentence))
-
-
-def mostly_code(sentence: str) -> bool:
-    """Whether code makes up most of a sentence: a pasted snippet, a stack trace, a shell
-    command line or JSON. Inline code, a path, a URL or an identifier in prose is no more
-    than a word of it."""
-    if _PASTE.search(sentence) or _command_line(sentence):
-        return True
-    code = prose = 0
-    inside = False  # within a `code span`
-    for chunk in sentence.split():
-        ticks = chunk.count("`")
-        if ticks or inside:
-            code += 1
-        elif _PROSE_CHUNK.fullmatch(chunk):
-            prose += 1
-        elif not (len(chunk) == 1 and chunk in _DASHES):
-            code += 1
-        if ticks % 2:
-            inside = not inside
-    return code > prose
 
 
 def sentences(text: str) -> list[str]:
