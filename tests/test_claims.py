@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dreaming.ingest import claims as claims_mod
 from dreaming.ingest.claims import (
     _CUE,
     SimilarityIndex,
@@ -10,6 +13,7 @@ from dreaming.ingest.claims import (
     content_tokens,
     extract,
     speaks_of_self,
+    words,
 )
 
 
@@ -279,3 +283,22 @@ def test_what_a_claim_works_out_when_asked_is_what_its_sentence_says(
     assert len({c.key for c in found}) == len(found)
     assert len({c.tokens for c in found}) == len(found)
     assert extract(line, min_words=2, max_words=60) == found
+
+
+_PLAIN_MAY_END = re.compile(r"[.!?][\"'”’)\]]?\s|\s[-•*]\s|[;；。！？]")
+_EDGES = st.text(
+    alphabet=st.sampled_from(list(".!?\"'”’)]-•* \t\n\u3000\u2028;；。！？ab_9é私")), max_size=16
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_EDGES)
+def test_the_quick_sentence_end_check_finds_what_its_plain_form_finds(text: str) -> None:
+    # `_MAY_END` is written to start with punctuation so the regex engine can skip to it.
+    assert (claims_mod._MAY_END.search(text) is None) == (_PLAIN_MAY_END.search(text) is None)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_ascii_words_are_the_unicode_patterns_words(text: str) -> None:
+    assert words(text) == re.findall(r"\w+", text)

