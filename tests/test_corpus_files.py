@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dreaming.ingest import corpus
 
@@ -65,3 +67,16 @@ def test_a_forked_child_writes_with_threads_of_its_own(tmp_path: Path) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert (tmp_path / "child" / "2026-03-02.txt").read_text() == "d\n"
+
+
+_ODD = st.text(alphabet=st.sampled_from(list("ab[]%\x00\x1f\x7f\u2028\u2029 /#é")), min_size=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ODD, st.lists(st.tuples(_ODD, st.integers(1, 10_000), st.text(max_size=5)), max_size=6))
+def test_a_day_file_references_each_line_as_reference_does(
+    agent: str, rows: list[tuple[str, int, str]]
+) -> None:
+    # render_day escapes a session's part of the reference once, not once a line.
+    expected = "".join(f"[{corpus.reference(agent, s, n)}] {t}\n" for s, n, t in rows)
+    assert corpus.render_day(agent, rows) == expected

@@ -58,11 +58,12 @@ def text_hash(text: str) -> str:
 _UNSAFE_IN_REF = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\[\]%]")
 
 
-def reference(agent: str, session_id: str, line: int) -> str:
-    def safe(part: str) -> str:
-        return _UNSAFE_IN_REF.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), part)
+def _safe(part: str) -> str:
+    return _UNSAFE_IN_REF.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), part)
 
-    return f"{safe(agent)}/sessions/{safe(agent)}/{safe(session_id)}#L{line}"
+
+def reference(agent: str, session_id: str, line: int) -> str:
+    return f"{_safe(agent)}/sessions/{_safe(agent)}/{_safe(session_id)}#L{line}"
 
 
 def day_of(ts: datetime | None, fallback: str) -> str:
@@ -70,8 +71,17 @@ def day_of(ts: datetime | None, fallback: str) -> str:
 
 
 def render_day(agent: str, rows: Iterable[tuple[str, int, str]]) -> str:
-    """rows: (session_id, line, text), already in file order."""
-    return "".join(f"[{reference(agent, s, n)}] {t}\n" for s, n, t in rows)
+    """rows: (session_id, line, text), already in file order. Each line starts with its
+    `reference`; the part before "#L" is made once a session, not once a line."""
+    head = f"{_safe(agent)}/sessions/{_safe(agent)}/"
+    refs: dict[str, str] = {}
+    out = []
+    for s, n, t in rows:
+        ref = refs.get(s)
+        if ref is None:
+            ref = refs[s] = head + _safe(s)
+        out.append(f"[{ref}#L{n}] {t}\n")
+    return "".join(out)
 
 
 def write_day(folder: Path, day: str, content: str) -> Path:
