@@ -302,3 +302,36 @@ def test_the_quick_sentence_end_check_finds_what_its_plain_form_finds(text: str)
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
 def test_ascii_words_are_the_unicode_patterns_words(text: str) -> None:
     assert words(text) == re.findall(r"\w+", text)
+
+
+_VOCAB = st.sampled_from("ant bee cat dog eel fox gnu hen ibis jay kiwi lark mole".split())
+_SETS = st.frozensets(_VOCAB, min_size=1, max_size=7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_SETS, st.sampled_from([None, "Ann", "Bo"])), max_size=120),
+    _SETS,
+    st.sampled_from([None, "Ann"]),
+    st.sampled_from([0.5, 0.6, 0.75, 0.9]),
+)
+def test_the_most_similar_set_is_the_one_every_set_scored_would_give(
+    stored: list[tuple[frozenset[str], str | None]],
+    query: frozenset[str],
+    holder: str | None,
+    threshold: float,
+) -> None:
+    # Below MAX_PROBE sets, `best` is exact whichever way it narrows (a pool scored whole,
+    # or counted first when large): the highest Jaccard at or above the threshold among
+    # sets of the same guard, the lowest id of equal scores; None when none reaches it.
+    idx = SimilarityIndex(threshold)
+    for ident, (tokens, who) in enumerate(stored):
+        idx.add(ident, tokens, who)
+    want, score = None, threshold
+    for ident, (tokens, who) in enumerate(stored):
+        if claims_mod._guard(tokens, who) != claims_mod._guard(query, holder):
+            continue
+        s = claims_mod.jaccard(query, tokens)
+        if s > score or (s == score and want is None):
+            want, score = ident, s
+    assert idx.best(query, holder) == want

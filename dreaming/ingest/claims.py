@@ -454,6 +454,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 MAX_PROBE = 400  # candidate sets scored per lookup at most
 EXTRA_PROBE = 2  # words counted past the probe to rule sets out before scoring them
+COUNT_FROM = 32  # a pool of more sets is counted first (`best`); a smaller one scored whole
 
 
 def _guard(tokens: frozenset[str], holder: str | None) -> frozenset[str]:
@@ -517,9 +518,8 @@ class SimilarityIndex:
         postings = self._postings
         # Words from rarest (fewest postings; ties by the word itself): the first `need` probe.
         by_rarity = sorted([(len(postings.get(t, ())), t) for t in tokens])
-        probe = by_rarity[:need]
         seen: set[int] = set()
-        for size, t in probe:
+        for size, t in by_rarity[:need]:
             if size:
                 seen.update(postings[t])
                 if len(seen) >= MAX_PROBE:
@@ -529,32 +529,32 @@ class SimilarityIndex:
         # The sets in play: all found, or past the cap the lowest ids of them, as always.
         capped = len(seen) >= MAX_PROBE
         pool = set(sorted(seen)[:MAX_PROBE]) if capped else seen
-        # Score only those that can still match. A match shares at least t*|A| words with A
-        # (Jaccard <= |A & B| / |A|), so it lacks at most |A| - ceil(t*|A|) of them and holds
-        # at least `hits` of A's `need` + EXTRA_PROBE rarest words. Counted from the postings,
-        # which list every set holding a word (so a count never falls short).
-        counted = by_rarity[: need + EXTRA_PROBE]
-        hits = len(counted) - (n - math.ceil(threshold * n - 1e-9))
-        shared: Counter[int] = Counter()
-        for k, (size, t) in enumerate(counted):
-            if size:
-                # A probed word's sets are all in the pool unless the cap cut it.
-                shared.update(postings[t] if k < need and not capped else postings[t] & pool)
-        ranked = sorted(i for i, c in shared.items() if c >= hits)
+        if len(pool) > COUNT_FROM:
+            # Only sets that can still match: a match shares >= t*|A| words with A, so it
+            # lacks at most |A| - ceil(t*|A|) and holds >= `hits` of A's `need` + EXTRA_PROBE
+            # rarest words (counted from the postings, which list every set holding a word).
+            counted = by_rarity[: need + EXTRA_PROBE]
+            hits = len(counted) - (n - math.ceil(threshold * n - 1e-9))
+            shared: Counter[int] = Counter()
+            for k, (size, t) in enumerate(counted):
+                if size:
+                    # A probed word's sets are all in the pool unless the cap cut it.
+                    shared.update(postings[t] if k < need and not capped else postings[t] & pool)
+            pool = {i for i, c in shared.items() if c >= hits}
         # Jaccard >= t needs t*|A| <= |B| <= |A|/t: skip sets of the wrong size unscored.
         low, high = threshold * n, n / threshold
         sets, guards, guard = self._sets, self._guards, _guard(tokens, holder)
         best_id: int | None = None
         best_score = threshold
-        # In id order, so of equal scores the lowest id wins.
-        for ident in ranked:
+        for ident in pool:
             other = sets[ident]
             m = len(other)
             if m < low or m > high or guards[ident] != guard:
                 continue
             common = len(tokens & other)
             score = common / (n + m - common)  # jaccard(tokens, other)
-            if score >= best_score and (best_id is None or score > best_score):
+            # Of equal scores the lowest id wins (the pool is in no particular order).
+            if score > best_score or (score == best_score and (best_id is None or ident < best_id)):
                 best_id, best_score = ident, score
         return best_id
 
