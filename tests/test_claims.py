@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreaming.ingest import claims as claims_mod
@@ -282,7 +283,8 @@ def test_what_a_claim_works_out_when_asked_is_what_its_sentence_says(
         assert c.tokens == content_tokens(c.text)
     assert len({c.key for c in found}) == len(found)
     assert len({c.tokens for c in found}) == len(found)
-    assert extract(line, min_words=2, max_words=60) == found
+    # The same claims as a line taken apart afresh (not the cache's own objects).
+    assert list(claims_mod._extract.__wrapped__(line, 2, 60)) == found
 
 
 _PLAIN_MAY_END = re.compile(r"[.!?][\"'”’)\]]?\s|\s[-•*]\s|[;；。！？]")
@@ -308,30 +310,63 @@ _VOCAB = st.sampled_from("ant bee cat dog eel fox gnu hen ibis jay kiwi lark mol
 _SETS = st.frozensets(_VOCAB, min_size=1, max_size=7)
 
 
-@settings(max_examples=300, deadline=None)
+_IDS = st.lists(st.integers(-(2**40), 2**40), min_size=120, max_size=120, unique=True)
+
+
+@pytest.mark.parametrize("count_from", [0, 32, 10**9])  # always count first, as shipped, never
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(_SETS, st.sampled_from([None, "Ann", "Bo"])), max_size=120),
+    _IDS,
     _SETS,
     st.sampled_from([None, "Ann"]),
     st.sampled_from([0.5, 0.6, 0.75, 0.9]),
 )
 def test_the_most_similar_set_is_the_one_every_set_scored_would_give(
+    count_from: int,
     stored: list[tuple[frozenset[str], str | None]],
+    ids: list[int],
     query: frozenset[str],
     holder: str | None,
     threshold: float,
 ) -> None:
     # Below MAX_PROBE sets, `best` is exact whichever way it narrows (a pool scored whole,
     # or counted first when large): the highest Jaccard at or above the threshold among
-    # sets of the same guard, the lowest id of equal scores; None when none reaches it.
+    # sets of the same guard, the lowest id of equal scores; None when none reaches it. Ids
+    # as the fold makes them (negative while pending, large once stored), so a set of them
+    # iterates in no particular order.
     idx = SimilarityIndex(threshold)
-    for ident, (tokens, who) in enumerate(stored):
+    for ident, (tokens, who) in zip(ids, stored, strict=False):
         idx.add(ident, tokens, who)
     want, score = None, threshold
-    for ident, (tokens, who) in enumerate(stored):
+    for ident, (tokens, who) in sorted(zip(ids, stored, strict=False)):
         if claims_mod._guard(tokens, who) != claims_mod._guard(query, holder):
             continue
         s = claims_mod.jaccard(query, tokens)
         if s > score or (s == score and want is None):
             want, score = ident, s
-    assert idx.best(query, holder) == want
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(claims_mod, "COUNT_FROM", count_from)
+        assert idx.best(query, holder) == want
+
+
+def test_an_id_added_again_without_discard_is_passed_over_not_a_key_error() -> None:
+    idx = SimilarityIndex(0.8)
+    idx.add(1, frozenset({"b", "c"}))
+    idx.add(1, frozenset({"a"}))  # its words "b" and "c" still list 1
+    idx.add(5, frozenset({"z", "q"}))
+    idx.discard(1)
+    assert idx.best(frozenset({"b", "z"})) is None
+    assert idx.best(frozenset({"z", "q"})) == 5
+
+
+def test_a_claim_cannot_be_changed_once_made() -> None:
+    # Claims are shared by every line that says the same (`_extract`'s cache).
+    claim = extract("My sister Anna lives in Lisbon now.", min_words=3, max_words=60)[0]
+    with pytest.raises(AttributeError):
+        claim.text = "My sister Anna lives in Porto now."
+    with pytest.raises(AttributeError):
+        claim.tokens = frozenset({"porto"})
+    with pytest.raises(AttributeError):
+        claim.key = "c:0"
+    assert claim.key == claim_key(claim.tokens) and claim.text.endswith("Lisbon now.")

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from dreaming import syntax
 from dreaming.ingest._code import CODE_MARKS, command_line, mostly_code
+from dreaming.ingest._echo import EchoIndex as EchoIndex  # its users find it here
 from dreaming.text_memo import text_cache
 
 # Harness decorations that are not the speaker's words: OpenClaw's envelope timestamp
@@ -146,45 +147,55 @@ class Claim:
     drops three in four of the agent's claims so). Immutable to its users: a claim is shared
     by every line that says the same (`_extract`'s cache)."""
 
-    __slots__ = ("_cue", "_first", "_key", "_words", "text", "tokens")
+    __slots__ = ("_cue", "_first", "_key", "_text", "_tokens", "_words")
 
     def __init__(self, text: str, tokens: frozenset[str], words: list[str]) -> None:
-        self.text = text
-        self.tokens = tokens
+        self._text = text
+        self._tokens = tokens
         self._words = words  # the sentence's words (`words(text)`), for `first_person`
         self._key: str | None = None
         self._cue: bool | None = None
         self._first: bool | None = None
 
+    # Read-only: `claim.text = ...` raises (a property without a setter), as the frozen
+    # dataclass it was did, at a fraction of a frozen class's cost to make.
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        return self._tokens
+
     @property
     def key(self) -> str:
         """The claim's identity: a hash of its token set (`claim_key`)."""
         if self._key is None:
-            self._key = _cached_claim_key(self.tokens)
+            self._key = _cached_claim_key(self._tokens)
         return self._key
 
     @property
     def durable_cue(self) -> bool:
         """Whether it says it is meant to last ("always", "from now on", "my name is")."""
         if self._cue is None:
-            self._cue = _CUE.search(self.text) is not None
+            self._cue = _CUE.search(self._text) is not None
         return self._cue
 
     @property
     def first_person(self) -> bool:
         """Whether the speaker speaks of themselves: "I ...", "my ...", "we ..."."""
         if self._first is None:
-            self._first = speaks_of_self(self.text, self._words)
+            self._first = speaks_of_self(self._text, self._words)
         return self._first
 
     def __eq__(self, other: object) -> bool:
         # The rest is worked out from these two.
         if not isinstance(other, Claim):
             return NotImplemented
-        return self.text == other.text and self.tokens == other.tokens
+        return self._text == other._text and self._tokens == other._tokens
 
     def __hash__(self) -> int:
-        return hash((self.text, self.tokens))
+        return hash((self._text, self._tokens))
 
     def __repr__(self) -> str:
         return f"Claim(key={self.key!r}, text={self.text!r}, tokens={sorted(self.tokens)!r})"
@@ -547,7 +558,9 @@ class SimilarityIndex:
         best_id: int | None = None
         best_score = threshold
         for ident in pool:
-            other = sets[ident]
+            other = sets.get(ident)
+            if other is None:  # an id reused without `discard`: its old words still list it
+                continue
             m = len(other)
             if m < low or m > high or guards[ident] != guard:
                 continue
@@ -560,41 +573,3 @@ class SimilarityIndex:
 
     def __len__(self) -> int:
         return len(self._sets)
-
-
-class EchoIndex:
-    """Recognises our own text (diary lines) quoted back in a transcript.
-
-    Each known line of at least `min_words` words is keyed by its first `min_words` words; a
-    corpus line is checked by sliding that window over its words (linear in its length) and
-    confirming a hit by containment, so thousands of diary lines cost no more than a few."""
-
-    def __init__(self, min_words: int = 8) -> None:
-        self.min_words = min_words
-        self._lines: dict[tuple[str, ...], list[str]] = defaultdict(list)
-
-    @staticmethod
-    def _words(text: str) -> list[str]:
-        return [w.casefold() for w in _WORD.findall(text)]
-
-    def add(self, line: str) -> None:
-        words = self._words(line)
-        if len(words) >= self.min_words:
-            self._lines[tuple(words[: self.min_words])].append(" ".join(words))
-
-    def contains_echo(self, text: str) -> bool:
-        if not self._lines:
-            return False
-        words = self._words(text)
-        n = self.min_words
-        joined: str | None = None
-        for i in range(len(words) - n + 1):
-            known = self._lines.get(tuple(words[i : i + n]))
-            if known:
-                joined = joined if joined is not None else " ".join(words)
-                if any(k in joined for k in known):
-                    return True
-        return False
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._lines.values())
