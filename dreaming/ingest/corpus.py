@@ -63,7 +63,12 @@ def _safe(part: str) -> str:
 
 
 def reference(agent: str, session_id: str, line: int) -> str:
-    return f"{_safe(agent)}/sessions/{_safe(agent)}/{_safe(session_id)}#L{line}"
+    return f"{_session_ref(agent, session_id)}#L{line}"
+
+
+def _session_ref(agent: str, session_id: str) -> str:
+    """What every line's reference of one session starts with (before "#L")."""
+    return f"{_safe(agent)}/sessions/{_safe(agent)}/{_safe(session_id)}"
 
 
 def day_of(ts: datetime | None, fallback: str) -> str:
@@ -73,13 +78,12 @@ def day_of(ts: datetime | None, fallback: str) -> str:
 def render_day(agent: str, rows: Iterable[tuple[str, int, str]]) -> str:
     """rows: (session_id, line, text), already in file order. Each line starts with its
     `reference`; the part before "#L" is made once a session, not once a line."""
-    head = f"{_safe(agent)}/sessions/{_safe(agent)}/"
     refs: dict[str, str] = {}
     out = []
     for s, n, t in rows:
         ref = refs.get(s)
         if ref is None:
-            ref = refs[s] = head + _safe(s)
+            ref = refs[s] = _session_ref(agent, s)
         out.append(f"[{ref}#L{n}] {t}\n")
     return "".join(out)
 
