@@ -111,6 +111,9 @@ class TagsSettings(_Strict):
 class CorpusSettings(_Strict):
     max_line_chars: int = Field(default=2000, ge=80)
     max_transcript_line_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # Light reads ahead in a second process when a night has this many new MB to read in
+    # two files or more (see dreaming.phases.light._ahead); 0: always read in-process.
+    read_ahead_mb: int = Field(default=8, ge=0)
 
 
 class CandidateSettings(_Strict):

@@ -171,6 +171,16 @@ def _fsync_all(fds: Sequence[int]) -> None:
         future.result()  # every file on disk (or its error raised) before any rename
 
 
+def stop_fsync_threads() -> None:
+    """Let the idle fsync threads go (the next write starts them again): a process about to
+    fork must run no other thread."""
+    global _fsyncers
+    with _fsyncers_lock:
+        pool, _fsyncers = _fsyncers, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def _forget_fsyncers() -> None:
     # A forked child has none of its parent's threads: it starts its own when it needs them.
     global _fsyncers, _fsyncers_lock

@@ -31,8 +31,9 @@ from dreaming.memory import diary, lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
+from dreaming.phases.light import _ahead as read_ahead
 from dreaming.phases.light._commit import RESCORE_KEY, Batch, Queued, RunMarks, commit_batch
-from dreaming.phases.light._read import Read, read_new_lines
+from dreaming.phases.light._read import Read
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
@@ -43,6 +44,12 @@ from dreaming.store.tables import CANDIDATES
 
 # A file as admission left it: (file, decision, its session record now, the stored record)
 _Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
+# What to do with a planned file: read it (a job), nothing (None), or skip it (its stat failed)
+_ToRead = read_ahead.Job | OSError | None
+
+# A batch this big commits early when the next read is not ready (see `_read_admitted`):
+# smaller commits would each cost more than the wait they save (about 3 ms a commit).
+EARLY_COMMIT_ROWS = 500
 
 
 # A quiet night's count of what is pending (built once: see `store.compiled`).
@@ -192,38 +199,76 @@ class LightPhase:
     ) -> bool:
         """Read each admitted file, with a progress tick per file, committing them in
         batches; record why the others were not admitted. True when any file was read."""
+        todo = self._to_read(planned, cursors)
         sizes = [_size(sf.path) for sf, *_ in planned] if self.progress is not None else []
         bytes_done = 0
         changed = False
         batch = Batch()
-        for n, (sf, decision, values, existing) in enumerate(planned, 1):
-            if self.progress is not None:
-                bytes_done += sizes[n - 1]
-                self.progress(
-                    Tick(
-                        "light",
-                        self.agent,
-                        n,
-                        len(planned),
-                        "files",
-                        bytes_done,
-                        sum(sizes),
-                        sf.session_id,
+        reads = read_ahead.start(
+            [t for t in todo if isinstance(t, read_ahead.Job)], self.settings, self.registry
+        )
+        try:
+            for n, (sf, decision, values, existing) in enumerate(planned, 1):
+                if self.progress is not None:
+                    bytes_done += sizes[n - 1]
+                    self.progress(
+                        Tick(
+                            "light",
+                            self.agent,
+                            n,
+                            len(planned),
+                            "files",
+                            bytes_done,
+                            sum(sizes),
+                            sf.session_id,
+                        )
                     )
+                summary.sessions_seen += 1
+                if decision.reason == UNCLASSIFIED:
+                    summary.unclassified.append(sf.session_id)
+                if not decision.admitted:
+                    summary.not_admitted[decision.reason or decision.status.value] += 1
+                    if decision.status is not Status.FORGOTTEN and differs(values, existing):
+                        batch.records.append((values, existing, False))
+                    continue
+                if batch.rows >= EARLY_COMMIT_ROWS and not reads.ready():
+                    # The next read is still being made (ahead, in the child): commit what
+                    # waits, rather than wait for it with nothing to do.
+                    self._commit(batch, summary)
+                changed = (
+                    self._read_session(sf, values, existing, todo[n - 1], reads, summary, batch)
+                    or changed
                 )
-            summary.sessions_seen += 1
-            if decision.reason == UNCLASSIFIED:
-                summary.unclassified.append(sf.session_id)
-            if not decision.admitted:
-                summary.not_admitted[decision.reason or decision.status.value] += 1
-                if decision.status is not Status.FORGOTTEN and differs(values, existing):
-                    batch.records.append((values, existing, False))
-                continue
-            changed = self._read_session(sf, values, existing, cursors, summary, batch) or changed
-            if batch.full:
-                self._commit(batch, summary)
+                if batch.full:
+                    self._commit(batch, summary)
+        finally:
+            reads.close()
         self._commit(batch, summary)
         return changed
+
+    def _to_read(
+        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]]
+    ) -> list[_ToRead]:
+        """For each planned file: what to read of it (a job), that it is unchanged since its
+        cursor (None) or that it cannot be stat'ed (the error). Not admitted: None."""
+        todo: list[_ToRead] = []
+        for sf, decision, _, _ in planned:
+            if not decision.admitted:
+                todo.append(None)
+                continue
+            try:
+                st = sf.path.stat()
+            except OSError as err:
+                todo.append(err)
+                continue
+            prev = None if self.reingest else cursors.get(str(sf.path))
+            unchanged = (
+                prev is not None
+                and prev["size"] == st.st_size
+                and prev["mtime_ns"] == st.st_mtime_ns
+            )
+            todo.append(None if unchanged else read_ahead.Job(sf, prev, st))
+        return todo
 
     def _commit(self, batch: Batch, summary: LightSummary) -> None:
         """Commit what `batch` gathered in one transaction, and empty it."""
@@ -265,24 +310,23 @@ class LightPhase:
         sf: SessionFile,
         values: dict[str, Any],
         existing: dict[str, Any] | None,
-        cursors: dict[str, dict[str, Any]],
+        todo: _ToRead,
+        reads: read_ahead.Reads,
         summary: LightSummary,
         batch: Batch,
     ) -> bool:
         """Read what is new in one admitted file into `batch`. False: nothing was read."""
-        try:
-            st = sf.path.stat()
-        except OSError:
+        if isinstance(todo, OSError):
             summary.skips["unreadable-file"] += 1
             summary.note_skips(sf, Counter({"unreadable-file": 1}))
             return False
-        prev = None if self.reingest else cursors.get(str(sf.path))
-        if prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns:
+        if todo is None:
             summary.sessions_unchanged += 1
             if differs(values, existing):
                 batch.records.append((values, existing, False))
             return False
-        read = read_new_lines(sf, prev, st, self.settings, self.registry, summary)
+        prev, st = todo.prev, todo.st
+        read = reads.read(todo, summary)
         if read is None:
             return False  # unreadable now: nothing read, nothing concluded about its lines
         reader = read.reader

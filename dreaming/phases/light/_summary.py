@@ -51,6 +51,14 @@ class LightSummary:
                 {"session_id": sf.session_id, "file": str(sf.path), "reasons": dict(found)}
             )
 
+    def absorb_read(self, sf: SessionFile, part: LightSummary) -> None:
+        """Count what reading `sf` into `part` (a summary of that read alone, made in another
+        process) counted, as if it had been read into this one."""
+        self.messages += part.messages
+        self.dropped.update(part.dropped)
+        self.skips.update(part.skips)
+        self.note_skips(sf, part.skips)
+
     def add_fold(self, stats: FoldStats) -> None:
         if stats.echoes:  # a reason is listed only once a line was dropped for it
             self.dropped["echo"] += stats.echoes

@@ -1,0 +1,392 @@
+"""Light reads ahead in a forked child on a night with much to read (dreaming.phases.light.
+_ahead): every read it hands over is the one this process would have made, in the files'
+order; a child that dies or fails is read around; the child keeps nothing of the parent's
+open; and the night it gives is the night without it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreaming import faults
+from dreaming.config import Settings
+from dreaming.ingest.tags import TagRegistry, build_registry
+from dreaming.messages import SessionFile
+from dreaming.phases.light import _ahead
+from dreaming.phases.light._read import Read, read_new_lines
+from dreaming.phases.light._summary import LightSummary
+from tests.cli_process import process
+from tests.openclaw_builder import FakeOpenClaw, append
+from tests.test_light import light
+
+DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+def registry(settings: Settings) -> TagRegistry:
+    return build_registry(env={})
+
+
+@pytest.fixture
+def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`read_ahead_mb` counts bytes: the tests' few files are enough to read ahead."""
+    monkeypatch.setattr(_ahead, "MB", 1)
+
+
+def _turns(n: int, words: int = 0) -> list[tuple[str, str]]:
+    pad = " ".join(f"word{i}" for i in range(words))
+    return [
+        ("user" if i % 2 else "assistant", f"Line {i}: the host Box{i} is in Rack{i}. {pad}")
+        for i in range(n)
+    ]
+
+
+def _files(root: Path) -> list[tuple[SessionFile, dict[str, Any] | None]]:
+    """Session files of every kind a night meets, each with the cursor it is read from."""
+    fake = FakeOpenClaw(root)
+    folder = root / "agents" / "main" / "sessions"
+    plain = [fake.session("main", f"s{n}", _turns(6 + n), start=DAY) for n in range(4)]
+    hostile = folder / "hostile.jsonl"
+    hostile.write_bytes(
+        plain[0].read_bytes()
+        + b"{not json\n"
+        + b'{"type": "message", "message": {"role": "user", "content": "caf\xe9 \xff"}}\n'
+        + b"x" * 70_000
+        + b"\n"
+    )
+    (folder / "empty.jsonl").write_bytes(b"")
+    (folder / "binary.jsonl").write_bytes(b"\x00\x01\x02" * 100)
+    (folder / "unknown.jsonl").write_text('{"kind": "nothing we know"}\n')
+    files: list[tuple[SessionFile, dict[str, Any] | None]] = [
+        (SessionFile("main", p.stem, p), None)
+        for p in [*plain, hostile, *(folder / f"{k}.jsonl" for k in ("empty", "binary", "unknown"))]
+    ]
+    # Read on from a cursor: read once, then more is appended.
+    grown = fake.session("main", "grown", _turns(3), start=DAY)
+    files.append((SessionFile("main", "grown", grown), _cursor_after(grown)))
+    append(grown, "user", "The backup host Vault9 moved to Oslo.", DAY + timedelta(hours=1), "g9")
+    # Rewritten before its cursor: read again from the start (restarted).
+    rewritten = fake.session("main", "rewritten", _turns(5), start=DAY)
+    cursor = _cursor_after(rewritten)
+    rewritten.write_text(rewritten.read_text().replace("Rack", "Shelf") + "\n")
+    files.append((SessionFile("main", "rewritten", rewritten), cursor))
+    return files
+
+
+def _cursor_after(path: Path) -> dict[str, Any]:
+    settings = Settings()
+    read = read_new_lines(
+        SessionFile("main", path.stem, path),
+        None,
+        path.stat(),
+        settings,
+        build_registry(env={}),
+        LightSummary(agent="main"),
+    )
+    assert read is not None
+    end = read.reader.cursor
+    return {"offset": end.offset, "line": end.line, "head": end.head, "size": end.size}
+
+
+def _jobs(root: Path) -> list[_ahead.Job]:
+    return [_ahead.Job(sf, prev, sf.path.stat()) for sf, prev in _files(root)]
+
+
+def _seen(read: Read | None) -> Any:
+    """All a read tells its caller."""
+    if read is None:
+        return None
+    r = read.reader
+    return (read.rows, read.newest, r.cursor, r.started_at, r.restarted, r.completed, r.format)
+
+
+def _all(reads: _ahead.Reads, jobs: list[_ahead.Job]) -> tuple[list[Any], dict[str, Any]]:
+    summary = LightSummary(agent="main")
+    try:
+        seen = [_seen(reads.read(job, summary)) for job in jobs]
+    finally:
+        reads.close()
+    return seen, summary.to_dict()
+
+
+def _here(jobs: list[_ahead.Job], settings: Settings, registry: TagRegistry) -> Any:
+    return _all(_ahead.InProcess(settings, registry), jobs)
+
+
+@pytest.mark.usefixtures("any_size")
+def test_the_reads_made_ahead_are_the_reads_made_here(
+    tmp_path: Path, settings: Settings, registry: TagRegistry
+) -> None:
+    jobs = _jobs(tmp_path)
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead), "a night of many files reads ahead"
+    got, got_summary = _all(reads, jobs)
+    want, want_summary = _here(jobs, settings, registry)
+    assert got == want
+    assert got_summary == want_summary
+    # The cases are there: skips counted, a read from a cursor, a restart.
+    assert {"malformed-json", "empty-file", "binary-file", "unknown-format"} <= set(
+        want_summary["skips"]
+    )
+    assert any(s[3] for s in want if s)  # started at a cursor
+    assert any(s[4] for s in want if s)  # restarted
+
+
+@pytest.mark.usefixtures("any_size")
+def test_a_child_killed_mid_night_is_read_around(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _jobs(tmp_path)
+    monkeypatch.setenv(faults.ENV, f"{_ahead.CHILD_CHECKPOINT}:4")  # dies before the 4th
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead)
+    pid = reads._pid
+    got = _all(reads, jobs)
+    monkeypatch.delenv(faults.ENV)
+    assert got == _here(jobs, settings, registry)
+    assert reads._pid is None and pid is not None
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.usefixtures("any_size")
+def test_an_error_reading_ahead_is_raised_at_its_files_turn(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _jobs(tmp_path)
+    bad = jobs[2].sf.path
+
+    def failing(sf: SessionFile, *args: Any) -> Read | None:
+        if sf.path == bad:
+            raise ValueError(f"cannot read {sf.path.name}")
+        return read_new_lines(sf, *args)
+
+    monkeypatch.setattr(_ahead, "read_new_lines", failing)
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead)
+    summary = LightSummary(agent="main")
+    try:
+        assert reads.read(jobs[0], summary) is not None
+        assert reads.read(jobs[1], summary) is not None
+        with pytest.raises(ValueError, match=r"cannot read s2\.jsonl"):
+            reads.read(jobs[2], summary)
+    finally:
+        reads.close()
+
+
+@pytest.mark.usefixtures("any_size")
+def test_reads_are_taken_in_order_and_closing_early_stops_the_child(
+    tmp_path: Path, settings: Settings, registry: TagRegistry
+) -> None:
+    jobs = _jobs(tmp_path)
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead)
+    pid = reads._pid
+    assert pid is not None
+    summary = LightSummary(agent="main")
+    with pytest.raises(RuntimeError, match="out of order"):
+        reads.read(jobs[1], summary)
+    reads.close()
+    reads.close()  # twice is fine
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.usefixtures("any_size")
+def test_the_child_keeps_nothing_of_the_parent_open(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _jobs(tmp_path)
+    held = (tmp_path / "held.lock").open("w")  # as the agent's lock file would be
+    pid_file = tmp_path / "paused.pid"
+    monkeypatch.setenv(faults.PAUSE_ENV, f"{_ahead.CHILD_CHECKPOINT}:2")
+    monkeypatch.setenv(faults.PAUSE_FILE_ENV, str(pid_file))
+    reads = _ahead.start(jobs, settings, registry)
+    try:
+        assert isinstance(reads, _ahead.ReadAhead)
+        child = _wait_for_pid(pid_file)
+        assert child == reads._pid != os.getpid()
+        open_in_child = {
+            os.readlink(f"/proc/{child}/fd/{fd}") for fd in os.listdir(f"/proc/{child}/fd")
+        }
+        assert str(tmp_path / "held.lock") not in open_in_child
+        assert not [p for p in open_in_child if p.startswith("/") and p != os.devnull], (
+            open_in_child
+        )
+        os.kill(child, signal.SIGINT)  # the paused child leaves; the rest is read here
+        got = _all(reads, jobs)
+    finally:
+        reads.close()
+        held.close()
+    monkeypatch.delenv(faults.PAUSE_ENV)
+    assert got == _here(jobs, settings, registry)
+
+
+def _wait_for_pid(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return int(path.read_text())
+        time.sleep(0.01)
+    raise AssertionError("the child never paused")
+
+
+def test_it_reads_ahead_only_where_that_is_safe_and_pays(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _jobs(tmp_path)
+    total = sum(j.new_bytes for j in jobs)
+
+    def kind(jobs: list[_ahead.Job], mb: int) -> type:
+        s = settings.model_copy(
+            update={"corpus": settings.corpus.model_copy(update={"read_ahead_mb": mb})}
+        )
+        reads = _ahead.start(jobs, s, registry)
+        reads.close()
+        return type(reads)
+
+    monkeypatch.setattr(_ahead, "MB", 1)
+    assert kind(jobs, total) is _ahead.ReadAhead
+    assert kind(jobs, total + 1) is _ahead.InProcess  # not enough to read
+    assert kind(jobs, 0) is _ahead.InProcess  # turned off
+    assert kind(jobs[:1], 1) is _ahead.InProcess  # one file: nothing to overlap
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert kind(jobs, 1) is _ahead.InProcess  # another thread: no fork
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setattr(_ahead, "_in_pool_worker", lambda: True)
+    assert kind(jobs, 1) is _ahead.InProcess  # `run --workers N` shares the cores already
+    monkeypatch.undo()
+    monkeypatch.setattr(_ahead, "MB", 1)
+    monkeypatch.setattr(_ahead.sys, "platform", "darwin")
+    assert kind(jobs, 1) is _ahead.InProcess
+    # The default: 8 MB of new text between two files or more.
+    assert Settings().corpus.read_ahead_mb == 8
+
+
+# ----------------------------------------------------------------------- the night itself
+
+
+def _night(root: Path) -> Path:
+    fake = FakeOpenClaw(root)
+    for n in range(12):
+        turns = [
+            ("user", f"The build server Node{n} runs in the Frankfurt region since May."),
+            ("assistant", f"Noted: Node{n} in Frankfurt."),
+            ("user", f"Remember that Node{n} in Frankfurt is the build server for team {n}."),
+            ("user", "My manager for the billing migration is Priya Raman."),
+            *_turns(30, words=40),
+        ]
+        fake.session("main", f"s{n:02d}", turns, start=DAY + timedelta(days=n))
+    return root
+
+
+def _tables(root: Path) -> dict[str, list[Any]]:
+    with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
+        return {  # paths under `root` as the same text whatever the root
+            table: [
+                tuple(v.replace(str(root), "<root>") if isinstance(v, str) else v for v in row)
+                for row in conn.execute(f"SELECT {cols} FROM {table} ORDER BY {order}")
+            ]
+            for table, cols, order in (
+                ("corpus_lines", "id, session_id, line, day, role, text, speaker", "id"),
+                ("candidates", "id, key, text, sessions, days, round(score, 9), status", "id"),
+                ("candidate_evidence", "candidate_id, corpus_line_id, session_id", "1, 2"),
+                ("file_cursors", "path, offset, line, head, size", "path"),
+                ("sessions", "session_id, status, format, participants", "session_id"),
+            )
+        }
+
+
+def _corpus_files(root: Path) -> dict[str, str]:
+    folder = root / "workspace" / "memory" / ".dreams" / "session-corpus"
+    return {p.name: p.read_text() for p in sorted(folder.glob("*.txt"))}
+
+
+@pytest.fixture
+def counted_forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    forks: list[int] = []
+    real = _ahead.ReadAhead.__init__
+
+    def counting(self: _ahead.ReadAhead, *args: Any) -> None:
+        real(self, *args)
+        forks.append(1)
+
+    monkeypatch.setattr(_ahead.ReadAhead, "__init__", counting)
+    yield forks
+
+
+def _without_timing(report: dict[str, Any]) -> dict[str, Any]:
+    return {a: {k: v for k, v in r.items() if k != "duration_s"} for a, r in report.items()}
+
+
+def test_a_night_read_ahead_is_the_night_read_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_forks: list[int]
+) -> None:
+    monkeypatch.setattr(_ahead, "MB", 10**9)  # what 8 MB is to the tests' files
+    here = _night(tmp_path / "here")
+    want = _without_timing(light(here))
+    assert not counted_forks
+    monkeypatch.setattr(_ahead, "MB", 1)
+    # Early commits too: the next read is "not ready" before every file.
+    monkeypatch.setattr("dreaming.phases.light._phase.EARLY_COMMIT_ROWS", 1)
+    ahead = _night(tmp_path / "ahead")
+    got = _without_timing(light(ahead))
+    assert counted_forks == [1]
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+    assert _corpus_files(ahead) == _corpus_files(here)
+    # And the next night, with a file grown and a new one, reads on from the cursors.
+    for root in (here, ahead):
+        s = root / "agents" / "main" / "sessions"
+        append(s / "s03.jsonl", "user", "The Node3 build server moved to Oslo.", DAY, "x1")
+        FakeOpenClaw(root).session("main", "s99", _turns(40, words=30), start=DAY)
+    monkeypatch.setattr(_ahead, "MB", 10**9)
+    want = _without_timing(light(here))
+    monkeypatch.setattr(_ahead, "MB", 1)
+    got = _without_timing(light(ahead))
+    assert counted_forks == [1, 1]
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+
+
+def test_a_crash_while_reading_ahead_converges(tmp_path: Path) -> None:
+    """The parent is killed with its child reading ahead: the child leaves, holds nothing,
+    and the next night ends as an uninterrupted one."""
+    config = tmp_path / "dreaming.toml"
+    config.write_text("[corpus]\nread_ahead_mb = 1\n")
+    roots = {k: tmp_path / k for k in ("clean", "crashed")}
+    for root in roots.values():
+        fake = FakeOpenClaw(root)
+        for n in range(8):  # 8 files of about 180 KB: over the 1 MB
+            fake.session("main", f"s{n}", _turns(60, words=400), start=DAY + timedelta(n))
+
+    def night(root: Path, env: dict[str, str] | None = None) -> int:
+        args = ["--state-dir", str(root), "--config", str(config), "run", "--phase", "light"]
+        return process([*args, "--json"], env=env).returncode
+
+    assert night(roots["clean"]) == 0
+    # Killed after its third read was queued, with the child reading the files after it.
+    assert night(roots["crashed"], {faults.ENV: "light.read:3"}) == 137
+    assert night(roots["crashed"]) == 0  # at once: no lock left held by the child
+    assert _tables(roots["crashed"]) == _tables(roots["clean"])
+    assert len(_tables(roots["clean"])["file_cursors"]) == 8
