@@ -189,6 +189,49 @@ def test_an_error_reading_ahead_is_raised_at_its_files_turn(
         reads.close()
 
 
+class _UnpicklableError(ValueError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.hook = lambda: None  # a lambda does not pickle
+
+
+@pytest.mark.usefixtures("any_size")
+def test_what_cannot_cross_the_pipe_is_read_here(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result the child cannot send (it does not pickle) ends the child: this process reads
+    that file and the rest itself, and meets any error first hand."""
+    jobs = _jobs(tmp_path)
+    parent = os.getpid()
+    odd, bad = jobs[1].sf.path, jobs[3].sf.path
+
+    def in_child_odd(sf: SessionFile, *args: Any) -> Read | None:
+        read = read_new_lines(sf, *args)
+        if sf.path == odd and os.getpid() != parent and read is not None:
+            read.rows.append({"text": lambda: None})  # cannot be pickled
+        if sf.path == bad:
+            raise _UnpicklableError(f"cannot read {sf.path.name}")
+        return read
+
+    monkeypatch.setattr(_ahead, "read_new_lines", in_child_odd)
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead)
+    summary = LightSummary(agent="main")
+    here = _ahead.InProcess(settings, registry)
+    try:
+        first = reads.read(jobs[0], summary)
+        assert reads._pipe is not None
+        got = [_seen(first), _seen(reads.read(jobs[1], summary))]
+        assert reads._pipe is None  # the child is gone: the rest is read here
+        got.append(_seen(reads.read(jobs[2], summary)))
+        with pytest.raises(_UnpicklableError, match=r"cannot read s3\.jsonl"):
+            reads.read(jobs[3], summary)
+    finally:
+        reads.close()
+    want_summary = LightSummary(agent="main")
+    assert got == [_seen(here.read(j, want_summary)) for j in jobs[:3]]
+
+
 @pytest.mark.usefixtures("any_size")
 def test_reads_are_taken_in_order_and_closing_early_stops_the_child(
     tmp_path: Path, settings: Settings, registry: TagRegistry

@@ -171,8 +171,9 @@ class ReadAhead:
     def ready(self) -> bool:
         if self._pipe is None:
             return True  # read here from now on
-        readable, _, _ = select.select([self._pipe], [], [], 0)
-        return bool(readable)
+        poll = select.poll()  # not select(): a descriptor past 1023 is fine
+        poll.register(self._pipe, select.POLLIN)
+        return bool(poll.poll(0))
 
     def _receive(self) -> tuple[Any, ...] | None:
         """The next result from the child; None when it cannot come (the child is gone)."""
@@ -181,7 +182,7 @@ class ReadAhead:
         try:
             (size,) = _LENGTH.unpack(_read_exactly(self._pipe, _LENGTH.size))
             message = pickle.loads(_read_exactly(self._pipe, size))
-        except (OSError, EOFError, pickle.UnpicklingError, struct.error):
+        except Exception:  # whatever it was, the file is read here instead
             return None
         return message if isinstance(message, tuple) else None
 
@@ -194,7 +195,8 @@ class ReadAhead:
             pid, self._pid = self._pid, None
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ChildProcessError):  # reaped by someone else already
+                os.waitpid(pid, 0)
 
 
 def _read_exactly(fd: int, size: int) -> bytearray:
@@ -290,10 +292,9 @@ def _result(job: Job, settings: Settings, registry: TagRegistry) -> tuple[Any, .
 
 
 def _framed(message: tuple[Any, ...]) -> bytes:
-    try:
-        body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as err:  # an error that cannot be pickled still says what it was
-        body = pickle.dumps(("error", RuntimeError(f"reading ahead failed: {err!r}")))
+    # What cannot be pickled ends the child: the parent then reads the file itself, and
+    # meets whatever went wrong there first hand.
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _LENGTH.pack(len(body)) + body
 
 
