@@ -117,3 +117,17 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     chosen = Backend(request.param, url)
     monkeypatch.setattr(backends, "CURRENT", chosen)
     return chosen
+
+
+@pytest.fixture
+def fork_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`forking.fork_safe` as if this test process ran no thread but the ones the test
+    starts: another test in this worker may have left an idle one (a loopback server's),
+    which a forked child never touches, and a test of forking must not depend on the order
+    tests ran in."""
+    import threading
+
+    from dreaming import forking
+
+    foreign = threading.active_count() - 1
+    monkeypatch.setattr(forking, "_threads", lambda: threading.active_count() - foreign)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dreaming import faults
+from dreaming import faults, forking
 from dreaming.config import Settings
 from dreaming.ingest.tags import TagRegistry, build_registry
 from dreaming.messages import SessionFile
@@ -29,7 +29,10 @@ from tests.openclaw_builder import FakeOpenClaw, append
 from tests.test_light import light
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks"),
+    pytest.mark.usefixtures("fork_allowed"),
+]
 
 
 @pytest.fixture
@@ -316,11 +319,11 @@ def test_it_reads_ahead_only_where_that_is_safe_and_pays(
     finally:
         stop.set()
         other.join()
-    monkeypatch.setattr(_ahead, "_in_pool_worker", lambda: True)
+    monkeypatch.setattr(forking, "_in_pool_worker", lambda: True)
     assert kind(jobs, 1) is _ahead.InProcess  # `run --workers N` shares the cores already
     monkeypatch.undo()
     monkeypatch.setattr(_ahead, "MB", 1)
-    monkeypatch.setattr(_ahead.sys, "platform", "darwin")
+    monkeypatch.setattr(forking.sys, "platform", "darwin")
     assert kind(jobs, 1) is _ahead.InProcess
     # The default: 8 MB of new text between two files or more.
     assert Settings().corpus.read_ahead_mb == 8
@@ -339,7 +342,9 @@ def _night(root: Path) -> Path:
             ("user", "My manager for the billing migration is Priya Raman."),
             *_turns(30, words=40),
         ]
-        fake.session("main", f"s{n:02d}", turns, start=DAY + timedelta(days=n))
+        # The owner's own chats (keyed as the main session is): their lines start candidates.
+        key = f"agent:main:main:{n}"
+        fake.session("main", f"s{n:02d}", turns, key=key, start=DAY + timedelta(days=n))
     return root
 
 
@@ -352,7 +357,11 @@ def _tables(root: Path) -> dict[str, list[Any]]:
             ]
             for table, cols, order in (
                 ("corpus_lines", "id, session_id, line, day, role, text, speaker", "id"),
-                ("candidates", "id, key, text, sessions, days, round(score, 9), status", "id"),
+                (
+                    "candidates",
+                    "id, key, text, sessions, days, round(score, 9), status, salience, features",
+                    "id",
+                ),
                 ("candidate_evidence", "candidate_id, corpus_line_id, session_id", "1, 2"),
                 ("file_cursors", "path, offset, line, head, size", "path"),
                 ("sessions", "session_id, status, format, participants", "session_id"),
@@ -392,11 +401,23 @@ def test_a_night_read_ahead_is_the_night_read_here(
     monkeypatch.setattr(_ahead, "MB", 1)
     # Early commits too: the next read is "not ready" before every file.
     monkeypatch.setattr("dreaming.phases.light._phase.EARLY_COMMIT_ROWS", 1)
+    # And the new candidates' salience assessed half in a child (`forking.split_map`).
+    monkeypatch.setattr("dreaming.ingest.candidates._signals.SPLIT_FROM", 2)
+    split: list[int] = []
+    real_split = forking.split_map
+
+    def counted_split(fn: Any, items: Any, *, min_items: int) -> Any:
+        split.append(len(items))
+        return real_split(fn, items, min_items=min_items)
+
+    monkeypatch.setattr("dreaming.ingest.candidates._signals.split_map", counted_split)
     ahead = _night(tmp_path / "ahead")
     got = _without_timing(light(ahead))
     assert counted_forks == [1]
+    assert split and split[0] >= 2
     assert got == want
     assert _tables(ahead) == _tables(here)
+    assert sum(c[-1] is not None for c in _tables(here)["candidates"]) >= 2  # assessed
     assert _corpus_files(ahead) == _corpus_files(here)
     # And the next night, with a file grown and a new one, reads on from the cursors.
     for root in (here, ahead):

@@ -31,6 +31,7 @@ from sqlalchemy import (
     select,
 )
 
+from dreaming import forking
 from dreaming.store.bulk import time_text
 from dreaming.store.dialect import insert_ignore, is_sqlite
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
@@ -189,6 +190,7 @@ def _forget_fsyncers() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_forget_fsyncers)
+forking.on_fork_check(stop_fsync_threads)
 
 
 def add_files(

@@ -11,52 +11,36 @@ exactly as before. Whatever happens to the child - killed, out of memory, a resu
 does not arrive - this process reads that file and the rest itself: the child's results are
 a shortcut, never a second source of truth.
 
-The child is forked, not spawned: a spawned interpreter spends about 0.4 s importing the
-library before it reads a byte, which is most of a small night. So it is used only where a
-fork is safe and pays (`start`):
-- on Linux (macOS's system libraries are not safe to use in a forked child);
-- when this process runs no other thread: corpus's idle fsync threads are let go first, and
-  a process with other threads (a scheduler's) reads in-process;
-- not in a worker of `run --workers N`, which already shares the cores with the others;
-- when at least two files are to be read, holding at least `[corpus] read_ahead_mb` new
-  bytes between them (0 turns reading ahead off).
+It is used where a fork is safe (`dreaming.forking`: Linux, no other thread, not a
+worker of `run --workers N`) and pays: at least two files to read, holding at least
+`[corpus] read_ahead_mb` new bytes between them (0 turns reading ahead off).
 
-The child gets the list of files at the fork and nothing more from this process. It first
-lets go of every inherited descriptor but its end of the pipe (a lock file or database
-must not stay open in it after this process is gone), reads the files in order and writes
-each result (pickled, length first) to the pipe. The pipe bounds how far ahead it runs: a
-result waits in it, whole or in part, until this process takes it, so at most about one
-file's rows wait in memory. It leaves with `os._exit`, never running this process's exit
-handlers or finalizers; if this process dies first, its next write fails and it leaves.
+The child gets the list of files at the fork and nothing more from this process. It reads
+them in order, and a thread of its own writes each result (pickled, length first) to the
+pipe. Light folds and commits in batches, so it takes results in bursts; the child reads on
+meanwhile, holding up to `AHEAD_BYTES` of results not yet taken, so memory stays bounded
+whatever the night's size. If this process dies first, the child's next write fails and it
+leaves.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-import pickle
 import select
-import signal
-import struct
-import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, Protocol
 
-from dreaming import faults
+from dreaming import faults, forking
 from dreaming.config import Settings
-from dreaming.ingest import corpus
 from dreaming.ingest.tags import TagRegistry
 from dreaming.messages import SessionFile
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._summary import LightSummary
 
 MB = 1024 * 1024
-_LENGTH = struct.Struct("!Q")
 # A pipe holds 64 KiB by default; a bigger one lets a file's result cross in fewer turns.
 _PIPE_BYTES = 1 * MB
 # How much of its results (pickled) the child may hold that the parent has not taken: a
@@ -115,20 +99,12 @@ def start(jobs: Sequence[Job], settings: Settings, registry: TagRegistry) -> Rea
     limit = settings.corpus.read_ahead_mb * MB
     if not limit or len(jobs) < 2 or sum(j.new_bytes for j in jobs) < limit:
         return in_process
-    if sys.platform != "linux" or _in_pool_worker():
-        return in_process
-    corpus.stop_fsync_threads()  # idle, but a fork must not copy a process with threads
-    if threading.active_count() > 1:
+    if not forking.fork_safe():
         return in_process
     try:
         return ReadAhead(jobs, in_process)
     except OSError:  # no pipe or no process to be had: read here
         return in_process
-
-
-def _in_pool_worker() -> bool:
-    mp = sys.modules.get("multiprocessing")  # a pool's worker has it; others need not load it
-    return mp is not None and mp.parent_process() is not None
 
 
 class ReadAhead:
@@ -180,8 +156,7 @@ class ReadAhead:
         if self._pipe is None:
             return None
         try:
-            (size,) = _LENGTH.unpack(_read_exactly(self._pipe, _LENGTH.size))
-            message = pickle.loads(_read_exactly(self._pipe, size))
+            message = forking.receive(self._pipe)
         except Exception:  # whatever it was, the file is read here instead
             return None
         return message if isinstance(message, tuple) else None
@@ -193,23 +168,7 @@ class ReadAhead:
             self._pipe = None
         if self._pid is not None:
             pid, self._pid = self._pid, None
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):  # reaped by someone else already
-                os.waitpid(pid, 0)
-
-
-def _read_exactly(fd: int, size: int) -> bytearray:
-    """`size` bytes from the pipe `fd`, however many reads that takes; EOFError at its end."""
-    buf = bytearray(size)
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = os.readv(fd, [view[got:]])
-        if n == 0:
-            raise EOFError("the child closed its pipe mid-result")
-        got += n
-    return buf
+            forking.stop(pid)
 
 
 def _grow_pipe(fd: int) -> None:
@@ -224,23 +183,15 @@ def _grow_pipe(fd: int) -> None:
 def _child(jobs: list[Job], settings: Settings, registry: TagRegistry, w: int) -> None:
     """The forked child's whole life: read each job in order, hand each result to the
     thread that sends them, leave once all are sent (or the parent is gone)."""
-    try:
-        # What the parent left for the cycle collector is not this child's to finalize: a
-        # database connection closed here would close a descriptor number now reused.
-        gc.freeze()
-        _let_go_of_inherited(keep=w)
+    with forking.child(keep=w):
         outbox = _Outbox(os.fdopen(w, "wb"))
         sender = threading.Thread(target=outbox.send_all, daemon=True)
         sender.start()
         for job in jobs:
             faults.checkpoint(CHILD_CHECKPOINT)
-            outbox.put(_framed(_result(job, settings, registry)))
+            outbox.put(forking.framed(_result(job, settings, registry)))
         outbox.put(None)
         sender.join()
-    except BaseException:  # the parent reads on without us
-        pass
-    finally:
-        os._exit(0)
 
 
 class _Outbox:
@@ -289,23 +240,3 @@ def _result(job: Job, settings: Settings, registry: TagRegistry) -> tuple[Any, .
         return ("ok", read_new_lines(job.sf, job.prev, job.st, settings, registry, part), part)
     except Exception as err:  # raised in the parent, at this file's turn, as it would be there
         return ("error", err)
-
-
-def _framed(message: tuple[Any, ...]) -> bytes:
-    # What cannot be pickled ends the child: the parent then reads the file itself, and
-    # meets whatever went wrong there first hand.
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(body)) + body
-
-
-def _let_go_of_inherited(keep: int) -> None:
-    """Close every descriptor the fork copied but `keep`, and point stdin, stdout and stderr
-    at /dev/null: a lock file, a database or a caller's output pipe stays open in this child
-    only as long as the parent holds it."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for std in (0, 1, 2):
-        os.dup2(null, std)
-    for fd in [int(p.name) for p in Path("/proc/self/fd").iterdir()]:
-        if fd > 2 and fd != keep:
-            with contextlib.suppress(OSError):  # the listing's own descriptor, closed
-                os.close(fd)
