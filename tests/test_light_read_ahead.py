@@ -163,8 +163,7 @@ def test_a_child_killed_mid_night_is_read_around(
     monkeypatch.delenv(faults.ENV)
     assert got == _here(jobs, settings, registry)
     assert reads._pid is None and pid is not None
-    with pytest.raises(ChildProcessError):  # reaped: no zombie left
-        os.waitpid(pid, os.WNOHANG)
+    _assert_reaped(pid)
 
 
 @pytest.mark.usefixtures("any_size")
@@ -249,8 +248,7 @@ def test_reads_are_taken_in_order_and_closing_early_stops_the_child(
         reads.read(jobs[1], summary)
     reads.close()
     reads.close()  # twice is fine
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+    _assert_reaped(pid)
 
 
 @pytest.mark.usefixtures("any_size")
@@ -281,6 +279,12 @@ def test_the_child_keeps_nothing_of_the_parent_open(
         held.close()
     monkeypatch.delenv(faults.PAUSE_ENV)
     assert got == _here(jobs, settings, registry)
+
+
+def _assert_reaped(pid: int) -> None:
+    """`pid`, a child of this process, is gone and reaped: no zombie left."""
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def _wait_for_pid(path: Path) -> int:
