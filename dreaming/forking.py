@@ -21,6 +21,7 @@ sends cannot be read, the parent does that work itself.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import os
 import pickle
@@ -63,24 +64,57 @@ def _in_pool_worker() -> bool:
     return mp is not None and mp.parent_process() is not None
 
 
+# What stops a command (Ctrl-C, a service manager's SIGTERM): held back across a fork.
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def fork() -> int:
+    """`os.fork`, with SIGINT and SIGTERM held back across it. Handled in the child while it
+    still runs the parent's code, either would raise KeyboardInterrupt through the parent's
+    stack there (the command's cleanup, an open transaction's rollback). The child gets
+    their default action (a Ctrl-C meant for the command ends it at once) before they are
+    let through; one the parent receives meanwhile is handled once the fork is done."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    if pid == 0:
+        for sig in _STOPS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored stays ignored
+                signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return 0
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    except BaseException:  # a stop held back during the fork, handled here: no child left
+        stop(pid)
+        raise
+    return pid
+
+
 @contextlib.contextmanager
-def child(keep: int) -> Iterator[None]:
-    """The body of a forked child: set up as the module's docstring says, and never
-    returning: whatever the body does or raises, the child then leaves."""
+def child(keep: int) -> Iterator[int]:
+    """The body of a forked child: set up as the module's docstring says, given the
+    descriptor `keep` is now (see `_let_go_of_inherited`), and never returning: whatever
+    the body does or raises, the child then leaves."""
     try:
         gc.freeze()
-        _let_go_of_inherited(keep)
-        yield
+        yield _let_go_of_inherited(keep)
     except BaseException:  # the parent carries on without us
         pass
     finally:
         os._exit(0)
 
 
-def _let_go_of_inherited(keep: int) -> None:
+def _let_go_of_inherited(keep: int) -> int:
     """Close every descriptor the fork copied but `keep`, and point stdin, stdout and stderr
     at /dev/null: a lock file, a database or a caller's output pipe stays open in this child
-    only as long as the parent holds it."""
+    only as long as the parent holds it. Returns `keep`'s descriptor now: a pipe made where
+    the parent had closed stdin or stdout has a number /dev/null takes, so it moves first."""
+    if keep <= 2:
+        keep = fcntl.fcntl(keep, fcntl.F_DUPFD, 3)
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
         os.dup2(null, std)
@@ -88,6 +122,7 @@ def _let_go_of_inherited(keep: int) -> None:
         if fd > 2 and fd != keep:
             with contextlib.suppress(OSError):  # the listing's own descriptor, closed
                 os.close(fd)
+    return keep
 
 
 def framed(message: Any) -> bytes:
@@ -135,13 +170,13 @@ def split_map(fn: Callable[[T], R], items: Sequence[T], *, min_items: int) -> li
     half = len(items) // 2
     r, w = os.pipe()
     try:
-        pid = os.fork()
+        pid = fork()
     except OSError:
         os.close(r)
         os.close(w)
         return [fn(x) for x in items]
     if pid == 0:
-        with child(keep=w), os.fdopen(w, "wb") as out:
+        with child(keep=w) as fd, os.fdopen(fd, "wb") as out:
             out.write(framed([fn(x) for x in items[half:]]))
     os.close(w)
     try:

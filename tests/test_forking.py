@@ -4,6 +4,9 @@ answers in the same order whatever happens to the child, and no child left behin
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -133,3 +136,54 @@ def test_an_error_in_this_process_s_half_is_raised_and_the_child_reaped() -> Non
     with pytest.raises(ValueError, match="three"):
         forking.split_map(fails_here, list(range(40)), min_items=2)
     assert not _children_left()
+
+
+def test_a_child_dies_of_a_stop_signal_and_the_parent_keeps_its_own() -> None:
+    """Between the fork and the child's own set-up, SIGINT and SIGTERM are held back (one
+    handled there would raise through the parent's stack in the child); in the child they
+    are back to their default, in this process as they were."""
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    r, w = os.pipe()
+    pid = forking.fork()
+    if pid == 0:  # the child: report, then leave
+        try:
+            seen = [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGINT, signal.SIGTERM)]
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            os.write(w, repr((seen, signal.SIGINT in blocked)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        reported = os.read(r, 200).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert reported == "([True, True], False)"
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+_CLOSED_STDIO = """
+import os, sys
+from dreaming import forking
+os.close(0); os.close(1)  # os.pipe() now returns 0 and 1
+parent = os.getpid()
+got = forking.split_map(lambda x: os.getpid() != parent, list(range(10)), min_items=2)
+with open(sys.argv[1], "w") as out:
+    out.write(str(sum(got)))
+"""
+
+
+def test_a_child_s_pipe_where_stdin_and_stdout_were_closed_still_carries_its_half(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "children"
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOSED_STDIO, str(report)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert report.read_text() == "5"  # the child's five came through its pipe

@@ -5,6 +5,7 @@ open; and the night it gives is the night without it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -235,6 +236,64 @@ def test_what_cannot_cross_the_pipe_is_read_here(
 
 
 @pytest.mark.usefixtures("any_size")
+def test_out_of_memory_in_the_child_alone_is_read_around(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What stops the child's reading (memory here) ends it: what it read is still taken,
+    and this process reads the rest, where the error may not happen at all."""
+    jobs = _jobs(tmp_path)
+    parent = os.getpid()
+
+    def starved(sf: SessionFile, *args: Any) -> Read | None:
+        if sf.path == jobs[2].sf.path and os.getpid() != parent:
+            raise MemoryError("the child ran out")
+        return read_new_lines(sf, *args)
+
+    monkeypatch.setattr(_ahead, "read_new_lines", starved)
+    reads = _ahead.start(jobs, settings, registry)
+    assert isinstance(reads, _ahead.ReadAhead)
+    summary = LightSummary(agent="main")
+    try:
+        got = [_seen(reads.read(jobs[0], summary)), _seen(reads.read(jobs[1], summary))]
+        assert reads._pipe is not None  # those two came from the child
+        got += [_seen(reads.read(job, summary)) for job in jobs[2:]]
+        assert reads._pipe is None
+    finally:
+        reads.close()
+    want, want_summary = _here(jobs, settings, registry)
+    assert got == want
+    assert summary.to_dict() == want_summary
+
+
+@pytest.mark.usefixtures("any_size")
+def test_the_next_read_is_ready_once_the_child_has_sent_it(
+    tmp_path: Path, settings: Settings, registry: TagRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _jobs(tmp_path)
+    pid_file = tmp_path / "paused.pid"
+    monkeypatch.setenv(faults.PAUSE_ENV, f"{_ahead.CHILD_CHECKPOINT}:2")  # after the first
+    monkeypatch.setenv(faults.PAUSE_FILE_ENV, str(pid_file))
+    reads = _ahead.start(jobs, settings, registry)
+    try:
+        assert isinstance(reads, _ahead.ReadAhead)
+        child = _wait_for_pid(pid_file)
+        assert reads.ready()  # the first read was sent before the child stopped
+        summary = LightSummary(agent="main")
+        reads.read(jobs[0], summary)
+        assert not reads.ready()  # the second is not coming yet
+        os.kill(child, signal.SIGTERM)  # the child ends (its default for SIGTERM)
+        deadline = time.monotonic() + 30
+        while not reads.ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert reads.ready()  # its end of the pipe closed: nothing to wait for
+        assert _seen(reads.read(jobs[1], summary)) == _seen(
+            _ahead.InProcess(settings, registry).read(jobs[1], LightSummary(agent="main"))
+        )
+    finally:
+        reads.close()
+
+
+@pytest.mark.usefixtures("any_size")
 def test_reads_are_taken_in_order_and_closing_early_stops_the_child(
     tmp_path: Path, settings: Settings, registry: TagRegistry
 ) -> None:
@@ -403,7 +462,7 @@ def test_a_night_read_ahead_is_the_night_read_here(
     want = _without_timing(light(here))
     assert not counted_forks
     monkeypatch.setattr(_ahead, "MB", 1)
-    # Early commits too: the next read is "not ready" before every file.
+    # Early commits too: whenever the next read is not ready, from the first row on.
     monkeypatch.setattr("dreaming.phases.light._phase.EARLY_COMMIT_ROWS", 1)
     # And the new candidates' salience assessed half in a child (`forking.split_map`).
     monkeypatch.setattr("dreaming.ingest.candidates._signals.SPLIT_FROM", 2)
@@ -438,8 +497,10 @@ def test_a_night_read_ahead_is_the_night_read_here(
 
 
 def test_a_crash_while_reading_ahead_converges(tmp_path: Path) -> None:
-    """The parent is killed with its child reading ahead: the child leaves, holds nothing,
-    and the next night ends as an uninterrupted one."""
+    """The parent is killed while its child reads ahead (held there, alive): the child holds
+    nothing of the night (the command returns at once; the next night takes the agent's
+    lock and runs while the child is still there), and that night ends as an uninterrupted
+    one."""
     config = tmp_path / "dreaming.toml"
     config.write_text("[corpus]\nread_ahead_mb = 1\n")
     roots = {k: tmp_path / k for k in ("clean", "crashed")}
@@ -450,11 +511,26 @@ def test_a_crash_while_reading_ahead_converges(tmp_path: Path) -> None:
 
     def night(root: Path, env: dict[str, str] | None = None) -> int:
         args = ["--state-dir", str(root), "--config", str(config), "run", "--phase", "light"]
-        return process([*args, "--json"], env=env).returncode
+        return process([*args, "--json"], env=env, timeout=120).returncode
 
     assert night(roots["clean"]) == 0
-    # Killed after its third read was queued, with the child reading the files after it.
-    assert night(roots["crashed"], {faults.ENV: "light.read:3"}) == 137
-    assert night(roots["crashed"]) == 0  # at once: no lock left held by the child
-    assert _tables(roots["crashed"]) == _tables(roots["clean"])
-    assert len(_tables(roots["clean"])["file_cursors"]) == 8
+    # Killed after its second read was queued; the child, having sent two, waits before
+    # the third (for a minute, unless signalled).
+    pid_file = tmp_path / "child.pid"
+    crash = {
+        faults.ENV: "light.read:2",
+        faults.PAUSE_ENV: f"{_ahead.CHILD_CHECKPOINT}:3",
+        faults.PAUSE_FILE_ENV: str(pid_file),
+    }
+    started = time.monotonic()
+    assert night(roots["crashed"], crash) == 137
+    assert time.monotonic() - started < 30  # the child did not keep the command's output open
+    child = _wait_for_pid(pid_file)
+    try:
+        os.kill(child, 0)  # still there
+        assert night(roots["crashed"]) == 0  # the lock is free: the child does not hold it
+        assert _tables(roots["crashed"]) == _tables(roots["clean"])
+        assert len(_tables(roots["clean"])["file_cursors"]) == 8
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGTERM)

@@ -163,7 +163,8 @@ def _fsync_all(fds: Sequence[int]) -> None:
         pool = _fsyncers
     try:
         futures = [pool.submit(os.fsync, fd) for fd in fds]
-    except RuntimeError:  # the interpreter is shutting down: no new threads, one at a time
+    except RuntimeError:  # shut down (the interpreter exits, or `stop_fsync_threads` let the
+        # threads go for a fork another thread prepares): one at a time, here
         for fd in fds:
             os.fsync(fd)
         return

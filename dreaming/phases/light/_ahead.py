@@ -117,7 +117,7 @@ class ReadAhead:
         r, w = os.pipe()
         try:
             _grow_pipe(w)
-            pid = os.fork()
+            pid = forking.fork()
         except OSError:
             os.close(r)
             os.close(w)
@@ -137,10 +137,7 @@ class ReadAhead:
         if message is None:  # the child is gone: this file and the rest are read here
             self.close()
             return self._here.read(job, summary)
-        kind, *payload = message
-        if kind == "error":
-            raise payload[0]
-        read, part = payload
+        read, part = message
         summary.absorb_read(job.sf, part)
         return read  # type: ignore[no-any-return]
 
@@ -159,7 +156,7 @@ class ReadAhead:
             message = forking.receive(self._pipe)
         except Exception:  # whatever it was, the file is read here instead
             return None
-        return message if isinstance(message, tuple) else None
+        return message if isinstance(message, tuple) and len(message) == 2 else None
 
     def close(self) -> None:
         """Stop the child (if still there) and reap it. Safe to call more than once."""
@@ -182,16 +179,20 @@ def _grow_pipe(fd: int) -> None:
 
 def _child(jobs: list[Job], settings: Settings, registry: TagRegistry, w: int) -> None:
     """The forked child's whole life: read each job in order, hand each result to the
-    thread that sends them, leave once all are sent (or the parent is gone)."""
-    with forking.child(keep=w):
-        outbox = _Outbox(os.fdopen(w, "wb"))
+    thread that sends them, leave once all are sent (or the parent is gone). Whatever stops
+    the reading (an error, memory) ends it there: what was read is still sent, and the
+    parent reads the rest itself, meeting that error first hand if it is one."""
+    with forking.child(keep=w) as fd:
+        outbox = _Outbox(os.fdopen(fd, "wb"))
         sender = threading.Thread(target=outbox.send_all, daemon=True)
         sender.start()
-        for job in jobs:
-            faults.checkpoint(CHILD_CHECKPOINT)
-            outbox.put(forking.framed(_result(job, settings, registry)))
-        outbox.put(None)
-        sender.join()
+        try:
+            for job in jobs:
+                faults.checkpoint(CHILD_CHECKPOINT)
+                outbox.put(forking.framed(_result(job, settings, registry)))
+        finally:
+            outbox.put(None)
+            sender.join()
 
 
 class _Outbox:
@@ -236,7 +237,4 @@ class _Outbox:
 
 def _result(job: Job, settings: Settings, registry: TagRegistry) -> tuple[Any, ...]:
     part = LightSummary(agent=job.sf.agent)
-    try:
-        return ("ok", read_new_lines(job.sf, job.prev, job.st, settings, registry, part), part)
-    except Exception as err:  # raised in the parent, at this file's turn, as it would be there
-        return ("error", err)
+    return (read_new_lines(job.sf, job.prev, job.st, settings, registry, part), part)
