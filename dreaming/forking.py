@@ -10,6 +10,7 @@ safe (`fork_safe`):
   go first (`on_fork_check`); a process with other threads (a scheduler's) works alone;
 - not in a worker of `run --workers N`, which already shares the cores with the others.
 
+SIGINT and SIGTERM are held back across the fork itself (`fork`), and a child dies of them.
 A child's discipline (`child`): it freezes what the parent left to the cycle collector (a
 connection finalized here would close a descriptor number since reused), lets go of every
 inherited descriptor but its own pipe (a lock file, a database or the caller's output must
@@ -21,7 +22,6 @@ sends cannot be read, the parent does that work itself.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import os
 import pickle
@@ -114,6 +114,8 @@ def _let_go_of_inherited(keep: int) -> int:
     only as long as the parent holds it. Returns `keep`'s descriptor now: a pipe made where
     the parent had closed stdin or stdout has a number /dev/null takes, so it moves first."""
     if keep <= 2:
+        import fcntl  # POSIX only, as forking is: not at the top, where Windows imports it
+
         keep = fcntl.fcntl(keep, fcntl.F_DUPFD, 3)
     null = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
