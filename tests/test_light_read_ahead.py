@@ -534,3 +534,33 @@ def test_a_crash_while_reading_ahead_converges(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGTERM)
+
+
+def test_a_night_at_a_terminal_reads_ahead_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_forks: list[int]
+) -> None:
+    """The progress bars a terminal shows are redrawn by the night's ticks, not by a thread
+    of rich's: a thread would keep light from forking its reading child."""
+    from click.testing import CliRunner
+
+    from dreaming.cli import _progress, register_commands
+
+    monkeypatch.setattr(_ahead, "MB", 1)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    bars: list[int] = []
+    real_bars = _progress._Bars.__init__
+
+    def counted_bars(self: Any, console: Any) -> None:
+        real_bars(self, console)
+        bars.append(1)
+
+    monkeypatch.setattr(_progress._Bars, "__init__", counted_bars)
+    root = _night(tmp_path / "tty")
+    result = CliRunner().invoke(
+        register_commands(),
+        ["--state-dir", str(root), "run", "--phase", "light"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert bars == [1]  # the bars were shown
+    assert counted_forks == [1]  # and light read ahead meanwhile

@@ -59,6 +59,12 @@ def _may_be_a_terminal() -> bool:
         return False
 
 
+# The bars are redrawn by the ticks themselves, at most this often. rich's own refresh runs
+# in a thread, and a process running another thread does not fork light's reading child
+# (`dreaming.forking`): a night at a terminal would read in one process.
+REDRAW_S = 0.1
+
+
 class _Bars:
     """One rich bar per phase and agent, cleared when the run ends (stdout has the result)."""
 
@@ -73,8 +79,10 @@ class _Bars:
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            auto_refresh=False,
         )
         self.tasks: dict[tuple[str, str], TaskID] = {}
+        self.drawn = 0.0
 
     def __enter__(self) -> _Bars:
         self.bar.__enter__()
@@ -91,6 +99,10 @@ class _Bars:
                 f"{t.phase} {t.agent}", total=t.total, unit=t.unit, size=size
             )
         self.bar.update(self.tasks[key], completed=t.done, total=t.total, size=size)
+        now = time.monotonic()
+        if now - self.drawn >= REDRAW_S or t.done >= t.total:
+            self.bar.refresh()
+            self.drawn = now
 
 
 @dataclass
