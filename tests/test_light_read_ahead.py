@@ -116,7 +116,17 @@ def _seen(read: Read | None) -> Any:
     if read is None:
         return None
     r = read.reader
-    return (read.rows, read.newest, r.cursor, r.started_at, r.restarted, r.completed, r.format)
+    stat = (read.st.st_size, read.st.st_mtime_ns)
+    return (
+        read.rows,
+        read.newest,
+        r.cursor,
+        r.started_at,
+        r.restarted,
+        r.completed,
+        r.format,
+        stat,
+    )
 
 
 def _all(reads: _ahead.Reads, jobs: list[_ahead.Job]) -> tuple[list[Any], dict[str, Any]]:
@@ -149,6 +159,29 @@ def test_the_reads_made_ahead_are_the_reads_made_here(
     )
     assert any(s[3] for s in want if s)  # started at a cursor
     assert any(s[4] for s in want if s)  # restarted
+
+
+@pytest.mark.usefixtures("any_size")
+def test_a_file_that_grows_after_the_plan_is_read_and_recorded_as_it_is_then(
+    tmp_path: Path, settings: Settings, registry: TagRegistry
+) -> None:
+    """A file still being written grows between the night's plan and its turn: the read
+    takes what is there then, and its cursor records that size (not the plan's), so the
+    next night neither re-reads it for nothing nor skips what came after."""
+    jobs = _jobs(tmp_path)
+    grown = jobs[3].sf.path
+    planned = jobs[3].st.st_size
+    append(grown, "user", "The archive host Tern4 moved to Bergen.", DAY, "late-1")
+    for reads in (_ahead.InProcess(settings, registry), _ahead.start(jobs, settings, registry)):
+        try:
+            summary = LightSummary(agent="main")
+            read = [reads.read(job, summary) for job in jobs][3]
+        finally:
+            reads.close()
+        assert read is not None
+        assert read.st.st_size == grown.stat().st_size > planned
+        assert read.reader.cursor.offset == read.st.st_size
+        assert "Tern4" in read.rows[-1]["text"]
 
 
 @pytest.mark.usefixtures("any_size")

@@ -53,7 +53,8 @@ CHILD_CHECKPOINT = "light.read_ahead"
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One file to read: its cursor (None: from the start) and its stat before the read."""
+    """One file to read: its cursor (None: from the start) and its stat when the night was
+    planned (whether it changed, how much is new; the read stats it again, `read_now`)."""
 
     sf: SessionFile
     prev: dict[str, Any] | None
@@ -83,7 +84,7 @@ class InProcess:
         self.settings, self.registry = settings, registry
 
     def read(self, job: Job, summary: LightSummary) -> Read | None:
-        return read_new_lines(job.sf, job.prev, job.st, self.settings, self.registry, summary)
+        return read_now(job, self.settings, self.registry, summary)
 
     def ready(self) -> bool:
         return True
@@ -237,4 +238,17 @@ class _Outbox:
 
 def _result(job: Job, settings: Settings, registry: TagRegistry) -> tuple[Any, ...]:
     part = LightSummary(agent=job.sf.agent)
-    return (read_new_lines(job.sf, job.prev, job.st, settings, registry, part), part)
+    return (read_now(job, settings, registry, part), part)
+
+
+def read_now(
+    job: Job, settings: Settings, registry: TagRegistry, summary: LightSummary
+) -> Read | None:
+    """`job`'s file read, with its stat taken again just before: the cursor records the size
+    and time of what was read, however long ago the night was planned (a file still being
+    written grows meanwhile). Gone or unreadable since: the reader says so."""
+    try:
+        st = job.sf.path.stat()
+    except OSError:
+        st = job.st
+    return read_new_lines(job.sf, job.prev, st, settings, registry, summary)

@@ -325,7 +325,7 @@ class LightPhase:
             if differs(values, existing):
                 batch.records.append((values, existing, False))
             return False
-        prev, st = todo.prev, todo.st
+        prev = todo.prev
         read = reads.read(todo, summary)
         if read is None:
             return False  # unreadable now: nothing read, nothing concluded about its lines
@@ -339,7 +339,7 @@ class LightPhase:
             # What the file no longer says is purged first, against what is committed.
             self._commit(batch, summary)
             self._rederive_edited(sf, prev, read, summary)
-        batch.add(Queued(read, st, values, existing))
+        batch.add(Queued(read, read.st, values, existing))
         faults.checkpoint("light.read")
         return True
 

@@ -31,12 +31,14 @@ from dreaming.phases.light._summary import LightSummary
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One completed read: the rows it found, the newest timestamp among them, and the
-    reader (where it stopped, where it started, whether it started again from the top)."""
+    """One completed read: the rows it found, the newest timestamp among them, the
+    reader (where it stopped, where it started, whether it started again from the top) and
+    the file's stat taken just before it (what its cursor records)."""
 
     reader: TranscriptReader
     rows: list[dict[str, Any]]
     newest: datetime | None
+    st: os.stat_result
 
 
 def read_new_lines(
@@ -86,7 +88,7 @@ def read_new_lines(
     if any(senders) and _several_people(sf, senders, reader):
         for row, who in zip(rows, senders, strict=True):
             row["speaker"] = who.name if who is not None else None
-    return Read(reader, rows, newest)
+    return Read(reader, rows, newest, st)
 
 
 def _several_people(
