@@ -21,7 +21,7 @@ _EXPORTS = {
     "Phase": "dreaming.phases",
     "run": "dreaming.runner",
     "run_agent": "dreaming.runner",
-    "forget_sessions": "dreaming.runner:forget",
+    "forget_sessions": "dreaming.runner_forget:forget",
     "Selector": "dreaming.forget",
     "Settings": "dreaming.config",
     **{
@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     from dreaming.forget import Selector
     from dreaming.phases import Phase
     from dreaming.runner import AgentResult, Outcome, run, run_agent
-    from dreaming.runner import forget as forget_sessions
+    from dreaming.runner_forget import forget as forget_sessions
 
 
 def __getattr__(name: str) -> Any:

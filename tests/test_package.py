@@ -14,7 +14,7 @@ def test_every_exported_name_resolves_to_what_its_module_defines() -> None:
         value = getattr(dreaming, name)
         assert value is not None, name
         assert name in dir(dreaming)
-    assert dreaming.forget_sessions.__module__ == "dreaming.runner"
+    assert dreaming.forget_sessions.__module__ == "dreaming.runner_forget"
     assert issubclass(dreaming.LockedError, dreaming.StateError)
     assert issubclass(dreaming.StateError, dreaming.DreamingError)
 
