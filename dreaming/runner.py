@@ -32,7 +32,7 @@ from dreaming.ingest import corpus
 from dreaming.memory import memory_sync
 from dreaming.messages import SessionFile
 from dreaming.phases import PHASES, Phase
-from dreaming.phases.light import LightPhase
+from dreaming.phases.light import LightPhase, NightReads, light_planner
 from dreaming.repair import adopt
 from dreaming.results import NOT_RUN as NOT_RUN
 from dreaming.results import AgentResult as AgentResult
@@ -104,36 +104,73 @@ def run(
     names = app.agents(agents, files if Phase.LIGHT in ordered else None)
     results: list[AgentResult] = []
     busy: list[LockedError] = []
-    for agent in names:
-        try:
-            results.append(
-                run_agent(
-                    app, agent, ordered, options, files=files.get(agent, []), progress=progress
-                )
-            )
-        except LockedError as err:
-            # Another run has this agent: the others still get their night.
-            busy.append(err)
-            results.append(_not_run(agent, err, options))
-        except (
-            OSError,
-            SQLAlchemyError,
-            SchemaTooNewError,
-            StorageError,
-            WorkspaceFileError,
-        ) as err:
-            # One agent's broken state (a file it cannot open, a corrupt database) is
-            # that agent's failed night, reported; the others still get theirs.
-            fault = os_fault(err) if isinstance(err, OSError) else None
-            log.info("agent %s failed: %s", agent, fault or err)  # the caller reports it
-            results.append(_not_run(agent, fault or err, options))
-        finally:
-            # A fleet night visits thousands of agents: keep no engine (pool, page
-            # cache) open past its agent's run, or memory grows with the fleet.
-            app.release(agent)
+    ahead = _reading_ahead(app, names, files, options) if Phase.LIGHT in ordered else None
+    try:
+        for agent in names:
+            _run_one(app, agent, ordered, options, files, progress, ahead, results, busy)
+    finally:
+        if ahead is not None:
+            ahead.close()
     if busy and len(busy) == len(names):
         raise busy[0]
     return results
+
+
+def _reading_ahead(
+    app: App, names: Sequence[str], files: Mapping[str, Sequence[SessionFile]], options: RunOptions
+) -> NightReads | None:
+    """Light's reading ahead across this run's agents (`NightReads`): one agent's reading
+    child may read the next ones' transcripts. Not in a dry run, which runs no light."""
+    if options.dry_run or len(names) < 2:
+        return None
+    plan = light_planner(app.engine, app.paths, app.registry, reingest=options.reingest)
+    return NightReads([(agent, files.get(agent, [])) for agent in names], plan)
+
+
+def _run_one(
+    app: App,
+    agent: str,
+    ordered: Sequence[Phase],
+    options: RunOptions,
+    files: Mapping[str, Sequence[SessionFile]],
+    progress: Progress | None,
+    ahead: NightReads | None,
+    results: list[AgentResult],
+    busy: list[LockedError],
+) -> None:
+    """One agent's night in a serial run, its outcome appended to `results`."""
+    try:
+        results.append(
+            run_agent(
+                app,
+                agent,
+                ordered,
+                options,
+                files=files.get(agent, []),
+                progress=progress,
+                ahead=ahead,
+            )
+        )
+    except LockedError as err:
+        # Another run has this agent: the others still get their night.
+        busy.append(err)
+        results.append(_not_run(agent, err, options))
+    except (
+        OSError,
+        SQLAlchemyError,
+        SchemaTooNewError,
+        StorageError,
+        WorkspaceFileError,
+    ) as err:
+        # One agent's broken state (a file it cannot open, a corrupt database) is
+        # that agent's failed night, reported; the others still get theirs.
+        fault = os_fault(err) if isinstance(err, OSError) else None
+        log.info("agent %s failed: %s", agent, fault or err)  # the caller reports it
+        results.append(_not_run(agent, fault or err, options))
+    finally:
+        # A fleet night visits thousands of agents: keep no engine (pool, page
+        # cache) open past its agent's run, or memory grows with the fleet.
+        app.release(agent)
 
 
 def run_light(
@@ -240,12 +277,13 @@ def run_agent(
     *,
     files: Sequence[SessionFile] = (),
     progress: Progress | None = None,
+    ahead: NightReads | None = None,
 ) -> AgentResult:
     """The unit of work: one job's phases for one agent, under the agent's lock.
 
     A dry run writes nothing at all (no run record either, unless it may call the model)
     and skips light, whose whole job is writing the corpus."""
-    night = _Night(app, agent, phases, options, progress)
+    night = _Night(app, agent, phases, options, progress, ahead)
     with app.lock(agent, options.job or "+".join(phases)) as held:
         night.open()
         try:
@@ -273,8 +311,10 @@ class _Night:
         phases: Sequence[Phase],
         options: RunOptions,
         progress: Progress | None,
+        ahead: NightReads | None = None,
     ) -> None:
         self.app, self.agent, self.options, self.progress = app, agent, options, progress
+        self.ahead = ahead
         self.phases = list(phases)
         self.engine = app.engine(agent)
         self.summaries: dict[Phase, Summary] = {}
@@ -345,6 +385,7 @@ class _Night:
                 app.registry,
                 progress=self.progress,
                 reingest=options.reingest,
+                ahead=self.ahead,
             )
             self.summaries[phase] = light.run(self.agent, files)
         elif phase == Phase.REM:

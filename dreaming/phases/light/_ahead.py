@@ -21,6 +21,20 @@ pipe. Light folds and commits in batches, so it takes results in bursts; the chi
 meanwhile, holding up to `AHEAD_BYTES` of results not yet taken, so memory stays bounded
 whatever the night's size. If this process dies first, the child's next write fails and it
 leaves.
+
+Across a run's agents (`NightReads`): a run of several agents (`dreaming run`) reads one
+agent at a time, and between two agents' reading there is the first agent's tail (corpus
+files, rescoring; in a whole night REM and deep too), while the next agent's first read
+would make its light wait. So on a backlog night the child forked for one agent goes on to
+the next ones (up to `LATER_AGENTS`): before the fork, this process plans what each of
+their lights will most likely ask for (`Plan`: its cursors, tombstones and admission as
+they stand now, without its lock), and the child reads that after this agent's files. Light
+takes such a read only if it asks for that file from the same cursor with the same
+admission; any other file it reads itself, and what it did not ask for is dropped. A read
+made ahead is as consistent as any: it covers the file as it was when read, and its cursor
+records that stat, so what was appended later is read the next night. (The child itself
+never opens a database: SQLite's state for files this process has open is copied into a
+forked child, and a connection there fails or worse.)
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ import os
 import select
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -49,6 +63,13 @@ AHEAD_BYTES = 32 * MB
 # The fault point (see `dreaming.faults`) the child passes before each file: tests kill it
 # there to show this process carries on alone.
 CHILD_CHECKPOINT = "light.read_ahead"
+# Reading on into the agents after it is planned from this much new in the first one (a
+# backlog, not a night's few lines), for at most this many of them; it pays with at least
+# `read_ahead_mb` new between them all.
+LATER_FROM_MB = 1
+LATER_AGENTS = 8
+# A message's place in the child's order: (agent, file); an agent's end sorts after its files.
+_END = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +84,13 @@ class Job:
     @property
     def new_bytes(self) -> int:
         return max(self.st.st_size - (self.prev["offset"] if self.prev else 0), 0)
+
+
+# How light will most likely read an agent's session files (as the run found them): each
+# file's place among them, and its job. And the agents after the one a child is forked for,
+# each with its plan.
+Plan = Callable[[str, Sequence[SessionFile]], list[tuple[int, Job]]]
+Later = Sequence[tuple[str, list[tuple[int, Job]]]]
 
 
 class Reads(Protocol):
@@ -93,28 +121,48 @@ class InProcess:
         pass
 
 
-def start(jobs: Sequence[Job], settings: Settings, registry: TagRegistry) -> Reads:
+def start(
+    jobs: Sequence[Job], settings: Settings, registry: TagRegistry, *, later: Later = ()
+) -> Reads:
     """The reads of `jobs`, ahead in a forked child where that is safe and pays (see the
-    module's docstring), else in this process."""
+    module's docstring), else in this process. With `later`, the child reads on into those
+    agents' planned files (`NightReads`)."""
     in_process = InProcess(settings, registry)
     limit = settings.corpus.read_ahead_mb * MB
-    if not limit or len(jobs) < 2 or sum(j.new_bytes for j in jobs) < limit:
+    if not limit or not jobs:
         return in_process
-    if not forking.fork_safe():
+    files = len(jobs) + sum(len(p) for _, p in later)
+    new = sum(j.new_bytes for j in jobs) + sum(j.new_bytes for _, p in later for _, j in p)
+    if files < 2 or new < limit or not forking.fork_safe():
         return in_process
     try:
-        return ReadAhead(jobs, in_process)
+        return ReadAhead(jobs, in_process, later)
     except OSError:  # no pipe or no process to be had: read here
         return in_process
 
 
 class ReadAhead:
-    """The reads of `jobs` from a forked child, in order; each taken once, by `read`."""
+    """The reads of `jobs` (and of the `later` agents' files `plan` picks) from a forked
+    child, each taken once, by `read`, in the child's order."""
 
-    def __init__(self, jobs: Sequence[Job], in_process: InProcess) -> None:
-        self._jobs = list(jobs)
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        in_process: InProcess,
+        later: Later = (),
+        plan: Plan | None = None,
+    ) -> None:
         self._here = in_process
-        self._next = 0
+        # Where each file's read comes in the child's order: the first agent's jobs, then
+        # each later agent's files in the run's order (the child plans them in that order).
+        self._at: dict[tuple[str, str], tuple[int, int]] = {
+            (job.sf.agent, str(job.sf.path)): (0, i) for i, job in enumerate(jobs)
+        }
+        self._agents = {agent: k for k, (agent, _) in enumerate(later, 1)}
+        for k, (agent, planned) in enumerate(later, 1):
+            for i, job in planned:
+                self._at.setdefault((agent, str(job.sf.path)), (k, i))
+        self._held: tuple[Any, ...] | None = None  # received, not yet asked for
         r, w = os.pipe()
         try:
             _grow_pipe(w)
@@ -124,49 +172,130 @@ class ReadAhead:
             os.close(w)
             raise
         if pid == 0:  # the child: never returns
-            _child(self._jobs, in_process.settings, in_process.registry, w)
+            _child(list(jobs), later, in_process.settings, in_process.registry, w)
         os.close(w)
         self._pid: int | None = pid
         self._pipe: int | None = r
 
+    def serves(self, agent: str) -> bool:
+        """Whether the child reads on into `agent` (one of the later agents), still there."""
+        return self._pipe is not None and agent in self._agents
+
     def read(self, job: Job, summary: LightSummary) -> Read | None:
-        expected = self._jobs[self._next] if self._next < len(self._jobs) else None
-        if job is not expected:
-            raise RuntimeError(f"read ahead out of order: {job.sf.path} is not next")
-        self._next += 1
-        message = self._receive()
-        if message is None:  # the child is gone: this file and the rest are read here
-            self.close()
-            return self._here.read(job, summary)
-        read, part = message
-        summary.absorb_read(job.sf, part)
-        return read  # type: ignore[no-any-return]
+        want = self._at.get((job.sf.agent, str(job.sf.path)))
+        while want is not None:
+            message = self._next()
+            if message is None:  # the child is gone: this file and the rest are read here
+                self.close()
+                break
+            if message[1] > want:  # not read ahead (planned otherwise): kept for later
+                break
+            self._held = None
+            if message[1] < want:  # a file light did not ask for, or read itself
+                continue
+            _, _, prev, sf, read, part = message
+            if prev != job.prev or sf != job.sf or sf.extra != job.sf.extra:
+                break  # planned from another cursor or admission than light's: read here
+            summary.absorb_read(job.sf, part)
+            return read  # type: ignore[no-any-return]
+        return self._here.read(job, summary)
 
     def ready(self) -> bool:
-        if self._pipe is None:
-            return True  # read here from now on
+        if self._pipe is None or self._held is not None:
+            return True  # read here from now on, or the next message is here already
         poll = select.poll()  # not select(): a descriptor past 1023 is fine
         poll.register(self._pipe, select.POLLIN)
         return bool(poll.poll(0))
 
+    def _next(self) -> tuple[Any, ...] | None:
+        """The child's next message, held until taken; None when it cannot come (the child
+        is gone)."""
+        if self._held is None:
+            self._held = self._receive()
+        return self._held
+
     def _receive(self) -> tuple[Any, ...] | None:
-        """The next result from the child; None when it cannot come (the child is gone)."""
         if self._pipe is None:
             return None
         try:
             message = forking.receive(self._pipe)
         except Exception:  # whatever it was, the file is read here instead
             return None
-        return message if isinstance(message, tuple) and len(message) == 2 else None
+        if isinstance(message, tuple) and len(message) in (2, 6):
+            return message
+        return None
 
     def close(self) -> None:
         """Stop the child (if still there) and reap it. Safe to call more than once."""
+        self._held = None
         if self._pipe is not None:
             os.close(self._pipe)
             self._pipe = None
         if self._pid is not None:
             pid, self._pid = self._pid, None
             forking.stop(pid)
+
+
+class NightReads:
+    """Reading ahead across one run's agents, in the run's order (`order`): on a backlog
+    night, the child forked for one agent reads on into the next ones, as `plan` plans them
+    here (see the module's docstring), and serves them until it is gone."""
+
+    def __init__(self, order: Sequence[tuple[str, Sequence[SessionFile]]], plan: Plan) -> None:
+        self._order = list(order)
+        self._plan = plan
+        self._reader: ReadAhead | None = None
+
+    def reads(
+        self, agent: str, jobs: Sequence[Job], settings: Settings, registry: TagRegistry
+    ) -> Reads:
+        if self._reader is not None:
+            if self._reader.serves(agent):
+                return _Borrowed(self._reader)
+            self.close()
+        later = self._later(agent, jobs, settings)
+        reads = start(jobs, settings, registry, later=later)
+        if isinstance(reads, ReadAhead) and later:
+            self._reader = reads
+            return _Borrowed(reads)
+        return reads
+
+    def _later(self, agent: str, jobs: Sequence[Job], settings: Settings) -> Later:
+        """The next agents' plans, when `agent`'s night is a backlog's."""
+        new = sum(j.new_bytes for j in jobs)
+        if not settings.corpus.read_ahead_mb or new < LATER_FROM_MB * MB:
+            return []
+        names = [a for a, _ in self._order]
+        after = names.index(agent) + 1 if agent in names else len(names)
+        later: list[tuple[str, list[tuple[int, Job]]]] = []
+        for name, files in self._order[after : after + LATER_AGENTS]:
+            try:
+                planned = self._plan(name, files) if files else []
+            except Exception:  # its own night meets (and reports) what is wrong
+                planned = []
+            later.append((name, planned))
+        return later
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class _Borrowed:
+    """A run's reader lent to one agent's light: closed by the run, not by the agent."""
+
+    def __init__(self, reader: ReadAhead) -> None:
+        self._reader = reader
+
+    def read(self, job: Job, summary: LightSummary) -> Read | None:
+        return self._reader.read(job, summary)
+
+    def ready(self) -> bool:
+        return self._reader.ready()
+
+    def close(self) -> None:
+        pass
 
 
 def _grow_pipe(fd: int) -> None:
@@ -178,22 +307,41 @@ def _grow_pipe(fd: int) -> None:
         pass
 
 
-def _child(jobs: list[Job], settings: Settings, registry: TagRegistry, w: int) -> None:
-    """The forked child's whole life: read each job in order, hand each result to the
-    thread that sends them, leave once all are sent (or the parent is gone). Whatever stops
-    the reading (an error, memory) ends it there: what was read is still sent, and the
-    parent reads the rest itself, meeting that error first hand if it is one."""
+def _child(
+    jobs: list[Job], later: Later, settings: Settings, registry: TagRegistry, w: int
+) -> None:
+    """The forked child's whole life: read each job in order, then each later agent's
+    planned ones, handing each result to the thread that sends them; leave once all are
+    sent (or the parent is gone). Whatever stops the reading (an error, memory) ends it
+    there: what was read is still sent, and the parent reads the rest itself, meeting that
+    error first hand if it is one."""
     with forking.child(keep=w) as fd:
         outbox = _Outbox(os.fdopen(fd, "wb"))
         sender = threading.Thread(target=outbox.send_all, daemon=True)
         sender.start()
         try:
-            for job in jobs:
-                faults.checkpoint(CHILD_CHECKPOINT)
-                outbox.put(forking.framed(_result(job, settings, registry)))
+            _read_all(outbox, 0, list(enumerate(jobs)), settings, registry)
+            for k, (_, planned) in enumerate(later, 1):
+                _read_all(outbox, k, planned, settings, registry)
         finally:
             outbox.put(None)
             sender.join()
+
+
+def _read_all(
+    outbox: _Outbox,
+    agent: int,
+    planned: list[tuple[int, Job]],
+    settings: Settings,
+    registry: TagRegistry,
+) -> None:
+    """Read one agent's planned files, each result with its place, cursor and admission."""
+    for i, job in planned:
+        faults.checkpoint(CHILD_CHECKPOINT)
+        part = LightSummary(agent=job.sf.agent)
+        read = read_now(job, settings, registry, part)
+        outbox.put(forking.framed(("read", (agent, i), job.prev, job.sf, read, part)))
+    outbox.put(forking.framed(("end", (agent, _END))))
 
 
 class _Outbox:
@@ -234,11 +382,6 @@ class _Outbox:
                     self._cond.notify_all()
         except BaseException:  # the parent is gone (a broken pipe): so are we
             os._exit(0)
-
-
-def _result(job: Job, settings: Settings, registry: TagRegistry) -> tuple[Any, ...]:
-    part = LightSummary(agent=job.sf.agent)
-    return (read_now(job, settings, registry, part), part)
 
 
 def read_now(

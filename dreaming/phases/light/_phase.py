@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +72,10 @@ class LightPhase:
         *,
         progress: Progress | None = None,
         reingest: bool = False,
+        ahead: read_ahead.NightReads | None = None,
     ) -> None:
         self.reingest = reingest  # read every file from the start; tombstones still hold
+        self.ahead = ahead  # the run's reading ahead across its agents, if any
         self.engine = engine
         self.paths = paths
         self.settings = paths.settings
@@ -204,8 +206,11 @@ class LightPhase:
         bytes_done = 0
         changed = False
         batch = Batch()
-        reads = read_ahead.start(
-            [t for t in todo if isinstance(t, read_ahead.Job)], self.settings, self.registry
+        jobs = [t for t in todo if isinstance(t, read_ahead.Job)]
+        reads = (
+            self.ahead.reads(self.agent, jobs, self.settings, self.registry)
+            if self.ahead is not None
+            else read_ahead.start(jobs, self.settings, self.registry)
         )
         try:
             for n, (sf, decision, values, existing) in enumerate(planned, 1):
@@ -359,6 +364,27 @@ def _add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
     have: list[str] = json.loads(values["participants"])
     if any(p not in have for p in more):
         values["participants"] = json.dumps(list(dict.fromkeys([*have, *more])))
+
+
+def planner(
+    engine_of: Callable[[str], Engine], paths: Paths, registry: TagRegistry, *, reingest: bool
+) -> read_ahead.Plan:
+    """How light will most likely read an agent's files, planned ahead of its night
+    (`read_ahead.NightReads`): as its light will (`_known`, `_admit`, `_to_read`), from its
+    database (`engine_of`) as it stands now, without its lock. Light takes a read so
+    planned only where its own plan agrees."""
+
+    def plan(agent: str, files: Sequence[SessionFile]) -> list[tuple[int, read_ahead.Job]]:
+        phase = LightPhase(engine_of(agent), paths, registry, reingest=reingest)
+        phase.agent = agent
+        with phase.engine.connect() as conn:
+            tombstoned, sessions, cursors = phase._known(conn)
+        summary = LightSummary(agent=agent)
+        todo = phase._to_read(phase._admit(files, sessions, tombstoned, cursors, summary), cursors)
+        place = {str(sf.path): i for i, sf in enumerate(files)}
+        return [(place[str(t.sf.path)], t) for t in todo if isinstance(t, read_ahead.Job)]
+
+    return plan
 
 
 def _size(path: Path) -> int:
