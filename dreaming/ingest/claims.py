@@ -388,11 +388,13 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         # A question asks, and a line ending in a colon only introduces what follows.
         if not sentence or sentence.endswith(("?", "？", ":", "：")):
             continue
-        marks = marked and CODE_MARKS.search(sentence) is not None
-        if (marks or command_line(sentence)) and mostly_code(sentence):
-            continue
+        # Its length first: a tenth of the cost of weighing its code, which a sentence too
+        # short or too long (a pasted block is often both code and too long) is spared.
         found = words(sentence)
         if not (min_words <= len(found) <= max_words):
+            continue
+        marks = marked and CODE_MARKS.search(sentence) is not None
+        if (marks or command_line(sentence)) and mostly_code(sentence):
             continue
         tokens = _tokens(found)
         if len(tokens) - (NEGATED in tokens) < 2:  # the mark is no word
