@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from dreaming import forget as forgetting
@@ -123,7 +124,11 @@ def _reading_ahead(
     child may read the next ones' transcripts. Not in a dry run, which runs no light."""
     if options.dry_run or len(names) < 2:
         return None
-    plan = light_planner(app.engine, app.paths, app.registry, reingest=options.reingest)
+
+    def engine_of(agent: str) -> Engine | None:  # planning makes no database
+        return app.engine(agent, create=False) if app.has_state(agent) else None
+
+    plan = light_planner(engine_of, app.paths, app.settings, reingest=options.reingest)
     return NightReads([(agent, files.get(agent, [])) for agent in names], plan)
 
 

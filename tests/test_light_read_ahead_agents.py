@@ -6,6 +6,7 @@ a plan that failed after the plan was made changes nothing but who reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from dreaming import faults
+from dreaming import faults, forking
 from dreaming.ingest.tombstones import record_tombstones
 from dreaming.messages import SessionFile
 from dreaming.phases.light import _ahead
+from tests.cli_process import process
 from tests.openclaw_builder import FakeOpenClaw, append
 from tests.test_light import light
 
@@ -198,11 +200,12 @@ def test_a_session_forgotten_after_the_child_planned_it_is_never_read(
     assert [r for r in got["ops"]["corpus_lines"] if r[1] == "ops-s2"]
 
 
-def test_a_read_planned_from_another_cursor_is_read_again_here(
+def test_a_read_planned_from_another_cursor_is_not_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
 ) -> None:
-    """A later agent's cursors moved after the child planned (another run, a purge): its
-    reads from the old cursors are not light's, which reads those files itself."""
+    """A later agent's cursors moved after it was planned (another run, a purge): reads
+    from the old cursors are not light's. Light never waits for them: an agent most of
+    whose new text was planned otherwise gets a child of its own."""
     here = _install(tmp_path / "here")
     ahead = _install(tmp_path / "ahead")
     _here(here, monkeypatch)
@@ -220,13 +223,45 @@ def test_a_read_planned_from_another_cursor_is_read_again_here(
 
     _planned_by(monkeypatch, from_the_start)
     here_reads = _reads_here(monkeypatch)
+    forks.clear()
     assert _without_timing(light(ahead)) == want
-    assert forks and forks[-1] == 2
-    assert sorted(here_reads) == ["ops-s1", "zeta-s1"]  # main's plan is light's own
+    # Main's child; then ops's own, reading on into zeta (planned before); and zeta's one
+    # new file read here (a single file is not read ahead).
+    assert forks == [2, 1]
+    assert here_reads == ["zeta-s1"]
     assert _everything(ahead) == _everything(here)
 
 
-def test_a_later_agent_the_child_cannot_plan_is_read_by_its_light(
+def test_a_read_planned_under_another_admission_is_read_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    """The same cursor, but admitted otherwise between plan and night (its session's
+    record, the operator's lists): light reads that file itself."""
+    here = _install(tmp_path / "here")
+    ahead = _install(tmp_path / "ahead")
+    want = _here(here, monkeypatch)
+
+    def readmitted(agent: str, planned: list[tuple[int, _ahead.Job]]) -> Any:
+        changed = {
+            "ops-s3": lambda sf: dataclasses.replace(sf, extra={**sf.extra, "seen": "x"}),
+            "ops-s4": lambda sf: dataclasses.replace(sf, channel="telegram"),
+        }
+        return [
+            (i, _ahead.Job(changed[j.sf.session_id](j.sf), j.prev, j.st))
+            if j.sf.session_id in changed
+            else (i, j)
+            for i, j in planned
+        ]
+
+    _planned_by(monkeypatch, readmitted)
+    here_reads = _reads_here(monkeypatch)
+    assert _without_timing(light(ahead)) == want
+    assert forks == [2]  # ops's other four files still came from the child
+    assert here_reads == ["ops-s3", "ops-s4"]
+    assert _everything(ahead) == _everything(here)
+
+
+def test_a_later_agent_that_cannot_be_planned_gets_a_child_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
 ) -> None:
     here = _install(tmp_path / "here")
@@ -241,9 +276,83 @@ def test_a_later_agent_the_child_cannot_plan_is_read_by_its_light(
     _planned_by(monkeypatch, broken)
     here_reads = _reads_here(monkeypatch)
     assert _without_timing(light(ahead)) == want
-    assert sorted(here_reads) == [f"ops-s{n}" for n in range(6)]
-    assert forks == [2]
+    assert forks == [2, 1]  # ops's own child reads on into zeta, planned before
+    assert here_reads == []
     assert _everything(ahead) == _everything(here)
+
+
+def test_a_later_agent_another_run_holds_is_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    """Ops is locked by another run: its planned reads are never taken, and zeta's light
+    does not wait behind them (a child of its own)."""
+    from dreaming import runner
+    from dreaming.app import App
+
+    roots = {k: _install(tmp_path / k) for k in ("here", "ahead")}
+    got: dict[str, Any] = {}
+    for kind, root in roots.items():
+        monkeypatch.setattr(_ahead, "MB", 10**9 if kind == "here" else 1)
+        app = App.open(root, None, env={})
+        try:
+            with app.lock("ops", "another run"):
+                results = runner.run(app, ["light"])
+        finally:
+            app.close()
+        got[kind] = {r.agent: r.outcome for r in results}
+    assert got["ahead"] == got["here"]
+    assert got["ahead"]["ops"] != got["ahead"]["main"]
+    assert forks == [2, 0]
+    for agent in ("main", "zeta"):
+        assert _tables(roots["ahead"], agent) == _tables(roots["here"], agent)
+
+
+def test_a_run_that_cannot_fork_plans_nothing_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    import dreaming.runner as runner
+
+    plans: list[str] = []
+    real = runner.light_planner
+
+    def counted(*args: Any, **kwargs: Any) -> _ahead.Plan:
+        plan = real(*args, **kwargs)
+
+        def planned(agent: str, files: Sequence[SessionFile]) -> Any:
+            plans.append(agent)
+            return plan(agent, files)
+
+        return planned
+
+    monkeypatch.setattr(runner, "light_planner", counted)
+    root = _install(tmp_path / "root")
+    monkeypatch.setattr(forking.sys, "platform", "darwin")
+    light(root)
+    assert plans == [] and forks == []
+    monkeypatch.setattr(forking.sys, "platform", "linux")
+    light(_install(tmp_path / "linux"))
+    assert plans == ["ops", "zeta"] and forks == [2]
+
+
+def test_planning_the_next_agents_makes_no_database(tmp_path: Path) -> None:
+    """A first night stopped in its first agent, after the next ones were planned (killed
+    at its third file): no database but that agent's."""
+    config = tmp_path / "dreaming.toml"
+    config.write_text("[corpus]\nread_ahead_mb = 1\n")
+    root = tmp_path / "root"
+    fake = FakeOpenClaw(root)
+    for n in range(8):  # 8 files of about 180 KB: over the 1 MB from which it plans
+        turns = [
+            ("user", f"Line {i}: " + " ".join(f"w{i}x{j}" for j in range(400))) for i in range(60)
+        ]
+        fake.session("main", f"main-s{n}", turns, start=DAY + timedelta(n))
+    for agent in ("ops", "zeta"):
+        fake.session(agent, f"{agent}-s0", [("user", f"{agent} runs Postgres 16.")] * 3)
+    args = ["--state-dir", str(root), "--config", str(config), "run", "--phase", "light"]
+    done = process([*args, "--json"], env={faults.ENV: "light.read:3"}, timeout=120)
+    assert done.returncode == 137
+    made = sorted(p.name for p in (root / "dreaming" / "agents").glob("*.sqlite"))
+    assert made == ["main.sqlite"]
 
 
 def test_a_child_that_dies_in_a_later_agent_is_read_around(
@@ -252,17 +361,28 @@ def test_a_child_that_dies_in_a_later_agent_is_read_around(
     here = _install(tmp_path / "here")
     ahead = _install(tmp_path / "ahead")
     want = _here(here, monkeypatch)
-    monkeypatch.setenv(faults.ENV, f"{_ahead.CHILD_CHECKPOINT}:9")  # in ops's files
+    real_read_now = _ahead.read_now
+    parent, died = os.getpid(), tmp_path / "died"
+
+    def dies_once(job: _ahead.Job, *args: Any) -> Any:
+        if os.getpid() != parent and job.sf.session_id == "ops-s2" and not died.exists():
+            died.touch()
+            os._exit(1)
+        return real_read_now(job, *args)
+
+    monkeypatch.setattr(_ahead, "read_now", dies_once)
     here_reads = _reads_here(monkeypatch)
     assert _without_timing(light(ahead)) == want
+    assert died.exists()
     assert _everything(ahead) == _everything(here)
-    # What the child had not sent when it died (ops's last files, or more: the reads its
-    # sending thread had not sent yet die with it) was read here, in order; zeta, the last
-    # agent, got a child of its own.
-    order = [f"{agent}-s{n}" for agent in ("main", "ops") for n in range(6)]
+    # What the child had not sent when it died (from ops-s2 on, or from earlier: reads its
+    # sending thread had not sent die with it) was read here, in order, up to the next
+    # agent, which read ahead with a child of its own.
+    order = [f"{agent}-s{n}" for agent in AGENTS for n in range(6)]
     assert here_reads
-    assert here_reads == order[len(order) - len(here_reads) :]
-    assert forks == [2, 0]
+    start = order.index(here_reads[0])
+    assert here_reads == order[start : start + len(here_reads)]
+    assert len(forks) == 2 and forks[0] == 2
 
 
 def test_a_file_grown_after_its_read_ahead_is_read_on_the_next_night(

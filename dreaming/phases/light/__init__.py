@@ -13,12 +13,13 @@ The parts, each private:
 - ``_read``: reading what is new in one file into corpus rows
 - ``_commit``: what one read commits, in one transaction
 - ``_summary``: `LightSummary`
+- ``_plan``: what light will read of an agent's files (known sessions, admission, what is new)
 - ``_ahead``: reading ahead in a forked child, for one agent or on across a run's agents
 """
 
 from dreaming.phases.light._ahead import NightReads
 from dreaming.phases.light._phase import LightPhase
-from dreaming.phases.light._phase import planner as light_planner
+from dreaming.phases.light._plan import planner as light_planner
 from dreaming.phases.light._summary import LightSummary
 
 __all__ = ["LightPhase", "LightSummary", "NightReads", "light_planner"]

@@ -68,8 +68,6 @@ CHILD_CHECKPOINT = "light.read_ahead"
 # `read_ahead_mb` new between them all.
 LATER_FROM_MB = 1
 LATER_AGENTS = 8
-# A message's place in the child's order: (agent, file); an agent's end sorts after its files.
-_END = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,26 +140,21 @@ def start(
 
 
 class ReadAhead:
-    """The reads of `jobs` (and of the `later` agents' files `plan` picks) from a forked
-    child, each taken once, by `read`, in the child's order."""
+    """The reads of `jobs` (and of the `later` agents' planned files) from a forked child,
+    each taken once, by `read`, in the child's order."""
 
-    def __init__(
-        self,
-        jobs: Sequence[Job],
-        in_process: InProcess,
-        later: Later = (),
-        plan: Plan | None = None,
-    ) -> None:
+    def __init__(self, jobs: Sequence[Job], in_process: InProcess, later: Later = ()) -> None:
         self._here = in_process
-        # Where each file's read comes in the child's order: the first agent's jobs, then
-        # each later agent's files in the run's order (the child plans them in that order).
-        self._at: dict[tuple[str, str], tuple[int, int]] = {
-            (job.sf.agent, str(job.sf.path)): (0, i) for i, job in enumerate(jobs)
-        }
+        # Every job the child reads, by its place in the child's order: the first agent's
+        # jobs, then each later agent's planned ones; and each file's place.
+        self._planned: dict[tuple[int, int], Job] = {(0, i): job for i, job in enumerate(jobs)}
+        for k, (_, planned) in enumerate(later, 1):
+            self._planned.update(((k, i), job) for i, job in planned)
+        self._at: dict[tuple[str, str], tuple[int, int]] = {}
+        for place, job in self._planned.items():
+            self._at.setdefault((job.sf.agent, str(job.sf.path)), place)
         self._agents = {agent: k for k, (agent, _) in enumerate(later, 1)}
-        for k, (agent, planned) in enumerate(later, 1):
-            for i, job in planned:
-                self._at.setdefault((agent, str(job.sf.path)), (k, i))
+        self._passed = (0, -1)  # the last place taken, or passed over
         self._held: tuple[Any, ...] | None = None  # received, not yet asked for
         r, w = os.pipe()
         try:
@@ -177,28 +170,53 @@ class ReadAhead:
         self._pid: int | None = pid
         self._pipe: int | None = r
 
-    def serves(self, agent: str) -> bool:
-        """Whether the child reads on into `agent` (one of the later agents), still there."""
-        return self._pipe is not None and agent in self._agents
+    def serves(self, agent: str, jobs: Sequence[Job], limit: int) -> bool:
+        """Whether this child is worth keeping for `agent`'s light (`jobs`): it is still
+        there and reads on into that agent; it planned most of what light reads of it (or
+        little is left to read here); and light would not first wait while the child reads
+        much that was planned for agents before it and never taken (one another run holds,
+        or whose night failed)."""
+        k = self._agents.get(agent)
+        if self._pipe is None or k is None:
+            return False
+        skipped = sum(j.new_bytes for at, j in self._planned.items() if self._passed < at < (k, 0))
+        if skipped >= limit:
+            return False
+        planned = unplanned = 0
+        for job in jobs:
+            if self._place(job) is not None:
+                planned += job.new_bytes
+            else:
+                unplanned += job.new_bytes
+        return planned >= unplanned or unplanned < limit
 
     def read(self, job: Job, summary: LightSummary) -> Read | None:
-        want = self._at.get((job.sf.agent, str(job.sf.path)))
-        while want is not None:
+        want = self._place(job)
+        while want is not None and self._pipe is not None:
             message = self._next()
             if message is None:  # the child is gone: this file and the rest are read here
                 self.close()
                 break
-            if message[1] > want:  # not read ahead (planned otherwise): kept for later
+            if message[1] > want:  # taken already (asked for twice): read here
                 break
             self._held = None
-            if message[1] < want:  # a file light did not ask for, or read itself
-                continue
-            _, _, prev, sf, read, part = message
-            if prev != job.prev or sf != job.sf or sf.extra != job.sf.extra:
-                break  # planned from another cursor or admission than light's: read here
-            summary.absorb_read(job.sf, part)
-            return read  # type: ignore[no-any-return]
+            self._passed = message[1]
+            if message[1] == want:
+                _, _, read, part = message
+                summary.absorb_read(job.sf, part)
+                return read  # type: ignore[no-any-return]
+            # A file light does not ask for (not admitted now, unchanged, read here): dropped.
         return self._here.read(job, summary)
+
+    def _place(self, job: Job) -> tuple[int, int] | None:
+        """`job`'s place in the child's order, when the child reads it as light would: the
+        same file, cursor and admission. (Any other job light reads here, at once.)"""
+        at = self._at.get((job.sf.agent, str(job.sf.path)))
+        planned = self._planned.get(at) if at is not None else None
+        if planned is None or at is None or at <= self._passed:
+            return None
+        same = planned.prev == job.prev and planned.sf == job.sf
+        return at if same and planned.sf.extra == job.sf.extra else None
 
     def ready(self) -> bool:
         if self._pipe is None or self._held is not None:
@@ -221,7 +239,7 @@ class ReadAhead:
             message = forking.receive(self._pipe)
         except Exception:  # whatever it was, the file is read here instead
             return None
-        if isinstance(message, tuple) and len(message) in (2, 6):
+        if isinstance(message, tuple) and len(message) == 4:
             return message
         return None
 
@@ -239,40 +257,47 @@ class ReadAhead:
 class NightReads:
     """Reading ahead across one run's agents, in the run's order (`order`): on a backlog
     night, the child forked for one agent reads on into the next ones, as `plan` plans them
-    here (see the module's docstring), and serves them until it is gone."""
+    here (see the module's docstring), and serves them while it is worth keeping
+    (`ReadAhead.serves`); then the next agent that reads ahead forks its own."""
 
     def __init__(self, order: Sequence[tuple[str, Sequence[SessionFile]]], plan: Plan) -> None:
         self._order = list(order)
         self._plan = plan
+        self._plans: dict[str, list[tuple[int, Job]]] = {}  # made once in a run
         self._reader: ReadAhead | None = None
 
     def reads(
         self, agent: str, jobs: Sequence[Job], settings: Settings, registry: TagRegistry
     ) -> Reads:
+        limit = settings.corpus.read_ahead_mb * MB
         if self._reader is not None:
-            if self._reader.serves(agent):
+            if self._reader.serves(agent, jobs, limit):
                 return _Borrowed(self._reader)
             self.close()
-        later = self._later(agent, jobs, settings)
+        later = self._later(agent, jobs, limit)
         reads = start(jobs, settings, registry, later=later)
         if isinstance(reads, ReadAhead) and later:
             self._reader = reads
             return _Borrowed(reads)
         return reads
 
-    def _later(self, agent: str, jobs: Sequence[Job], settings: Settings) -> Later:
-        """The next agents' plans, when `agent`'s night is a backlog's."""
+    def _later(self, agent: str, jobs: Sequence[Job], limit: int) -> Later:
+        """The next agents' plans, when `agent`'s night is a backlog's and a child may be
+        forked to read them."""
         new = sum(j.new_bytes for j in jobs)
-        if not settings.corpus.read_ahead_mb or new < LATER_FROM_MB * MB:
+        if not limit or new < LATER_FROM_MB * MB or not forking.fork_safe():
             return []
         names = [a for a, _ in self._order]
         after = names.index(agent) + 1 if agent in names else len(names)
         later: list[tuple[str, list[tuple[int, Job]]]] = []
         for name, files in self._order[after : after + LATER_AGENTS]:
-            try:
-                planned = self._plan(name, files) if files else []
-            except Exception:  # its own night meets (and reports) what is wrong
-                planned = []
+            planned = self._plans.get(name)
+            if planned is None:
+                try:
+                    planned = self._plan(name, files) if files else []
+                except Exception:  # its own night meets (and reports) what is wrong
+                    planned = []
+                self._plans[name] = planned
             later.append((name, planned))
         return later
 
@@ -335,13 +360,12 @@ def _read_all(
     settings: Settings,
     registry: TagRegistry,
 ) -> None:
-    """Read one agent's planned files, each result with its place, cursor and admission."""
+    """Read one agent's planned files, each result with its place."""
     for i, job in planned:
         faults.checkpoint(CHILD_CHECKPOINT)
         part = LightSummary(agent=job.sf.agent)
         read = read_now(job, settings, registry, part)
-        outbox.put(forking.framed(("read", (agent, i), job.prev, job.sf, read, part)))
-    outbox.put(forking.framed(("end", (agent, _END))))
+        outbox.put(forking.framed(("read", (agent, i), read, part)))
 
 
 class _Outbox:

@@ -5,47 +5,36 @@ are written out around it."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, select
+from sqlalchemy import Engine, and_, bindparam, func, select
 
 from dreaming import faults
 from dreaming.ingest import corpus
-from dreaming.ingest.admission import UNCLASSIFIED, Decision, Status, admit
+from dreaming.ingest.admission import UNCLASSIFIED, Status
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
 from dreaming.ingest.sessions import (
     differs,
-    may_have_changed,
-    records,
-    session_values,
 )
 from dreaming.ingest.tags import TagRegistry
-from dreaming.ingest.tombstones import file_tombstones
-from dreaming.ingest.tombstones import in_db as tombstones_in_db
 from dreaming.memory import diary, lineage
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
 from dreaming.phases.light import _ahead as read_ahead
+from dreaming.phases.light import _plan as plan
 from dreaming.phases.light._commit import RESCORE_KEY, Batch, Queued, RunMarks, commit_batch
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
 from dreaming.phases.light._summary import LightSummary
 from dreaming.progress import Progress, Tick
-from dreaming.store import cursors as file_cursors
 from dreaming.store import state
 from dreaming.store.statuses import CandidateStatus
 from dreaming.store.tables import CANDIDATES
-
-# A file as admission left it: (file, decision, its session record now, the stored record)
-_Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
-# What to do with a planned file: read it (a job), nothing (None), or skip it (its stat failed)
-_ToRead = read_ahead.Job | OSError | None
 
 # A batch this big commits early when the next read is not ready (see `_read_admitted`):
 # smaller commits would each cost more than the wait they save (about 3 ms a commit).
@@ -97,12 +86,12 @@ class LightPhase:
         # cannot be read, before anything commits, whether or not there is anything new.
         diary.read(self.paths.dreams_file(agent))
         with self.engine.connect() as conn:
-            tombstoned, sessions, cursors = self._known(conn)
+            tombstoned, sessions, cursors = plan.known(conn, self.paths, agent)
             self.marks = RunMarks(read_clock(conn, agent))
         # Admission first, for every file: sessions derived under another admission (index
         # repaired or lost, policy changed, kind now known) are purged in one go, then read
         # again below if they are admitted now.
-        planned = self._admit(files, sessions, tombstoned, cursors, summary)
+        planned = plan.admitted(files, sessions, tombstoned, cursors, summary, self.settings)
         changed = self._rederive_moved(planned, cursors, summary)
         changed = (
             agent_lines.sync(self.engine, agent, self.settings, lambda: self.folder, summary)
@@ -115,16 +104,6 @@ class LightPhase:
         self._rescore(changed, summary)
         summary.duration_s = time.perf_counter() - started
         return summary
-
-    def _known(
-        self, conn: Connection
-    ) -> tuple[set[str], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-        """What is known of the agent's sessions: the tombstoned ids, the session records by
-        id and the file cursors by path."""
-        agent = self.agent
-        tombstoned = set(file_tombstones(self.paths, agent))
-        tombstoned |= {sid for sid, _ in tombstones_in_db(conn, agent)}
-        return tombstoned, records(conn, agent), file_cursors.by_path(conn, agent)
 
     @property
     def folder(self) -> Folder:
@@ -146,39 +125,8 @@ class LightPhase:
                 )
         return self._folder
 
-    def _admit(
-        self,
-        files: Sequence[SessionFile],
-        sessions: dict[str, dict[str, Any]],
-        tombstoned: set[str],
-        cursors: dict[str, dict[str, Any]],
-        summary: LightSummary,
-    ) -> list[_Planned]:
-        """Each file's admission decision and session record; files that are not readable
-        transcripts are counted as skipped here and never opened."""
-        planned = []
-        for sf in files:
-            if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
-                summary.sessions_seen += 1
-                summary.skips[sf.extra["skip"]] += 1
-                summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
-                continue
-            existing = sessions.get(sf.session_id)
-            sf, decision, trust = admit(
-                sf,
-                existing,
-                self.settings,
-                tombstoned=sf.session_id in tombstoned,
-                scan=may_have_changed(sf, cursors),
-            )
-            values = session_values(sf, decision.status, decision.reason, trust)
-            if existing is not None:
-                _add_participants(values, json.loads(existing.get("participants") or "[]"))
-            planned.append((sf, decision, values, existing))
-        return planned
-
     def _rederive_moved(
-        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
+        self, planned: list[plan.Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
     ) -> bool:
         """Re-derive the sessions whose trust moved since they were last seen (a forgotten
         one stays as it is). True when anything was purged."""
@@ -197,11 +145,11 @@ class LightPhase:
         return False
 
     def _read_admitted(
-        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
+        self, planned: list[plan.Planned], cursors: dict[str, dict[str, Any]], summary: LightSummary
     ) -> bool:
         """Read each admitted file, with a progress tick per file, committing them in
         batches; record why the others were not admitted. True when any file was read."""
-        todo = self._to_read(planned, cursors)
+        todo = plan.to_read(planned, cursors, reingest=self.reingest)
         sizes = [_size(sf.path) for sf, *_ in planned] if self.progress is not None else []
         bytes_done = 0
         changed = False
@@ -251,30 +199,6 @@ class LightPhase:
         self._commit(batch, summary)
         return changed
 
-    def _to_read(
-        self, planned: list[_Planned], cursors: dict[str, dict[str, Any]]
-    ) -> list[_ToRead]:
-        """For each planned file: what to read of it (a job), that it is unchanged since its
-        cursor (None) or that it cannot be stat'ed (the error). Not admitted: None."""
-        todo: list[_ToRead] = []
-        for sf, decision, _, _ in planned:
-            if not decision.admitted:
-                todo.append(None)
-                continue
-            try:
-                st = sf.path.stat()
-            except OSError as err:
-                todo.append(err)
-                continue
-            prev = None if self.reingest else cursors.get(str(sf.path))
-            unchanged = (
-                prev is not None
-                and prev["size"] == st.st_size
-                and prev["mtime_ns"] == st.st_mtime_ns
-            )
-            todo.append(None if unchanged else read_ahead.Job(sf, prev, st))
-        return todo
-
     def _commit(self, batch: Batch, summary: LightSummary) -> None:
         """Commit what `batch` gathered in one transaction, and empty it."""
         if not batch:
@@ -315,7 +239,7 @@ class LightPhase:
         sf: SessionFile,
         values: dict[str, Any],
         existing: dict[str, Any] | None,
-        todo: _ToRead,
+        todo: plan.ToRead,
         reads: read_ahead.Reads,
         summary: LightSummary,
         batch: Batch,
@@ -336,7 +260,7 @@ class LightPhase:
             return False  # unreadable now: nothing read, nothing concluded about its lines
         reader = read.reader
         # The people its lines name are the session's participants: forget reaches them.
-        _add_participants(values, sorted({r["speaker"] for r in read.rows if r["speaker"]}))
+        plan.add_participants(values, sorted({r["speaker"] for r in read.rows if r["speaker"]}))
         summary.bytes_read += max(reader.cursor.offset - (reader.started_at or 0), 0)
         if reader.format is not None:
             values["format"] = reader.format.value
@@ -357,34 +281,6 @@ class LightPhase:
             summary.files_rewritten += 1
         if purge_changed_lines(self.engine, self.paths, sf, read.rows, summary):
             self._folder = None  # the purge changed the candidates under it
-
-
-def _add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
-    """Add `more` to a session record's participants (JSON), keeping the order."""
-    have: list[str] = json.loads(values["participants"])
-    if any(p not in have for p in more):
-        values["participants"] = json.dumps(list(dict.fromkeys([*have, *more])))
-
-
-def planner(
-    engine_of: Callable[[str], Engine], paths: Paths, registry: TagRegistry, *, reingest: bool
-) -> read_ahead.Plan:
-    """How light will most likely read an agent's files, planned ahead of its night
-    (`read_ahead.NightReads`): as its light will (`_known`, `_admit`, `_to_read`), from its
-    database (`engine_of`) as it stands now, without its lock. Light takes a read so
-    planned only where its own plan agrees."""
-
-    def plan(agent: str, files: Sequence[SessionFile]) -> list[tuple[int, read_ahead.Job]]:
-        phase = LightPhase(engine_of(agent), paths, registry, reingest=reingest)
-        phase.agent = agent
-        with phase.engine.connect() as conn:
-            tombstoned, sessions, cursors = phase._known(conn)
-        summary = LightSummary(agent=agent)
-        todo = phase._to_read(phase._admit(files, sessions, tombstoned, cursors, summary), cursors)
-        place = {str(sf.path): i for i, sf in enumerate(files)}
-        return [(place[str(t.sf.path)], t) for t in todo if isinstance(t, read_ahead.Job)]
-
-    return plan
 
 
 def _size(path: Path) -> int:

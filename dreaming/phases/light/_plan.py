@@ -1,0 +1,137 @@
+"""What light will read of an agent's session files: what is known of its sessions
+(`known`), each file's admission (`admitted`) and what is new in each admitted one
+(`to_read`). Light plans so at the start of an agent's night; a run reading ahead across
+agents plans the next agents so before their nights (`planner`), and light takes a read
+made from such a plan only where its own agrees."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from dreaming.config import Settings
+from dreaming.ingest.admission import Decision, admit
+from dreaming.ingest.sessions import may_have_changed, records, session_values
+from dreaming.ingest.tombstones import file_tombstones
+from dreaming.ingest.tombstones import in_db as tombstones_in_db
+from dreaming.messages import SessionFile
+from dreaming.paths import Paths
+from dreaming.phases.light import _ahead as read_ahead
+from dreaming.phases.light._summary import LightSummary
+from dreaming.store import cursors as file_cursors
+
+# A file as admission left it: (file, decision, its session record now, the stored record)
+Planned = tuple[SessionFile, Decision, dict[str, Any], dict[str, Any] | None]
+# What to do with a planned file: read it (a job), nothing (None), or skip it (its stat failed)
+ToRead = read_ahead.Job | OSError | None
+# What is known of an agent's sessions: the tombstoned ids, the session records by id and
+# the file cursors by path.
+Known = tuple[set[str], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
+
+
+def known(conn: Connection | None, paths: Paths, agent: str) -> Known:
+    """What is known of the agent's sessions (see `Known`); `conn` None: it has no
+    database yet, and only its tombstone file knows anything."""
+    tombstoned = set(file_tombstones(paths, agent))
+    if conn is None:
+        return tombstoned, {}, {}
+    tombstoned |= {sid for sid, _ in tombstones_in_db(conn, agent)}
+    return tombstoned, records(conn, agent), file_cursors.by_path(conn, agent)
+
+
+def admitted(
+    files: Sequence[SessionFile],
+    sessions: dict[str, dict[str, Any]],
+    tombstoned: set[str],
+    cursors: dict[str, dict[str, Any]],
+    summary: LightSummary,
+    settings: Settings,
+) -> list[Planned]:
+    """Each file's admission decision and session record; files that are not readable
+    transcripts are counted as skipped here and never opened."""
+    planned = []
+    for sf in files:
+        if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
+            summary.sessions_seen += 1
+            summary.skips[sf.extra["skip"]] += 1
+            summary.note_skips(sf, Counter({sf.extra["skip"]: 1}))
+            continue
+        existing = sessions.get(sf.session_id)
+        sf, decision, trust = admit(
+            sf,
+            existing,
+            settings,
+            tombstoned=sf.session_id in tombstoned,
+            scan=may_have_changed(sf, cursors),
+        )
+        values = session_values(sf, decision.status, decision.reason, trust)
+        if existing is not None:
+            add_participants(values, json.loads(existing.get("participants") or "[]"))
+        planned.append((sf, decision, values, existing))
+    return planned
+
+
+def to_read(
+    planned: list[Planned], cursors: dict[str, dict[str, Any]], *, reingest: bool
+) -> list[ToRead]:
+    """For each planned file: what to read of it (a job), that it is unchanged since its
+    cursor (None) or that it cannot be stat'ed (the error). Not admitted: None. `reingest`
+    reads every file from its start."""
+    todo: list[ToRead] = []
+    for sf, decision, _, _ in planned:
+        if not decision.admitted:
+            todo.append(None)
+            continue
+        try:
+            st = sf.path.stat()
+        except OSError as err:
+            todo.append(err)
+            continue
+        prev = None if reingest else cursors.get(str(sf.path))
+        unchanged = (
+            prev is not None and prev["size"] == st.st_size and prev["mtime_ns"] == st.st_mtime_ns
+        )
+        todo.append(None if unchanged else read_ahead.Job(sf, prev, st))
+    return todo
+
+
+def add_participants(values: dict[str, Any], more: Sequence[str]) -> None:
+    """Add `more` to a session record's participants (JSON), keeping the order."""
+    have: list[str] = json.loads(values["participants"])
+    if any(p not in have for p in more):
+        values["participants"] = json.dumps(list(dict.fromkeys([*have, *more])))
+
+
+def planner(
+    engine_of: Callable[[str], Engine | None],
+    paths: Paths,
+    settings: Settings,
+    *,
+    reingest: bool,
+) -> read_ahead.Plan:
+    """How light will most likely read an agent's files, planned ahead of its night
+    (`read_ahead.NightReads`) as its light will plan them, from its database as it stands
+    now (`engine_of`: None where it has none yet; none is made), without its lock."""
+
+    def plan(agent: str, files: Sequence[SessionFile]) -> list[tuple[int, read_ahead.Job]]:
+        engine = engine_of(agent)
+        if engine is None:
+            state = known(None, paths, agent)
+        else:
+            with engine.connect() as conn:
+                state = known(conn, paths, agent)
+        tombstoned, sessions, cursors = state
+        summary = LightSummary(agent=agent)
+        ahead = admitted(files, sessions, tombstoned, cursors, summary, settings)
+        place = {str(sf.path): i for i, sf in enumerate(files)}
+        return [
+            (place[str(t.sf.path)], t)
+            for t in to_read(ahead, cursors, reingest=reingest)
+            if isinstance(t, read_ahead.Job)
+        ]
+
+    return plan
