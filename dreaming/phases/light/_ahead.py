@@ -92,7 +92,8 @@ Later = Sequence[tuple[str, list[tuple[int, Job]]]]
 
 
 class Reads(Protocol):
-    """Where light gets each file's read, in the order of the jobs it was started with."""
+    """Where light gets each file's read (asked for in the order of its jobs: a reading
+    child reads them in that order, and drops what is passed over)."""
 
     def read(self, job: Job, summary: LightSummary) -> Read | None: ...
 
