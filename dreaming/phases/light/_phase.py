@@ -17,9 +17,7 @@ from dreaming import faults
 from dreaming.ingest import corpus
 from dreaming.ingest.admission import UNCLASSIFIED, Status
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
-from dreaming.ingest.sessions import (
-    differs,
-)
+from dreaming.ingest.sessions import differs
 from dreaming.ingest.tags import TagRegistry
 from dreaming.memory import diary, lineage
 from dreaming.messages import SessionFile
