@@ -449,8 +449,9 @@ def _night(root: Path) -> Path:
     return root
 
 
-def _tables(root: Path) -> dict[str, list[Any]]:
-    with sqlite3.connect(root / "dreaming" / "agents" / "main.sqlite") as conn:
+def _tables(root: Path, agent: str = "main") -> dict[str, list[Any]]:
+    """Every row light writes for `agent`, as the same text whatever the root."""
+    with sqlite3.connect(root / "dreaming" / "agents" / f"{agent}.sqlite") as conn:
         return {  # paths under `root` as the same text whatever the root
             table: [
                 tuple(v.replace(str(root), "<root>") if isinstance(v, str) else v for v in row)

@@ -23,6 +23,7 @@ from dreaming.phases.light import _ahead
 from tests.cli_process import process
 from tests.openclaw_builder import FakeOpenClaw, append
 from tests.test_light import light
+from tests.test_light_read_ahead import _tables, _without_timing
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 AGENTS = ("main", "ops", "zeta")
@@ -51,23 +52,6 @@ def _install(root: Path) -> Path:
     return root
 
 
-def _tables(root: Path, agent: str) -> dict[str, list[Any]]:
-    with sqlite3.connect(root / "dreaming" / "agents" / f"{agent}.sqlite") as conn:
-        return {
-            table: [
-                tuple(v.replace(str(root), "<root>") if isinstance(v, str) else v for v in row)
-                for row in conn.execute(f"SELECT {cols} FROM {table} ORDER BY {order}")
-            ]
-            for table, cols, order in (
-                ("corpus_lines", "id, session_id, line, day, role, text, speaker", "id"),
-                ("candidates", "id, key, text, sessions, days, round(score, 9), status", "id"),
-                ("candidate_evidence", "candidate_id, corpus_line_id, session_id", "1, 2"),
-                ("file_cursors", "path, offset, line, head, size", "path"),
-                ("sessions", "session_id, status, format, participants", "session_id"),
-            )
-        }
-
-
 @pytest.fixture(autouse=True)
 def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """`read_ahead_mb` (and reading on from 1 MB) count bytes: the tests' files are enough."""
@@ -82,10 +66,6 @@ def _paths(root: Path) -> Any:
 
 def _everything(root: Path) -> dict[str, Any]:
     return {agent: _tables(root, agent) for agent in AGENTS}
-
-
-def _without_timing(report: dict[str, Any]) -> dict[str, Any]:
-    return {a: {k: v for k, v in r.items() if k != "duration_s"} for a, r in report.items()}
 
 
 @pytest.fixture
