@@ -37,6 +37,8 @@ from ._lines import loads
 
 # Enough for the first few dozen messages; a metadata block is a few hundred bytes.
 HEAD_BYTES = 256 * 1024
+# In the text of every line that can name someone (`_may_name`)
+_METADATA = b"(untrusted metadata)"
 # Only blocks the gateway put there count: they open the message (after any blocks that
 # plugins injected in front, such as <relevant-memories>) and follow one another. A block
 # quoted later in the text (inside a forwarded email, say) is content, and must not be able
@@ -108,6 +110,8 @@ def chat_facts(path: Path) -> ChatFacts | None:
     participants: list[str] = []
     senders: dict[str, Speaker] = {}
     for raw in lines:
+        if not first and not _may_name(raw):
+            continue  # not parsed: every session's head is read, most lines name no one
         message = _message(raw)
         if message is None or message.get("role") != "user":
             continue
@@ -144,7 +148,7 @@ def head_senders(path: Path) -> tuple[Speaker, ...]:
     """The people the `Sender` blocks at the head of an OpenClaw transcript name."""
     out: dict[str, Speaker] = {}
     for raw in _head_lines(path) or ():
-        message = _message(raw)
+        message = _message(raw) if _may_name(raw) else None
         if message is not None and message.get("role") == "user":
             who = sender(_text(message.get("content")))
             if who is not None:
@@ -213,6 +217,14 @@ def _leading_blocks(text: str) -> list[tuple[str, str]]:
         found.append((m[1], m[2]))
         pos = m.end()
     return found
+
+
+def _may_name(raw: bytes) -> bool:
+    """Whether a transcript line's decoded text can hold "(untrusted metadata)", without
+    which no block opens a message and `sender` names no one. Its letters, spaces and
+    parentheses are only ever escaped as \\uXXXX, so a line with neither the phrase nor a
+    \\u escape cannot (a text's parts join on newlines, which the phrase does not hold)."""
+    return _METADATA in raw or b"\\u" in raw
 
 
 def _message(raw: bytes) -> dict[str, Any] | None:
