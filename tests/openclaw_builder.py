@@ -56,3 +56,15 @@ def message(role: str, text: str, ts: datetime, mid: str) -> dict[str, Any]:
 def append(path: Path, role: str, text: str, ts: datetime, mid: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(message(role, text, ts, mid), ensure_ascii=False) + "\n")
+
+
+def block(name: str, ident: str, *, group: bool = False) -> str:
+    """OpenClaw's inbound metadata for a message from `name` (a group chat's, or a DM's)."""
+    info: dict[str, Any] = {"message_id": "7", "sender_id": ident, "sender": name}
+    if group:
+        info |= {"group_subject": "Family", "is_group_chat": True}
+    who = {"label": f"{name} ({ident})", "id": ident, "name": name}
+    return (
+        f"Conversation info (untrusted metadata):\n```json\n{json.dumps(info, indent=2)}\n```\n\n"
+        f"Sender (untrusted metadata):\n```json\n{json.dumps(who, indent=2)}\n```\n\n"
+    )

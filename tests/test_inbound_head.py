@@ -9,17 +9,7 @@ from pathlib import Path
 
 from dreaming.ingest.transcripts import chat_facts, head_senders
 from dreaming.messages import SessionKind
-
-
-def _blocks(sender_id: str, name: str, *, group: bool = False) -> str:
-    info = {"message_id": "7", "sender_id": sender_id}
-    if group:
-        info |= {"group_subject": "Climbing", "is_group_chat": True}
-    who = {"label": f"{name} ({sender_id})", "id": sender_id, "name": name}
-    return (
-        f"Conversation info (untrusted metadata):\n```json\n{json.dumps(info)}\n```\n\n"
-        f"Sender (untrusted metadata):\n```json\n{json.dumps(who)}\n```\n\n"
-    )
+from tests.openclaw_builder import block
 
 
 def _line(role: str, text: str, *, ascii_only: bool = False) -> str:
@@ -46,7 +36,7 @@ def test_blocks_in_a_later_message_still_classify_the_chat(tmp_path: Path) -> No
             _line("user", "hello there"),
             _line("toolResult", "x" * 50_000),
             _line("assistant", "Hi."),
-            _line("user", _blocks("551", "Graeme", group=True) + "I climb on Tuesdays."),
+            _line("user", block("Graeme", "551", group=True) + "I climb on Tuesdays."),
         ],
     )
     facts = chat_facts(path)
@@ -62,7 +52,7 @@ def test_escaped_metadata_text_is_still_read(tmp_path: Path) -> None:
         tmp_path / "s.jsonl",
         [
             _line("user", "hello there"),
-            _line("user", _blocks("551", "Zoë") + "Zoë here.", ascii_only=True),
+            _line("user", block("Zoë", "551") + "Zoë here.", ascii_only=True),
         ],
     )
     facts = chat_facts(path)

@@ -4,7 +4,6 @@ deterministic entry names them; the owner of a one-to-one chat stays implicit.""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from dreaming.ingest import claims, slots
 from dreaming.ingest.transcripts._inbound import sender
 from dreaming.memory.memory_file import read
 from dreaming.verify import verify
-from tests.openclaw_builder import FakeOpenClaw, append
+from tests.openclaw_builder import FakeOpenClaw, append, block
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 GROUP_KEY = "agent:main:telegram:group:-100123"
@@ -27,18 +26,6 @@ ALLERGY = "I'm allergic to peanuts and tree nuts, so never order satay for me."
 JOB = "I work at Acme Corp as a backend engineer on the billing team."
 LEEDS = "I live in Leeds with my partner and our two cats."
 BRISTOL = "We moved to Bristol last month, the new place is lovely."
-
-
-def block(name: str, ident: str, *, group: bool = False) -> str:
-    """OpenClaw's inbound metadata for a message from `name` (a group chat's, or a DM's)."""
-    info: dict[str, Any] = {"message_id": "7", "sender_id": ident, "sender": name}
-    if group:
-        info |= {"group_subject": "Family", "is_group_chat": True}
-    who = {"label": f"{name} ({ident})", "id": ident, "name": name}
-    return (
-        f"Conversation info (untrusted metadata):\n```json\n{json.dumps(info, indent=2)}\n```\n\n"
-        f"Sender (untrusted metadata):\n```json\n{json.dumps(who, indent=2)}\n```\n\n"
-    )
 
 
 def by(name: str, said: str, *, group: bool = False) -> tuple[str, str]:
