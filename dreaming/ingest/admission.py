@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from dreaming.config import CONFIG_FILENAME, AdmissionSettings, ExcludeSessions, Settings
-from dreaming.ingest.transcripts import chat_facts
+from dreaming.ingest.transcripts import ChatFacts, chat_facts
 from dreaming.messages import INTERNAL_KINDS, Format, Message, Role, SessionFile, SessionKind
 
 
@@ -50,16 +51,17 @@ def classify(
     policy: AdmissionSettings,
     *,
     scan: bool = True,
+    facts_of: Callable[[Path], ChatFacts | None] = chat_facts,
 ) -> SessionFile:
     """`session` with what the best evidence says about its chat filled in; unchanged (and
     `classified_by` None) when nothing says anything. `scan=False` skips reading the
-    transcript's metadata (the caller knows the file has not changed since it found none)."""
+    transcript's metadata (the caller knows the file has not changed since it found none);
+    `facts_of` reads it (`chat_facts`, or the answers a caller worked out beforehand)."""
     if session.classified_by is not None or "skip" in session.extra:
         return session
-    learnt = record.get("classified_by") if record is not None else None
     # The operator's word is read from the settings each night, never from the record, so
     # taking a session off `owner_sessions` takes effect.
-    if record is not None and learnt and learnt != Evidence.OPERATOR.value:
+    if record is not None and _learnt(record):
         # An index entry that later disappears (a reset, /new) does not erase what was known.
         return dataclasses.replace(
             session,
@@ -72,7 +74,7 @@ def classify(
             classified_by=Evidence.RECORD.value,
         )
     if scan and session.format in (Format.OPENCLAW, None):
-        facts = chat_facts(session.path)
+        facts = facts_of(session.path)
         if facts is not None:
             return dataclasses.replace(
                 session,
@@ -86,6 +88,23 @@ def classify(
             session, chat_type="direct", classified_by=Evidence.OPERATOR.value
         )
     return session
+
+
+def reads_head(
+    session: SessionFile, record: Mapping[str, Any] | None, *, scan: bool = True
+) -> bool:
+    """Whether `classify` reads `session`'s transcript head (`chat_facts`): what a caller
+    admitting many sessions can read for all of them at once."""
+    if session.classified_by is not None or "skip" in session.extra or _learnt(record):
+        return False
+    return scan and session.format in (Format.OPENCLAW, None)
+
+
+def _learnt(record: Mapping[str, Any] | None) -> bool:
+    """Whether an earlier night's record classifies the session (the operator's word
+    aside: that is read from the settings each night)."""
+    learnt = record.get("classified_by") if record is not None else None
+    return bool(learnt) and learnt != Evidence.OPERATOR.value
 
 
 def _listed(session: SessionFile, policy: AdmissionSettings) -> bool:
@@ -186,10 +205,11 @@ def admit(
     *,
     tombstoned: bool,
     scan: bool = True,
+    facts_of: Callable[[Path], ChatFacts | None] = chat_facts,
 ) -> tuple[SessionFile, Decision, str | None]:
     """One session's admission tonight: classified, decided, and what its user lines are
     derived as. The light phase applies it; `verify` checks what was derived against it."""
-    session = classify(session, record, settings.admission, scan=scan)
+    session = classify(session, record, settings.admission, scan=scan, facts_of=facts_of)
     if _listed(session, settings.admission) and not session.vouched:
         session = dataclasses.replace(session, vouched=True)
     decision = decide(session, settings.exclusion_policies(), tombstoned=tombstoned)

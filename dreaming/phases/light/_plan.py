@@ -9,15 +9,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from dreaming.config import Settings
-from dreaming.ingest.admission import Decision, admit
+from dreaming.forking import split_map
+from dreaming.ingest.admission import Decision, admit, reads_head
 from dreaming.ingest.sessions import may_have_changed, records, session_values
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.tombstones import in_db as tombstones_in_db
+from dreaming.ingest.transcripts import ChatFacts, chat_facts
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _ahead as read_ahead
@@ -53,6 +56,7 @@ def admitted(
 ) -> list[Planned]:
     """Each file's admission decision and session record; files that are not readable
     transcripts are counted as skipped here and never opened."""
+    facts_of = _heads(files, sessions, cursors)
     planned = []
     for sf in files:
         if "skip" in sf.extra:  # not a file a transcript can be read from: never opened
@@ -67,12 +71,35 @@ def admitted(
             settings,
             tombstoned=sf.session_id in tombstoned,
             scan=may_have_changed(sf, cursors),
+            facts_of=facts_of,
         )
         values = session_values(sf, decision.status, decision.reason, trust)
         if existing is not None:
             add_participants(values, json.loads(existing.get("participants") or "[]"))
         planned.append((sf, decision, values, existing))
     return planned
+
+
+# Heads read at once from this many on, half in a forked child (`forking.split_map`): a
+# head is ~0.5 ms of byte searches, a fork a few.
+HEADS_SPLIT_FROM = 32
+
+
+def _heads(
+    files: Sequence[SessionFile],
+    sessions: dict[str, dict[str, Any]],
+    cursors: dict[str, dict[str, Any]],
+) -> Callable[[Path], ChatFacts | None]:
+    """What the heads of the files admission will scan say (`chat_facts`), read before the
+    first is needed: they are read in the light process before any reading child starts,
+    for this agent's files and for every later agent a run plans."""
+    heads = [
+        sf.path
+        for sf in files
+        if reads_head(sf, sessions.get(sf.session_id), scan=may_have_changed(sf, cursors))
+    ]
+    found = dict(zip(heads, split_map(chat_facts, heads, min_items=HEADS_SPLIT_FROM), strict=True))
+    return lambda path: found[path] if path in found else chat_facts(path)
 
 
 def to_read(
