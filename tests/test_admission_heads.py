@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+import dreaming.ingest.admission as admission
 from dreaming import forking
 from dreaming.app import App
-from dreaming.ingest import admission
 from dreaming.messages import SessionFile
 from dreaming.phases.light import _plan
 from dreaming.phases.light._summary import LightSummary
