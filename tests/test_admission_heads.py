@@ -1,6 +1,6 @@
 """Admission reads the heads of many sessions at once (`_plan._heads`), half in a forked
-child: every session is admitted exactly as one at a time, and the heads read beforehand
-are exactly the ones admission asks for."""
+child: every session is admitted exactly as when every head is read in this process, and
+the heads read beforehand are exactly the ones admission asks for."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _admitted(files: list[SessionFile], root: Path) -> list[Any]:
 
 
 @pytest.mark.skipif(not forking.fork_safe(), reason="reading heads in a child needs a fork")
-def test_heads_read_at_once_admit_every_session_as_one_at_a_time(
+def test_heads_read_half_in_a_child_admit_every_session_as_read_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files = _sessions(tmp_path, 80)
@@ -67,9 +67,9 @@ def test_heads_read_at_once_admit_every_session_as_one_at_a_time(
     monkeypatch.setattr(forking, "fork", lambda: forks.append(1) or real_fork())
     at_once = _admitted(files, tmp_path)
     assert forks, "80 heads are read half in a forked child"
-    monkeypatch.setattr(_plan, "HEADS_SPLIT_FROM", 10_000)
-    one_by_one = _admitted(files, tmp_path)
-    assert at_once == one_by_one
+    monkeypatch.setattr(_plan, "HEADS_SPLIT_FROM", 10_000)  # every head read here
+    here = _admitted(files, tmp_path)
+    assert at_once == here
     kinds = {sf.kind.value for sf, _, _ in at_once}
     chats = {sf.chat_type for sf, _, _ in at_once}
     assert {"cron", "heartbeat", "interactive"} <= kinds and {"group", "direct"} <= chats
