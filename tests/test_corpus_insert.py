@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from dreaming.ingest import corpus
+from dreaming.store.bulk import iso_time
 from dreaming.store.engine import open_engine
 
 
@@ -75,3 +76,18 @@ def test_more_than_a_page_of_rows_in_files_of_several_sessions(tmp_path: Path) -
     added = _add(engine, *files)
     assert [len(rows) for rows in added] == [350, 1500, 3]
     assert [n for _, _, n in added[0]] == list(range(1, 700, 2))
+
+
+def test_times_made_by_the_reader_store_what_the_insert_would_make(tmp_path: Path) -> None:
+    rows = _rows("s1", range(0, 90, 7))
+    rows[3]["ts"] = None  # a line with no time of its own
+    rows[4]["ts"] = datetime(2026, 3, 1, 10, 0, 0, 250, tzinfo=UTC)
+    made = [iso_time(r["ts"]) for r in rows]
+    stored = []
+    for name, times in (("here", None), ("made", [made]), ("short", [made[:-1]])):
+        engine = open_engine(tmp_path / f"{name}.sqlite")
+        with engine.begin() as conn:
+            corpus.add_files(conn, "main", [rows], times)
+            stored.append(conn.execute(text("SELECT line, ts FROM corpus_lines ORDER BY id")).all())
+    assert stored[0] == stored[1] == stored[2]
+    assert stored[0][3][1] is None and stored[0][4][1] == "2026-03-01 10:00:00.000250"

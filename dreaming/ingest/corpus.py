@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 
 from dreaming import forking
-from dreaming.store.bulk import time_text
+from dreaming.store.bulk import iso_time, time_text
 from dreaming.store.dialect import insert_ignore, is_sqlite
 from dreaming.store.tables import CORPUS_LINES, DIRTY_DAYS
 from dreaming.syntax import atomic_write
@@ -195,18 +195,23 @@ forking.on_fork_check(stop_fsync_threads)
 
 
 def add_files(
-    conn: Connection, agent: str, files: Sequence[Sequence[dict[str, Any]]]
+    conn: Connection,
+    agent: str,
+    files: Sequence[Sequence[dict[str, Any]]],
+    times: Sequence[Sequence[str | None]] | None = None,
 ) -> list[list[tuple[int, dict[str, Any]]]]:
     """Insert the rows of several session files' reads (each in line order) that are not
     stored yet, in one statement (a page of rows at a time) whatever the number of files.
     Returns, per file, each inserted row with its id; the caller marks their days dirty
     (`mark_dirty`). A line stored already (a forced re-ingestion) is neither new nor folded
-    again: the insert skips it and returns no id for it."""
+    again: the insert skips it and returns no id for it. `times`: each row's time as
+    `iso_time` writes it, when the reader made them (else they are made here)."""
     rows = [r for file_rows in files for r in file_rows]
     if not rows:
         return [[] for _ in files]
+    made = [t for file_times in times for t in file_times] if times is not None else None
     inserted = (
-        _insert_sqlite(conn, rows)
+        _insert_sqlite(conn, rows, made if made is not None and len(made) == len(rows) else None)
         if is_sqlite(conn)
         else conn.execute(_insert_returning(conn), rows)
     )
@@ -256,26 +261,31 @@ _SEQUENCE = "SELECT seq FROM sqlite_sequence WHERE name = 'corpus_lines'"
 _SINCE = "SELECT session_id, line, id FROM corpus_lines WHERE id > ? ORDER BY id"
 
 
-def _insert_sqlite(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[Any]:
+def _insert_sqlite(
+    conn: Connection, rows: Sequence[dict[str, Any]], times: Sequence[str | None] | None
+) -> list[Any]:
     """(session, line, id) of each row inserted. No RETURNING: making and fetching a row per
-    row cost a third of the insert. A page whose every row went in took the ids after the
+    row cost a tenth of light's insert. A page whose every row went in took the ids after the
     last one, in order (AUTOINCREMENT: one above the largest ever, row by row); a page that
     skipped rows already stored (a forced re-ingestion) reads back the ids above the
     sequence as it stood, which only its rows can hold."""
     convert = time_text(conn.dialect, CORPUS_LINES.c.ts.type)
+    if convert is not iso_time:  # the reader's times are not what this dialect stores
+        times = None
     head = f"INSERT INTO corpus_lines ({', '.join(_COLUMNS)}) VALUES "
     tail = " ON CONFLICT DO NOTHING"
     out: list[Any] = []
     for start in range(0, len(rows), _PAGE):
         page = rows[start : start + _PAGE]
+        made = times[start : start + _PAGE] if times is not None else None
         params: list[Any] = []
-        for r in page:
+        for k, r in enumerate(page):
             ts = r["ts"]
             params += (
                 r["agent"],
                 r["session_id"],
                 r["line"],
-                convert(ts) if ts is not None else None,
+                made[k] if made is not None else convert(ts) if ts is not None else None,
                 r["day"],
                 r["role"],
                 r["origin_class"],

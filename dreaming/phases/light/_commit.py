@@ -130,7 +130,9 @@ def _store_lines(
 ) -> tuple[set[int], set[str]]:
     """Insert the rows not stored yet and fold them, file by file. Returns the candidates
     they gave evidence to, and the days they fall on."""
-    added = corpus.add_files(conn, folder.agent, [q.read.rows for q in reads])
+    added = corpus.add_files(
+        conn, folder.agent, [q.read.rows for q in reads], [q.read.times for q in reads]
+    )
     lines = sum(len(a) for a in added)
     if not lines:
         return set(), set()

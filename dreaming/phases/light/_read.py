@@ -27,6 +27,7 @@ from dreaming.ingest.tags import Scope, TagRegistry
 from dreaming.ingest.transcripts import Cursor, TranscriptReader, head_senders
 from dreaming.messages import Format, Kind, Message, SessionFile, Speaker
 from dreaming.phases.light._summary import LightSummary
+from dreaming.store.bulk import iso_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,9 @@ class Read:
     rows: list[dict[str, Any]]
     newest: datetime | None
     st: os.stat_result
+    # Each row's time as SQLite stores it (`iso_time`), made where the read is: in the
+    # reading child, the light process's insert is spared formatting them.
+    times: list[str | None]
 
 
 def read_new_lines(
@@ -88,7 +92,7 @@ def read_new_lines(
     if any(senders) and _several_people(sf, senders, reader):
         for row, who in zip(rows, senders, strict=True):
             row["speaker"] = who.name if who is not None else None
-    return Read(reader, rows, newest, st)
+    return Read(reader, rows, newest, st, [iso_time(r["ts"]) for r in rows])
 
 
 def _several_people(
