@@ -221,9 +221,10 @@ def _leading_blocks(text: str) -> list[tuple[str, str]]:
 
 def _may_name(raw: bytes) -> bool:
     """Whether a transcript line's decoded text can hold "(untrusted metadata)", without
-    which no block opens a message and `sender` names no one. Its letters, spaces and
-    parentheses are only ever escaped as \\uXXXX, so a line with neither the phrase nor a
-    \\u escape cannot (a text's parts join on newlines, which the phrase does not hold)."""
+    which no block opens a message and `sender` names no one. JSON can escape its letters,
+    spaces and parentheses only as a backslash, "u" and four hex digits, so a line holding
+    neither the phrase nor such an escape cannot (a text's parts join on newlines, which
+    the phrase does not hold)."""
     return _METADATA in raw or b"\\u" in raw
 
 
