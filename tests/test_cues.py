@@ -110,6 +110,23 @@ def test_assessing_a_claim_builds_none_of_the_heading_lists() -> None:
     assert any("hit" in vars(c) for _, c in lexicon.groups)
 
 
+def test_preparing_a_lexicon_builds_the_lists_an_assessment_reads_once() -> None:
+    from dreaming.ingest import salience
+
+    lexicon = salience.Lexicon.build()
+    salience.assess("Remember that I moved to Lisbon in 2019.", lexicon)
+    kept = {name: c.hit for name, c in vars(lexicon).items() if getattr(c, "built", False)}
+    assert kept  # the assessment built some lists, not all of them
+    assert not all(c.built for c in vars(lexicon).values() if isinstance(c, cues.Cues))
+    assert lexicon.prepare() is lexicon
+    lists = [c for c in vars(lexicon).values() if isinstance(c, cues.Cues)]
+    assert all(c.built for c in lists)
+    # A list built before keeps its matcher; the headings' lists are left for placing.
+    assert all(getattr(lexicon, name).hit == hit for name, hit in kept.items())
+    assert lexicon.groups and not any(c.built for _, c in lexicon.groups)
+    assert salience.assess("Never page me after nine.", lexicon).features
+
+
 def test_a_lexicon_with_the_settings_cues_builds_every_list_at_once() -> None:
     """A cue that compiles alone but not beside the built-in ones (global flags, not at the
     start once joined) fails when the lexicon is built, before any claim is read."""

@@ -535,6 +535,36 @@ def test_a_night_read_ahead_is_the_night_read_here(
     assert _tables(ahead) == _tables(here)
 
 
+@pytest.mark.parametrize("child_behind", [True, False])
+def test_light_builds_the_assessment_cues_while_the_first_reads_are_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child_behind: bool
+) -> None:
+    """With the next read not ready (a reading child still making it), light builds the
+    lexicon's cue lists the rescore assesses with before it waits; with the read at hand it
+    goes straight to it, and the lists are built when the rescore first reads them."""
+    from dreaming.ingest import salience
+
+    fresh = salience.Lexicon.build()  # no list built yet
+    monkeypatch.setattr(salience, "lexicon_for", lambda extra: fresh)
+
+    class Reads(_ahead.InProcess):
+        built_at_first_read: bool | None = None
+
+        def ready(self) -> bool:
+            return not child_behind
+
+        def read(self, job: _ahead.Job, summary: LightSummary) -> Read | None:
+            if Reads.built_at_first_read is None:
+                Reads.built_at_first_read = fresh.instruction.built and fresh.banner.built
+            return super().read(job, summary)
+
+    monkeypatch.setattr(_ahead, "start", lambda jobs, settings, registry: Reads(settings, registry))
+    light(_night(tmp_path))
+    assert Reads.built_at_first_read is child_behind
+    assert fresh.instruction.built  # the rescore assessed the new candidates with it
+    assert not any(c.built for _, c in fresh.groups)  # placing entries: not light's
+
+
 def test_a_crash_while_reading_ahead_converges(tmp_path: Path) -> None:
     """The parent is killed while its child reads ahead (held there, alive): the child holds
     nothing of the night (the command returns at once; the next night takes the agent's

@@ -139,6 +139,10 @@ class Cues:
         self.hit = matcher.hit  # type: ignore[method-assign]
         return matcher.hit
 
+    @property
+    def built(self) -> bool:
+        return "hit" in vars(self)
+
 
 _T = TypeVar("_T")
 

@@ -119,6 +119,15 @@ class Lexicon:
         words = self.smalltalk_words | self.thin_words
         return frozenset({claims_mod.NEGATED, *(claims_mod.stem(w) for w in words)})
 
+    def prepare(self) -> Lexicon:
+        """Every cue list an assessment may read, built now if it was not (not the groups',
+        which place entries in MEMORY.md): for a process with a moment to spare before it
+        assesses claims, such as light waiting for a reading child's first reads."""
+        for value in vars(self).values():
+            if isinstance(value, Cues) and not value.built:
+                value.build()
+        return self
+
     @classmethod
     def build(
         cls,
