@@ -9,7 +9,6 @@ before a read that must first purge what an edited file no longer says."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -54,8 +53,7 @@ class Queued:
     """One completed read waiting for its batch's commit, with what its cursor and session
     record will say."""
 
-    read: Read
-    st: os.stat_result
+    read: Read  # its stat (`read.st`) is what the cursor records
     values: dict[str, Any]
     existing: dict[str, Any] | None
 
@@ -119,8 +117,8 @@ def _cursor(q: Queued) -> cursors.CursorRow:
         "offset": end.offset,
         "line": end.line,
         "head": end.head,
-        "size": q.st.st_size,
-        "mtime_ns": q.st.st_mtime_ns,
+        "size": q.read.st.st_size,
+        "mtime_ns": q.read.st.st_mtime_ns,
         "updated_at": now(),
     }
 

@@ -276,7 +276,7 @@ class LightPhase:
             # What the file no longer says is purged first, against what is committed.
             self._commit(batch, summary)
             self._rederive_edited(sf, prev, read, summary)
-        batch.add(Queued(read, read.st, values, existing))
+        batch.add(Queued(read, values, existing))
         faults.checkpoint("light.read")
         return True
 
