@@ -19,7 +19,8 @@ lines' speakers, `lineage.spoken_by`): one person's "I" is never another's, so M
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -75,10 +76,45 @@ class Voice:
         return slots.read(statement(text, named(self.names)), speaker=self.speaker)
 
 
-# Deep reads every live entry for each batch: an entry's voice is worked out once.
+# A candidate's voice, asked again when its text is compared (the entries' are in `Readings`).
 @text_cache(1 << 14)
 def _voice_of(text: str, names: tuple[str, ...], holder: str | None) -> Voice:
     return Voice._of(text, names, holder)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What the near-duplicate and slot tests need of one held entry's text."""
+
+    voice: Voice
+    tokens: frozenset[str]  # its content tokens, for the similarity index
+    said: Bag
+    mine: Bag
+    reading: slots_mod.Reading
+
+
+class Readings:
+    """Each held entry's `_Read`, worked out once for a deep run. Every batch compares its
+    candidates with every held entry, and a batch changes a handful of them: a cache of a
+    fixed size, swept in the same order batch after batch, misses on every entry once an
+    agent holds more than it has room for (at 20,000 entries a batch took seconds). This
+    one holds what the run's entries are read as, and goes with the run (whose lock keeps a
+    purge of the agent out meanwhile)."""
+
+    def __init__(self, slots: slots_mod.Slots) -> None:
+        self.slots = slots
+        self._reads: dict[tuple[str, tuple[str, ...]], _Read] = {}
+
+    def of(self, text: str, names: tuple[str, ...]) -> _Read:
+        """`text` as held by an entry said by `names` (empty: the owner or the agent)."""
+        read = self._reads.get((text, names))
+        if read is None:
+            voice = Voice.of(text, names)
+            read = _Read(
+                voice, voice.tokens(text), bag(text), owned(text), voice.reading(self.slots, text)
+            )
+            self._reads[(text, names)] = read
+        return read
 
 
 class _Memory:
@@ -90,12 +126,12 @@ class _Memory:
         self,
         live: list[tuple[str, str]],
         similarity: float,
-        slots: slots_mod.Slots,
+        readings: Readings,
         stated: Mapping[str, datetime],
         spoken: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.live = live
-        self.slots = slots
+        self.slots = readings.slots
         self.index = claims_mod.SimilarityIndex(similarity)
         self.loose = claims_mod.SimilarityIndex(LOOSE_SIMILARITY)
         self.bags: list[Bag] = []
@@ -104,23 +140,56 @@ class _Memory:
         self.stated: list[datetime | None] = []
         self.voices: list[Voice] = []
         self.gone: set[int] = set()  # superseded in this batch
+        # Which entries `slots_mod.replaces` can pair with a statement without comparing
+        # them all: a slot filled anew needs the same relation on both sides, and only a
+        # correction ("instead of", "changed my mind") looks past it.
+        self.by_relation: dict[str, set[int]] = defaultdict(set)
+        self.correcting: set[int] = set()
         for i, (key, text) in enumerate(live):
-            voice = Voice.of(text, tuple(sorted((spoken or {}).get(key, ()))))
-            self.voices.append(voice)
-            self.bags.append(bag(text))
-            self.owned.append(owned(text))
-            self.readings.append(voice.reading(slots, text))
+            read = readings.of(text, tuple(sorted((spoken or {}).get(key, ()))))
+            self.voices.append(read.voice)
+            self.bags.append(read.said)
+            self.owned.append(read.mine)
+            self.readings.append(read.reading)
+            self._index_reading(i)
             self.stated.append(stated.get(key))
-            self.index.add(i, voice.tokens(text), voice.holder)
-            self.loose.add(i, self.bags[i], voice.holder)
+            self.index.add(i, read.tokens, read.voice.holder)
+            self.loose.add(i, read.said, read.voice.holder)
+
+    def _index_reading(self, i: int) -> None:
+        reading = self.readings[i]
+        for f in reading.fills:
+            self.by_relation[f.relation].add(i)
+        if reading.old or reading.corrects:
+            self.correcting.add(i)
+
+    def _unindex_reading(self, i: int) -> None:
+        reading = self.readings[i]
+        for f in reading.fills:
+            self.by_relation[f.relation].discard(i)
+        self.correcting.discard(i)
+
+    def _sharing(self, reading: slots_mod.Reading) -> set[int]:
+        """The entries that fill a relation `reading` fills."""
+        out: set[int] = set()
+        for f in reading.fills:
+            out |= self.by_relation.get(f.relation, set())
+        return out
 
     def conflicts(self, reading: slots_mod.Reading) -> list[tuple[int, slots_mod.Replacement]]:
         """The live entries a statement would replace if said later: every entry of a slot
         it fills anew, and the likest one it corrects outright."""
+        # In index order, as if every entry were asked: the others would answer None.
+        near: Iterable[int] = (
+            range(len(self.readings))
+            if reading.old or reading.corrects
+            else sorted(self._sharing(reading))
+        )
         found = [
             (i, r)
-            for i, old in enumerate(self.readings)
-            if i not in self.gone and (r := slots_mod.replaces(reading, old)) is not None
+            for i in near
+            if i not in self.gone
+            and (r := slots_mod.replaces(reading, self.readings[i])) is not None
         ]
         by_slot = [(i, r) for i, r in found if r.by_slot]
         if by_slot or not found:
@@ -132,12 +201,14 @@ class _Memory:
         self, reading: slots_mod.Reading, when: datetime | None
     ) -> list[tuple[int, slots_mod.Replacement]]:
         """The live entries stated after `when` that replace a statement said then."""
+        # A later entry replaces it by filling one of its relations anew, or correcting it.
+        near = sorted(self._sharing(reading) | self.correcting)
         return [
             (i, r)
-            for i, later in enumerate(self.readings)
+            for i in near
             if i not in self.gone
             and self.stated_after(i, when)
-            and (r := slots_mod.replaces(later, reading)) is not None
+            and (r := slots_mod.replaces(self.readings[i], reading)) is not None
         ]
 
     def when(self, i: int) -> datetime:
@@ -186,7 +257,9 @@ class _Memory:
         self.loose.discard(hit)
         self.index.add(hit, voice.tokens(text), voice.holder)
         self.loose.add(hit, said, voice.holder)
+        self._unindex_reading(hit)
         self.readings[hit] = voice.reading(self.slots, text)
+        self._index_reading(hit)
 
     def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> None:
         self.index.add(len(self.live), voice.tokens(text), voice.holder)
@@ -195,6 +268,7 @@ class _Memory:
         self.bags.append(said)
         self.owned.append(mine)
         self.readings.append(voice.reading(self.slots, text))
+        self._index_reading(len(self.readings) - 1)
         self.stated.append(when)
         self.live.append((memory_file.entry_key(text), text))
 
@@ -216,13 +290,20 @@ def decide(
     stated: Mapping[str, datetime] | None = None,
     said_at: Mapping[int, datetime] | None = None,
     spoken: Mapping[str, frozenset[str]] | None = None,
+    readings: Readings | None = None,
 ) -> list[lineage.Applied]:
     """One decision per utterance of `batch` against the `live` entries (key, text).
     `stated` gives when the owner last stated each live entry and `said_at` when the owner
     last said each candidate (by id), on the transcripts' clock: they decide which of two
     values of a slot stands. `spoken` gives the people each live entry names as having said
-    it (`lineage.spoken_by`): a statement is only ever compared with the same person's."""
-    memory = _Memory(live, similarity, slots or slots_mod.default_slots(), stated or {}, spoken)
+    it (`lineage.spoken_by`): a statement is only ever compared with the same person's.
+    `readings`: what the entries read as, kept by the caller from batch to batch (with
+    `slots`, if both are given)."""
+    if readings is None:
+        readings = Readings(slots or slots_mod.default_slots())
+    elif slots is not None and slots is not readings.slots:
+        raise ValueError("readings were made with other slots")
+    memory = _Memory(live, similarity, readings, stated or {}, spoken)
     when = said_at or {}
     return [
         _decide_one(memory, c, also, when.get(c.id), max_chars=max_chars, registry=registry)

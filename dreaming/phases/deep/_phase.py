@@ -76,6 +76,8 @@ class DeepPhase:
         self._dry_conn: Connection | None = None
         self._pending_calls: list[CallRecord] = []
         self._texts: dict[int, str] = {}  # candidate id -> its text, for the decision log
+        # What the held entries read as, from one deterministic batch to the next.
+        self._readings: _deterministic.Readings | None = None
         self._model = (
             None
             if llm is None
@@ -307,6 +309,8 @@ class DeepPhase:
             stated = lineage.stated_at(conn, agent, [k for k, _ in live])
             spoken = lineage.spoken_by(conn, agent, [k for k, _ in live])
             said_at = owner_said_at(conn, [c.id for c in batch])
+        if self._readings is None:
+            self._readings = _deterministic.Readings(self.slots)
         return _deterministic.decide(
             live,
             batch,
@@ -317,6 +321,7 @@ class DeepPhase:
             stated=stated,
             said_at=said_at,
             spoken=spoken,
+            readings=self._readings,
         )
 
     # -- applying -----------------------------------------------------------------------------
