@@ -5,17 +5,26 @@ asking every entry afresh would."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection
+from sqlalchemy import text as sql
 
+from dreaming import runner
+from dreaming.app import App
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import slots as slots_mod
 from dreaming.ingest.tags import build_registry
-from dreaming.memory import memory_file
-from dreaming.phases.deep import _deterministic
+from dreaming.memory import lineage, memory_file
+from dreaming.memory.decisions import Action
+from dreaming.phases.deep import _deterministic, _phase
 from dreaming.phases.deep._likeness import bag, owned
 from dreaming.phases.deep._selection import Candidate
+from dreaming.phases.deep._summary import DeepSummary
+from tests.openclaw_builder import FakeOpenClaw
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -195,3 +204,102 @@ def test_readings_refuse_other_slots() -> None:
             slots=other,
             readings=readings,
         )
+
+
+def test_lineage_kept_across_batches_is_what_the_database_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A night of one candidate a batch, where later batches merge into and supersede the
+    entries earlier ones wrote: at every batch, the kept statement times and speakers of
+    the held entries are those a fresh read gives."""
+    checked: list[int] = []
+    keep = _phase._HeldLineage.of
+
+    def checking(
+        self: _phase._HeldLineage, conn: Connection, agent: str, keys: Sequence[str]
+    ) -> tuple[dict[str, datetime], dict[str, frozenset[str]]]:
+        stated, spoken = keep(self, conn, agent, keys)
+        assert {k: stated[k] for k in keys if k in stated} == lineage.stated_at(conn, agent, keys)
+        assert {k: spoken[k] for k in keys if k in spoken} == lineage.spoken_by(conn, agent, keys)
+        checked.append(len(keys))
+        return stated, spoken
+
+    monkeypatch.setattr(_phase._HeldLineage, "of", checking)
+    oc = FakeOpenClaw(tmp_path)
+    statements = [
+        # Said again later in more words, or in fewer: whichever deep reads first, the other
+        # merges into its entry and leaves the text as it is (the same key), with one more
+        # session, and in one of the two pairs a later one.
+        "My sister Anna lives in Lisbon.",
+        "My brother Tom works at the harbour office in Porto with his old school friends.",
+        "I live in Leeds with my partner and our two cats.",
+        "My sister Anna lives in Lisbon with her husband Marco by the river.",
+        "My brother Tom works at the harbour office in Porto.",
+        "Our design team uses Figma for all mockups.",
+        "We moved to Bristol last month, the new place is lovely.",
+        "The design team switched from Figma to Penpot, so share mockups as Penpot links.",
+        "I work at Acme Corp as a backend engineer.",
+        "I joined Globex as a staff engineer last week.",
+    ]
+    for n, statement in enumerate(statements):
+        for repeat in range(2):  # said twice, so each is worth promoting
+            oc.session(
+                "main",
+                f"s{n}-{repeat}",
+                [("user", statement), ("assistant", "Noted, thanks.")],
+                key=f"agent:main:s{n}-{repeat}",
+                start=START + timedelta(days=10 * n + repeat),
+                chatType="direct",
+            )
+    app = App.open(tmp_path, None, env={})
+    try:
+        results = runner.run(
+            app, ["light", "rem", "deep"], None, deep={"batch_size": 1, "min_score": 0.0}
+        )
+    finally:
+        app.close()
+    actions = results[0].phase_dicts()["deep"]["actions"]
+    assert actions.get("merge", 0) + actions.get("supersede", 0) >= 2, actions
+    assert len(checked) >= 6 and checked[-1] > checked[0]
+
+
+def test_a_merge_applied_between_batches_is_read_again(tmp_path: Path) -> None:
+    """An entry a later statement merges into keeps its key and text but gains a later
+    session: the next batch sees when it was last stated as the database now says."""
+    oc = FakeOpenClaw(tmp_path)
+    for day, statement in [(0, "I'm allergic to peanuts."), (60, "We deploy on Fridays.")]:
+        oc.session(
+            "main",
+            f"s{day}",
+            [("user", statement), ("assistant", "Noted, thanks.")],
+            key=f"agent:main:s{day}",
+            start=START + timedelta(days=day),
+            chatType="direct",
+        )
+    app = App.open(tmp_path, None, env={})
+    try:
+        runner.run(app, ["light"], None)
+        engine = app.engine("main")
+        phase = _phase.DeepPhase(engine, app.paths, app.registry)
+        with engine.connect() as conn:
+            rows = conn.execute(sql("SELECT id, key, text FROM candidates ORDER BY id")).all()
+        earlier, later = sorted(rows, key=lambda c: "Fridays" in c.text)
+        # Batch 1 writes the entry and reads its lineage; batch 2 merges the later statement.
+        add = lineage.Applied(
+            earlier.id, earlier.key, Action.ADD, (), earlier.text, "deterministic", "test"
+        )
+        phase.apply_decisions("main", [add], DeepSummary(agent="main"), write=False)
+        key = memory_file.entry_key(earlier.text)
+        with engine.connect() as conn:
+            before = dict(phase._held.of(conn, "main", [key])[0])
+        merge = lineage.Applied(
+            later.id, later.key, Action.MERGE, (key,), earlier.text, "deterministic", "test"
+        )
+        phase.apply_decisions("main", [merge], DeepSummary(agent="main"), write=False)
+        with engine.connect() as conn:
+            stated, _ = phase._held.of(conn, "main", [key])
+            fresh = lineage.stated_at(conn, "main", [key])
+    finally:
+        app.close()
+    assert fresh[key] > before[key]  # the merge brought a later session
+    assert stated[key] == fresh[key]
