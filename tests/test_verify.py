@@ -107,3 +107,18 @@ def test_person_edit_is_a_note_not_a_violation(night: Path) -> None:
     code, output = verify(night)
     assert code == 0
     assert "note: MEMORY.md block" in output
+
+
+def test_an_entry_line_written_twice_is_named_once(night: Path) -> None:
+    path = night / "workspace/MEMORY.md"
+    blocks = mf.read(path).blocks
+    first, second = blocks[0], blocks[1]
+    content = path.read_text()
+    # The first line three times and the second twice, in a file of many lines.
+    content = content.replace(first.raw, first.raw * 3).replace(second.raw, second.raw * 2)
+    path.write_text(content)
+    code, output = verify(night)
+    assert code == 1
+    named = [line for line in output.splitlines() if "appears more than once" in line]
+    assert len(named) == 2, output
+    assert all(f"block {b.key} appears more than once" in output for b in (first, second))
