@@ -5,6 +5,7 @@ asking every entry afresh would."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from dreaming.ingest import slots as slots_mod
 from dreaming.ingest.tags import build_registry
 from dreaming.memory import lineage, memory_file
 from dreaming.memory.decisions import Action
+from dreaming.memory.memory_sync import SyncReport
 from dreaming.phases.deep import _deterministic, _phase
 from dreaming.phases.deep._likeness import bag, owned
 from dreaming.phases.deep._selection import Candidate
@@ -303,3 +305,43 @@ def test_a_merge_applied_between_batches_is_read_again(tmp_path: Path) -> None:
         app.close()
     assert fresh[key] > before[key]  # the merge brought a later session
     assert stated[key] == fresh[key]
+
+
+def _wrote_as_lists(
+    summary: tuple[list[str], list[str], list[str]], report: SyncReport
+) -> tuple[list[str], list[str], list[str]]:
+    """DeepSummary.wrote's bookkeeping as it was written first, with lists."""
+    duplicates, archived_now, restored = (list(x) for x in summary)
+    for key in report.duplicates_removed:
+        if key not in duplicates:
+            duplicates.append(key)
+    for key in report.archived_now:
+        if key in restored:
+            restored.remove(key)
+        elif key not in archived_now:
+            archived_now.append(key)
+    for key in report.restored:
+        if key in archived_now:
+            archived_now.remove(key)
+        elif key not in restored:
+            restored.append(key)
+    return duplicates, archived_now, restored
+
+
+def test_a_runs_moves_between_memory_and_archive_add_up_write_by_write() -> None:
+    """Several writes in a run (reconcile, the end of deep): an entry archived then restored
+    is neither, the order is the first move's, nothing is listed twice."""
+    rng = random.Random(7)
+    keys = [f"m:{n:016x}" for n in range(40)]
+    for _ in range(200):
+        summary = DeepSummary(agent="main")
+        expected: tuple[list[str], list[str], list[str]] = ([], [], [])
+        for _ in range(rng.randint(1, 4)):
+            report = SyncReport(
+                duplicates_removed=rng.sample(keys, rng.randint(0, 3)),
+                archived_now=rng.sample(keys, rng.randint(0, 12)),
+                restored=rng.sample(keys, rng.randint(0, 12)),
+            )
+            summary.wrote(report)
+            expected = _wrote_as_lists(expected, report)
+        assert (summary.duplicates_removed, summary.archived_now, summary.restored) == expected

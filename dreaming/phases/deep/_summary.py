@@ -68,23 +68,28 @@ class DeepSummary:
 
     def wrote(self, report: SyncReport) -> None:
         """What a write of MEMORY.md did: its fill, and the entries it moved."""
-        for key in report.duplicates_removed:
-            if key not in self.duplicates_removed:
-                self.duplicates_removed.append(key)
+        # Ordered sets (a first write under a new budget archives thousands of entries:
+        # list lookups made this quadratic, 2 s at 20,000).
+        duplicates = dict.fromkeys(self.duplicates_removed)
+        duplicates.update(dict.fromkeys(report.duplicates_removed))
+        self.duplicates_removed = list(duplicates)
         self.memory_chars, self.memory_lines = report.chars, report.lines
         self.max_chars, self.max_lines = report.max_chars, report.max_lines
         self.archived = report.archived
         self.over_budget = report.over
+        archived_now, restored = dict.fromkeys(self.archived_now), dict.fromkeys(self.restored)
+        # An entry archived and restored within one run is back where it was: neither.
         for key in report.archived_now:
-            if key in self.restored:
-                self.restored.remove(key)
-            elif key not in self.archived_now:
-                self.archived_now.append(key)
+            if key in restored:
+                del restored[key]
+            else:
+                archived_now[key] = None
         for key in report.restored:
-            if key in self.archived_now:
-                self.archived_now.remove(key)
-            elif key not in self.restored:
-                self.restored.append(key)
+            if key in archived_now:
+                del archived_now[key]
+            else:
+                restored[key] = None
+        self.archived_now, self.restored = list(archived_now), list(restored)
 
     def to_dict(self) -> dict[str, Any]:
         return {
