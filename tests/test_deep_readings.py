@@ -1,7 +1,7 @@
-"""The deterministic consolidator against many held entries: what it reads each entry as is
-kept from batch to batch (`Readings`), and the slot test asks only the entries that can
-answer (`_Memory.conflicts`, `_Memory.replacing`). Both must decide exactly as reading and
-asking every entry afresh would."""
+"""The deterministic consolidator against many held entries: what it reads each entry as,
+and its indexes, are kept from batch to batch (`Memory.sync`), and the slot test asks only
+the entries that can answer (`Memory.conflicts`, `Memory.replacing`). Both must decide
+exactly as reading and asking every entry afresh would."""
 
 from __future__ import annotations
 
@@ -66,34 +66,35 @@ STATEMENTS = [
 ]
 
 
-def _memory(texts: list[str]) -> _deterministic._Memory:
+def _memory(texts: list[str]) -> _deterministic.Memory:
     live = [(memory_file.entry_key(t), t) for t in texts]
     stated = {k: START + timedelta(days=i) for i, (k, _) in enumerate(live)}
-    readings = _deterministic.Readings(slots_mod.default_slots())
-    return _deterministic._Memory(live, 0.8, readings, stated)
+    memory = _deterministic.Memory(0.8, _deterministic.Readings(slots_mod.default_slots()))
+    memory.sync(live, stated)
+    return memory
 
 
-def _every_conflict(memory: _deterministic._Memory, reading: slots_mod.Reading) -> list[int]:
+def _every_conflict(memory: _deterministic.Memory, reading: slots_mod.Reading) -> list[int]:
     return [
         i
-        for i, old in enumerate(memory.readings)
-        if i not in memory.gone and slots_mod.replaces(reading, old) is not None
+        for i in memory.order
+        if i not in memory.gone and slots_mod.replaces(reading, memory.readings[i]) is not None
     ]
 
 
 def _every_replacing(
-    memory: _deterministic._Memory, reading: slots_mod.Reading, when: datetime
+    memory: _deterministic.Memory, reading: slots_mod.Reading, when: datetime
 ) -> list[int]:
     return [
         i
-        for i, later in enumerate(memory.readings)
+        for i in memory.order
         if i not in memory.gone
         and memory.stated_after(i, when)
-        and slots_mod.replaces(later, reading) is not None
+        and slots_mod.replaces(memory.readings[i], reading) is not None
     ]
 
 
-def _check_every_statement(memory: _deterministic._Memory) -> int:
+def _check_every_statement(memory: _deterministic.Memory) -> int:
     """Every statement as a candidate: the indexed answers are the full scan's. Returns how
     many pairs replaced (so a test knows it asked something that could answer)."""
     found = 0
@@ -161,7 +162,7 @@ def test_readings_kept_across_batches_decide_as_fresh_ones(batch: int) -> None:
     candidates = [_candidate(n, t) for n, t in enumerate(STATEMENTS)]
     said_at = {c.id: START + timedelta(days=c.id) for c in candidates}
     results: list[list[tuple[str, str | None, tuple[str, ...]]]] = []
-    for kept in (_deterministic.Readings(slots), None):
+    for kept in (_deterministic.Memory(0.8, _deterministic.Readings(slots)), None):
         live: dict[str, str] = {}
         stated: dict[str, datetime] = {}
         out = []
@@ -176,7 +177,7 @@ def test_readings_kept_across_batches_decide_as_fresh_ones(batch: int) -> None:
                 slots=slots,
                 stated=stated,
                 said_at=said_at,
-                readings=kept,
+                memory=kept,
             )
             for c, d in zip(chunk, decided, strict=True):
                 out.append((d.action.value, d.text, d.targets))
@@ -193,19 +194,74 @@ def test_readings_kept_across_batches_decide_as_fresh_ones(batch: int) -> None:
     assert {a for a, _, _ in results[0]} >= {"add", "supersede"}
 
 
-def test_readings_refuse_other_slots() -> None:
-    readings = _deterministic.Readings(slots_mod.default_slots())
+def test_a_kept_memory_refuses_other_slots_or_similarity() -> None:
+    memory = _deterministic.Memory(0.8, _deterministic.Readings(slots_mod.default_slots()))
     other = slots_mod.slots_for({"plays_for": ["plays? (?:now )?for"]}, {})
-    with pytest.raises(ValueError, match="other slots"):
-        _deterministic.decide(
-            [],
-            [],
-            similarity=0.8,
-            max_chars=500,
-            registry=build_registry(env={}),
-            slots=other,
-            readings=readings,
+    for slots, similarity in ((other, 0.8), (memory.slots, 0.7)):
+        with pytest.raises(ValueError, match="other slots or another similarity"):
+            _deterministic.decide(
+                [],
+                [],
+                similarity=similarity,
+                max_chars=500,
+                registry=build_registry(env={}),
+                slots=slots,
+                memory=memory,
+            )
+
+
+def _answers(memory: _deterministic.Memory) -> list[tuple[object, ...]]:
+    """Every statement's near-duplicate, conflicts and replacements, by entry key."""
+    out: list[tuple[object, ...]] = []
+    for n, text in enumerate(STATEMENTS):
+        reading = memory.slots.read(text)
+        said, mine = bag(text), owned(text)
+        hit = memory.near_duplicate(claims_mod.content_tokens(text), said, mine)
+        when = START + timedelta(days=n, hours=12)
+        out.append(
+            (
+                None if hit is None else memory.live[hit][0],
+                [(memory.live[i][0], r) for i, r in memory.conflicts(reading)],
+                [(memory.live[i][0], r) for i, r in memory.replacing(reading, when)],
+            )
         )
+    return out
+
+
+def test_a_synced_memory_answers_as_one_built_afresh() -> None:
+    """Batch after batch the held list changes as a night changes it (entries gone from the
+    middle, new ones at the end, one rewritten, one whose speakers changed, a batch's own
+    rewrites, adds and retirements in memory): synced, the kept memory answers every
+    question as a memory built from the same list does."""
+    rng = random.Random(3)
+    pool = [*STATEMENTS, "I work at Initech as a designer.", "I live in Manchester now."]
+    held = [(memory_file.entry_key(t), t) for t in pool[::2]]
+    stated = {k: START + timedelta(days=i) for i, (k, _) in enumerate(held)}
+    slots = slots_mod.default_slots()
+    kept = _deterministic.Memory(0.8, _deterministic.Readings(slots))
+    spoken: dict[str, frozenset[str]] = {}
+    for night in range(8):
+        kept.sync(held, stated, spoken)
+        fresh = _deterministic.Memory(0.8, _deterministic.Readings(slots))
+        fresh.sync(held, stated, spoken)
+        assert _answers(kept) == _answers(fresh), night
+        # What a batch does in memory before it is applied (or held for review).
+        some = rng.sample(kept.order, 3)
+        text = rng.choice(pool)
+        kept.rewrite(some[0], text, bag(text), owned(text))
+        kept.retire(some[1:2])
+        added = rng.choice(pool)
+        kept.add(added, bag(added), owned(added), START, _deterministic.Voice.of(added, ()))
+        # What the database holds next: some gone, some new at the end, a changed speaker.
+        for key, _ in rng.sample(held, 2):
+            held.remove((key, _))
+        for text in rng.sample(pool, 3):
+            key = memory_file.entry_key(text)
+            if all(k != key for k, _ in held):
+                held.append((key, text))
+                stated[key] = START + timedelta(days=40 + night)
+        key = rng.choice(held)[0]
+        spoken[key] = frozenset({"Anna"}) if key not in spoken else frozenset()
 
 
 def test_lineage_kept_across_batches_is_what_the_database_says(

@@ -117,44 +117,108 @@ class Readings:
         return read
 
 
-class _Memory:
-    """The live entries as the batch's decisions leave them, indexed for the near-duplicate
-    test: an entry a merge rewrites, or one an add creates, is compared against by the
-    candidates after it."""
+class Memory:
+    """The held entries, indexed for the near-duplicate and slot tests, kept for a deep run.
+    Each batch starts from the entries as the database holds them (`sync`); its decisions
+    change them as they come (an entry a merge rewrites, or one an add creates, is compared
+    against by the candidates after it).
 
-    def __init__(
-        self,
-        live: list[tuple[str, str]],
-        similarity: float,
-        readings: Readings,
-        stated: Mapping[str, datetime],
-        spoken: Mapping[str, frozenset[str]] | None = None,
-    ) -> None:
-        self.live = live
+    An entry's id orders it as the database does (creation, then key), and ties go to the
+    lowest id (the first entry). A batch's new entries come last in the database, so a sync
+    keeps every entry that is as it was under its id, and numbers the new ones after all
+    others: the indexes change by what the batch changed, not by all that is held (at
+    20,000 entries rebuilding them took a third of a second a batch). An entry that changed
+    in place (a merge named a new speaker) is numbered again, with every entry after it."""
+
+    def __init__(self, similarity: float, readings: Readings) -> None:
+        self.similarity = similarity
+        self.reads = readings
         self.slots = readings.slots
         self.index = claims_mod.SimilarityIndex(similarity)
         self.loose = claims_mod.SimilarityIndex(LOOSE_SIMILARITY)
-        self.bags: list[Bag] = []
-        self.owned: list[Bag] = []
-        self.readings: list[slots_mod.Reading] = []
-        self.stated: list[datetime | None] = []
-        self.voices: list[Voice] = []
+        self.order: list[int] = []  # the ids of the held entries, in the database's order
+        self.live: dict[int, tuple[str, str]] = {}  # id -> (key, text)
+        self.bags: dict[int, Bag] = {}
+        self.owned: dict[int, Bag] = {}
+        self.readings: dict[int, slots_mod.Reading] = {}
+        self.stated: dict[int, datetime | None] = {}
+        self.voices: dict[int, Voice] = {}
         self.gone: set[int] = set()  # superseded in this batch
         # Which entries `slots_mod.replaces` can pair with a statement without comparing
         # them all: a slot filled anew needs the same relation on both sides, and only a
         # correction ("instead of", "changed my mind") looks past it.
         self.by_relation: dict[str, set[int]] = defaultdict(set)
         self.correcting: set[int] = set()
-        for i, (key, text) in enumerate(live):
-            read = readings.of(text, tuple(sorted((spoken or {}).get(key, ()))))
-            self.voices.append(read.voice)
-            self.bags.append(read.said)
-            self.owned.append(read.mine)
-            self.readings.append(read.reading)
-            self._index_reading(i)
-            self.stated.append(stated.get(key))
-            self.index.add(i, read.tokens, read.voice.holder)
-            self.loose.add(i, read.said, read.voice.holder)
+        # What each id was read from at the last sync (key, text, speakers); an entry a
+        # batch rewrote or added has none, and is read again.
+        self._synced: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+        self._next = 0
+
+    def sync(
+        self,
+        live: Sequence[tuple[str, str]],
+        stated: Mapping[str, datetime],
+        spoken: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
+        """Start a batch from `live` (key, text) in the database's order, `stated` (when the
+        owner last stated each) and `spoken` (who said each, where lines name them)."""
+        ids = {as_read: i for i, as_read in self._synced.items()}
+        wanted = [(key, text, tuple(sorted((spoken or {}).get(key, ())))) for key, text in live]
+        kept: list[int | None] = []
+        last = -1
+        for as_read in wanted:
+            i = ids.get(as_read)
+            if i is None or i <= last:
+                last = self._next  # from here on every entry is numbered anew
+                kept.append(None)
+            else:
+                last = i
+                kept.append(i)
+        keep = {i for i in kept if i is not None}
+        for i in [i for i in self.live if i not in keep]:
+            self._drop(i)
+        self.gone = set()
+        self.order = []
+        for i, (key, text, names) in zip(kept, wanted, strict=True):
+            if i is None:
+                read = self.reads.of(text, names)
+                i = self._put(
+                    key, text, read.voice, read.said, read.mine, read.tokens, read.reading
+                )
+                self._synced[i] = (key, text, names)
+            self.order.append(i)
+            self.stated[i] = stated.get(key)
+
+    def _put(
+        self,
+        key: str,
+        text: str,
+        voice: Voice,
+        said: Bag,
+        mine: Bag,
+        tokens: frozenset[str],
+        reading: slots_mod.Reading,
+    ) -> int:
+        i = self._next
+        self._next += 1
+        self.live[i] = (key, text)
+        self.voices[i] = voice
+        self.bags[i] = said
+        self.owned[i] = mine
+        self.readings[i] = reading
+        self._index_reading(i)
+        self.index.add(i, tokens, voice.holder)
+        self.loose.add(i, said, voice.holder)
+        return i
+
+    def _drop(self, i: int) -> None:
+        self._unindex_reading(i)
+        self.index.discard(i)
+        self.loose.discard(i)
+        for table in (self.live, self.voices, self.bags, self.owned, self.readings):
+            del table[i]
+        self.stated.pop(i, None)
+        self._synced.pop(i, None)
 
     def _index_reading(self, i: int) -> None:
         reading = self.readings[i]
@@ -181,9 +245,7 @@ class _Memory:
         it fills anew, and the likest one it corrects outright."""
         # In index order, as if every entry were asked: the others would answer None.
         near: Iterable[int] = (
-            range(len(self.readings))
-            if reading.old or reading.corrects
-            else sorted(self._sharing(reading))
+            self.order if reading.old or reading.corrects else sorted(self._sharing(reading))
         )
         found = [
             (i, r)
@@ -250,6 +312,7 @@ class _Memory:
 
     def rewrite(self, hit: int, text: str, said: Bag, mine: Bag) -> None:
         voice = self.voices[hit]
+        self._synced.pop(hit, None)  # the next batch reads it as the database has it
         self.live[hit] = (memory_file.entry_key(text), text)
         self.bags[hit] = said
         self.owned[hit] = mine
@@ -261,20 +324,18 @@ class _Memory:
         self.readings[hit] = voice.reading(self.slots, text)
         self._index_reading(hit)
 
-    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> None:
-        self.index.add(len(self.live), voice.tokens(text), voice.holder)
-        self.loose.add(len(self.live), said, voice.holder)
-        self.voices.append(voice)
-        self.bags.append(said)
-        self.owned.append(mine)
-        self.readings.append(voice.reading(self.slots, text))
-        self._index_reading(len(self.readings) - 1)
-        self.stated.append(when)
-        self.live.append((memory_file.entry_key(text), text))
+    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> int:
+        key = memory_file.entry_key(text)
+        reading = voice.reading(self.slots, text)
+        i = self._put(key, text, voice, said, mine, voice.tokens(text), reading)
+        self.order.append(i)
+        self.stated[i] = when
+        return i
 
     def retire(self, hits: Sequence[int]) -> None:
         for i in hits:
             self.gone.add(i)
+            self._synced.pop(i, None)  # out of the indexes: read again if it stays held
             self.index.discard(i)
             self.loose.discard(i)
 
@@ -290,20 +351,20 @@ def decide(
     stated: Mapping[str, datetime] | None = None,
     said_at: Mapping[int, datetime] | None = None,
     spoken: Mapping[str, frozenset[str]] | None = None,
-    readings: Readings | None = None,
+    memory: Memory | None = None,
 ) -> list[lineage.Applied]:
     """One decision per utterance of `batch` against the `live` entries (key, text).
     `stated` gives when the owner last stated each live entry and `said_at` when the owner
     last said each candidate (by id), on the transcripts' clock: they decide which of two
     values of a slot stands. `spoken` gives the people each live entry names as having said
     it (`lineage.spoken_by`): a statement is only ever compared with the same person's.
-    `readings`: what the entries read as, kept by the caller from batch to batch (with
-    `slots`, if both are given)."""
-    if readings is None:
-        readings = Readings(slots or slots_mod.default_slots())
-    elif slots is not None and slots is not readings.slots:
-        raise ValueError("readings were made with other slots")
-    memory = _Memory(live, similarity, readings, stated or {}, spoken)
+    `memory`: the entries as the batch before left them, kept by the caller from batch to
+    batch (made with `slots` and `similarity`)."""
+    if memory is None:
+        memory = Memory(similarity, Readings(slots or slots_mod.default_slots()))
+    elif (slots is not None and slots is not memory.slots) or similarity != memory.similarity:
+        raise ValueError("the memory was made with other slots or another similarity")
+    memory.sync(live, stated or {}, spoken)
     when = said_at or {}
     return [
         _decide_one(memory, c, also, when.get(c.id), max_chars=max_chars, registry=registry)
@@ -312,7 +373,7 @@ def decide(
 
 
 def _decide_one(
-    memory: _Memory,
+    memory: Memory,
     c: Candidate,
     also: Sequence[Candidate],
     when: datetime | None,
@@ -361,7 +422,7 @@ def _decide_one(
 
 
 def _old_value(
-    memory: _Memory,
+    memory: Memory,
     c: Candidate,
     newer: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
@@ -375,7 +436,7 @@ def _old_value(
 
 
 def _supersede(
-    memory: _Memory,
+    memory: Memory,
     c: Candidate,
     text: str,
     bags: tuple[Bag, Bag, Voice],

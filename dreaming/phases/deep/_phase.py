@@ -110,9 +110,9 @@ class DeepPhase:
         self._dry_conn: Connection | None = None
         self._pending_calls: list[CallRecord] = []
         self._texts: dict[int, str] = {}  # candidate id -> its text, for the decision log
-        # What the held entries read as, and their lineage, from one deterministic batch to
-        # the next.
-        self._readings: _deterministic.Readings | None = None
+        # The held entries as the deterministic batches see them, and their lineage, from one
+        # batch to the next.
+        self._memory: _deterministic.Memory | None = None
         self._held = _HeldLineage()
         self._model = (
             None
@@ -344,8 +344,8 @@ class DeepPhase:
             live = lineage.held_entries(conn, agent)
             stated, spoken = self._held.of(conn, agent, [k for k, _ in live])
             said_at = owner_said_at(conn, [c.id for c in batch])
-        if self._readings is None:
-            self._readings = _deterministic.Readings(self.slots)
+        if self._memory is None:
+            self._memory = _deterministic.Memory(self.sim, _deterministic.Readings(self.slots))
         return _deterministic.decide(
             live,
             batch,
@@ -356,7 +356,7 @@ class DeepPhase:
             stated=stated,
             said_at=said_at,
             spoken=spoken,
-            readings=self._readings,
+            memory=self._memory,
         )
 
     # -- applying -----------------------------------------------------------------------------
