@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from typing import Any
+
+# A revision-against-revision table whose revisions wrote different things says so.
+DIFFER = "OUTPUTS DIFFER between revisions: the figures do not compare like with like"
 
 
 def fmt(value: Any) -> str:
@@ -36,3 +41,13 @@ def table(headers: list[str], rows: list[list[Any]], *, label_column: bool = Fal
     lines = [line(r) for r in cells]
     lines.insert(1, line(["-" * w for w in widths]))
     return "\n".join(lines)
+
+
+def spread(values: Sequence[float], unit: str = "") -> dict[str, float]:
+    """The median and range of one revision's rounds, as `median<unit>`, `min<unit>`,
+    `max<unit>`, rounded to 2 places."""
+    return {
+        f"median{unit}": round(statistics.median(values), 2),
+        f"min{unit}": round(min(values), 2),
+        f"max{unit}": round(max(values), 2),
+    }

@@ -32,7 +32,6 @@ import os
 import resource
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fleet_executor import pin_library
+from _report import DIFFER, spread
 
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("light", "rem", "deep")
@@ -161,11 +161,7 @@ def _report(
             ("cpu_s", [r["cpu_s"] for r in each]),
             *((f"{p}_s", [r["phases_s"].get(p, 0.0) for r in each]) for p in PHASES),
         ):
-            row[key] = {
-                "median": round(statistics.median(values), 2),
-                "min": round(min(values), 2),
-                "max": round(max(values), 2),
-            }
+            row[key] = spread(values)
         wall = row["wall_s"]["median"]
         base = wall if base is None else base
         row["ratio"] = round(wall / base, 3) if base else None
@@ -207,7 +203,7 @@ def _table(report: dict[str, Any]) -> str:
         "deep: the seconds each phase's summary records"
     )
     if not report["same_output"]:
-        lines.append("OUTPUTS DIFFER between revisions: the figures do not compare like with like")
+        lines.append(DIFFER)
     return "\n".join(lines)
 
 

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fleet_executor import fresh_state, pin_library
 from _fleet_plan import FleetSpec, ensure_fleet
+from _report import DIFFER, spread
 
 REPO = Path(__file__).resolve().parent.parent
 PHASE_NAMES = ("light", "rem", "deep")
@@ -189,11 +190,7 @@ def _report(runs: dict[str, list[dict[str, Any]]], order: list[str]) -> dict[str
         row: dict[str, Any] = {"revision": rev}
         for key in ("night", *PHASE_NAMES, "rest"):
             values = [e[key] for e in each]
-            row[key] = {
-                "median_ms": round(statistics.median(values), 2),
-                "min_ms": round(min(values), 2),
-                "max_ms": round(max(values), 2),
-            }
+            row[key] = spread(values, "_ms")
         night = row["night"]["median_ms"]
         base = night if base is None else base
         row["ratio"] = round(night / base, 3) if base else None
@@ -226,7 +223,7 @@ def _table(report: dict[str, Any]) -> str:
         " record, close)"
     )
     if not report["same_output"]:
-        lines.append("OUTPUTS DIFFER between revisions: the figures do not compare like with like")
+        lines.append(DIFFER)
     return "\n".join(lines)
 
 
