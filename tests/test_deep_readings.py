@@ -230,9 +230,9 @@ def _answers(memory: _deterministic.Memory) -> list[tuple[object, ...]]:
 
 def test_a_synced_memory_answers_as_one_built_afresh() -> None:
     """Batch after batch the held list changes as a night changes it (entries gone from the
-    middle, new ones at the end, one rewritten, one whose speakers changed, a batch's own
-    rewrites, adds and retirements in memory): synced, the kept memory answers every
-    question as a memory built from the same list does."""
+    middle, new ones at the end or, made in the same instant, among the others, one whose
+    speakers changed, a batch's own rewrites, adds and retirements in memory): synced, the
+    kept memory answers every question as a memory built from the same list does."""
     rng = random.Random(3)
     pool = [*STATEMENTS, "I work at Initech as a designer.", "I live in Manchester now."]
     held = [(memory_file.entry_key(t), t) for t in pool[::2]]
@@ -255,10 +255,13 @@ def test_a_synced_memory_answers_as_one_built_afresh() -> None:
         # What the database holds next: some gone, some new at the end, a changed speaker.
         for key, _ in rng.sample(held, 2):
             held.remove((key, _))
-        for text in rng.sample(pool, 3):
+        for n, text in enumerate(rng.sample(pool, 3)):
             key = memory_file.entry_key(text)
             if all(k != key for k, _ in held):
-                held.append((key, text))
+                # At the end as a batch writes them; once in the middle (two entries made
+                # in the same instant are ordered by key).
+                where = rng.randrange(len(held)) if n == 0 and night % 2 else len(held)
+                held.insert(where, (key, text))
                 stated[key] = START + timedelta(days=40 + night)
         key = rng.choice(held)[0]
         spoken[key] = frozenset({"Anna"}) if key not in spoken else frozenset()
