@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from dreaming import runner
 from dreaming.app import App
 from tests.openclaw_builder import FakeOpenClaw
-from tests.test_deep_readings import START, STATEMENTS
+from tests.test_deep_readings import STATEMENTS, said
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -32,14 +31,7 @@ def _grown(root: Path) -> Path:
     """A state after one night, with sessions said since for the next one."""
     oc = FakeOpenClaw(root)
     for n, statement in enumerate(STATEMENTS[:12]):
-        oc.session(
-            "main",
-            f"s{n}",
-            [("user", statement), ("assistant", "Noted, thanks.")],
-            key=f"agent:main:s{n}",
-            start=START + timedelta(days=n),
-            chatType="direct",
-        )
+        said(oc, f"s{n}", statement, day=n)
         if n == 6:
             app = App.open(root, None, env={})
             runner.run(app, ["light", "rem", "deep"])

@@ -66,6 +66,18 @@ STATEMENTS = [
 ]
 
 
+def said(oc: FakeOpenClaw, name: str, statement: str, *, day: float) -> None:
+    """`statement`, the owner's, in a direct session `name` of its own, `day` days after START."""
+    oc.session(
+        "main",
+        name,
+        [("user", statement), ("assistant", "Noted, thanks.")],
+        key=f"agent:main:{name}",
+        start=START + timedelta(days=day),
+        chatType="direct",
+    )
+
+
 def _memory(texts: list[str]) -> _deterministic.Memory:
     live = [(memory_file.entry_key(t), t) for t in texts]
     stated = {k: START + timedelta(days=i) for i, (k, _) in enumerate(live)}
@@ -102,17 +114,15 @@ def _check_every_statement(memory: _deterministic.Memory) -> int:
         reading = memory.slots.read(text)
         when = START + timedelta(days=n, hours=12)
         full = _every_conflict(memory, reading)
-        by_slot = [i for i in full if slots_mod.replaces(reading, memory.readings[i]).by_slot]
-        expected = by_slot or (
-            [
-                max(
-                    ((i, slots_mod.replaces(reading, memory.readings[i])) for i in full),
-                    key=lambda p: (p[1].likeness, memory.when(p[0]), p[0]),
-                )[0]
-            ]
-            if full
-            else []
+        replaced = {
+            i: r for i in full if (r := slots_mod.replaces(reading, memory.readings[i])) is not None
+        }
+        by_slot = [i for i, r in replaced.items() if r.by_slot]
+        # Else the likest correction target; of equally alike ones, the last stated.
+        likest = max(
+            replaced, key=lambda i: (replaced[i].likeness, memory.when(i), i), default=None
         )
+        expected = by_slot or ([] if likest is None else [likest])
         assert [i for i, _ in memory.conflicts(reading)] == expected, text
         assert [i for i, _ in memory.replacing(reading, when)] == _every_replacing(
             memory, reading, when
@@ -304,14 +314,7 @@ def test_lineage_kept_across_batches_is_what_the_database_says(
     ]
     for n, statement in enumerate(statements):
         for repeat in range(2):  # said twice, so each is worth promoting
-            oc.session(
-                "main",
-                f"s{n}-{repeat}",
-                [("user", statement), ("assistant", "Noted, thanks.")],
-                key=f"agent:main:s{n}-{repeat}",
-                start=START + timedelta(days=10 * n + repeat),
-                chatType="direct",
-            )
+            said(oc, f"s{n}-{repeat}", statement, day=10 * n + repeat)
     app = App.open(tmp_path, None, env={})
     try:
         results = runner.run(
@@ -329,14 +332,7 @@ def test_a_merge_applied_between_batches_is_read_again(tmp_path: Path) -> None:
     session: the next batch sees when it was last stated as the database now says."""
     oc = FakeOpenClaw(tmp_path)
     for day, statement in [(0, "I'm allergic to peanuts."), (60, "We deploy on Fridays.")]:
-        oc.session(
-            "main",
-            f"s{day}",
-            [("user", statement), ("assistant", "Noted, thanks.")],
-            key=f"agent:main:s{day}",
-            start=START + timedelta(days=day),
-            chatType="direct",
-        )
+        said(oc, f"s{day}", statement, day=day)
     app = App.open(tmp_path, None, env={})
     try:
         runner.run(app, ["light"], None)
