@@ -324,13 +324,12 @@ class Memory:
         self.readings[hit] = voice.reading(self.slots, text)
         self._index_reading(hit)
 
-    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> int:
+    def add(self, text: str, said: Bag, mine: Bag, when: datetime | None, voice: Voice) -> None:
         key = memory_file.entry_key(text)
         reading = voice.reading(self.slots, text)
         i = self._put(key, text, voice, said, mine, voice.tokens(text), reading)
         self.order.append(i)
         self.stated[i] = when
-        return i
 
     def retire(self, hits: Sequence[int]) -> None:
         for i in hits:
