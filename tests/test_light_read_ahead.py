@@ -118,6 +118,7 @@ def _seen(read: Read | None) -> Any:
     r = read.reader
     stat = (read.st.st_size, read.st.st_mtime_ns)
     return (
+        r.session,  # the child does not send it: put back from the job
         read.rows,
         read.newest,
         r.cursor,
