@@ -82,6 +82,7 @@ class _Batch:
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
     agent_unmatched: int = 0
+    assessed: list[str] = field(default_factory=list)  # see `Folder.made`
 
 
 @dataclass
@@ -99,9 +100,18 @@ class Folder:
     shown: dict[str, str]  # a key MEMORY.md or the database shows -> the entry it recalls
     # `shown`'s keys by the short form MEMORY.md shows them in (and a quote repeats).
     shown_index: syntax.KeyIndex = field(init=False)
+    # The texts of the new candidates the rescore will assess (the owner's; anyone's when
+    # the agent's words may become memory), since `take_made` last took them.
+    made: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.shown_index = syntax.KeyIndex(self.shown)
+
+    def take_made(self) -> list[str]:
+        """The texts of the candidates to assess folded since last asked (light assesses
+        them ahead, `phases.light._assess_ahead`)."""
+        made, self.made = self.made, []
+        return made
 
     @classmethod
     def load(
@@ -192,6 +202,7 @@ class Folder:
                 self._gather_line(batch, line_id, row, now)
             self._file_folded(batch, evidence_start)
         real = self._insert_new(conn, batch.pending)
+        self.made += batch.assessed
         touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
         mark_stale(conn, touched.difference(real.values()))
         set_where_ids(conn, MARK_CUE, batch.cue)
@@ -222,6 +233,10 @@ class Folder:
         cs = self.settings.candidates
         speaker = row.get("speaker")
         create = self.creates(row)
+        # What the rescore assesses (`assess_new`): candidates with the owner's evidence.
+        assessed = create and (
+            row.get("origin_class") == OriginClass.OWNER or self.settings.deep.promote_agent_only
+        )
         for claim in claims_mod.extract(
             body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
         ):
@@ -233,7 +248,10 @@ class Folder:
             if entry is not None:
                 batch.recalls.append(self._recall(entry, line_id, row))
                 continue
+            made = len(batch.pending)
             cid = self._candidate_of(batch, claim, holder, now, create=create)
+            if len(batch.pending) > made and assessed:
+                batch.assessed.append(claim.text)
             if cid is None:
                 batch.agent_unmatched += 1
                 continue

@@ -5,7 +5,7 @@ message read that recency is measured from."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -127,9 +127,17 @@ def _refresh_statements() -> tuple[Update, Delete]:
 _REFRESH, _DROP_UNSUPPORTED = _refresh_statements()
 
 
-def assess_new(conn: Connection, agent: str, settings: Settings) -> list[int]:
+# What light had assessed ahead (`phases.light._assess_ahead`): each text's salience and
+# features, as `assess` gives them with the lexicon that is also the settings' now.
+Assessed = Callable[[salience_mod.Lexicon], Mapping[str, tuple[float, str]]]
+
+
+def assess_new(
+    conn: Connection, agent: str, settings: Settings, ahead: Assessed | None = None
+) -> list[int]:
     """Read the salience of candidates not yet assessed (new ones, and rows from before
-    salience existed). Once per candidate: its text does not change. Returns their ids."""
+    salience existed). Once per candidate: its text does not change. Returns their ids.
+    `ahead`: the answers already made for some texts (the rest are worked out here)."""
     # What only the agent said is never promoted on its own: it is read once the owner says
     # it too. Agents talk far more than their owners, so this is most of the work.
     query = _UNASSESSED if settings.deep.promote_agent_only else _UNASSESSED_OWNERS
@@ -142,9 +150,13 @@ def assess_new(conn: Connection, agent: str, settings: Settings) -> list[int]:
         found = salience_mod.assess(text, lexicon)
         return found.value, found.names()
 
+    made = ahead(lexicon) if ahead is not None else {}
+    texts = [text for _, text in rows]
+    todo = [text for text in texts if text not in made]
     # A first night over a backlog assesses thousands (about 0.1 ms each): half of them on
     # the second core (`forking.split_map`), in a forked child that has the lexicon.
-    found = split_map(assessed, [text for _, text in rows], min_items=SPLIT_FROM)
+    more = dict(zip(todo, split_map(assessed, todo, min_items=SPLIT_FROM), strict=True))
+    found = [made[text] if text in made else more[text] for text in texts]
     changes = [
         {"cid": cid, "salience": value, "features": names}
         for (cid, _), (value, names) in zip(rows, found, strict=True)
@@ -170,12 +182,17 @@ _SET_SALIENCE = (
 
 
 def rescore(
-    conn: Connection, agent: str, settings: Settings, only: Collection[int] | None = None
+    conn: Connection,
+    agent: str,
+    settings: Settings,
+    only: Collection[int] | None = None,
+    ahead: Assessed | None = None,
 ) -> int:
     """Score every candidate (or only those in `only`, and any assessed just now, against
     the whole corpus's word rarity) on the agent's clock. Returns how many of them are
-    pending. Scoring every one records the settings it scored with (`scores_current`)."""
-    assessed = assess_new(conn, agent, settings)
+    pending. Scoring every one records the settings it scored with (`scores_current`).
+    `ahead`: see `assess_new`."""
+    assessed = assess_new(conn, agent, settings, ahead)
     clock = read_clock(conn, agent)
     half_life = settings.candidates.recency_half_life_days
     if only is None:

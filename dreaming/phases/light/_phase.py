@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, bindparam, func, select
 
-from dreaming import faults
+from dreaming import faults, forking
 from dreaming.ingest import corpus, salience
 from dreaming.ingest.admission import UNCLASSIFIED, Status
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
@@ -25,6 +25,7 @@ from dreaming.paths import Paths
 from dreaming.phases.light import _agent_lines as agent_lines
 from dreaming.phases.light import _ahead as read_ahead
 from dreaming.phases.light import _plan as plan
+from dreaming.phases.light._assess_ahead import START_FROM, AssessAhead
 from dreaming.phases.light._commit import RESCORE_KEY, Batch, Queued, RunMarks, commit_batch
 from dreaming.phases.light._read import Read
 from dreaming.phases.light._rederive import Moved, purge_changed_lines, rederive_sessions
@@ -71,8 +72,16 @@ class LightPhase:
         self.agent = ""  # set by run()
         self._folder: Folder | None = None  # see `folder`
         self.marks: RunMarks  # read by run()
+        self._reads: read_ahead.Reads | None = None  # while the admitted files are read
+        self._assessor: AssessAhead | None = None  # see `_assess_ahead`
 
     def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
+        try:
+            return self._run(agent, files)
+        finally:
+            self._drop_assessor()
+
+    def _run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
         self.agent = agent
         started = time.perf_counter()
         summary = LightSummary(agent=agent)
@@ -139,6 +148,7 @@ class LightPhase:
             self.engine, self.paths, self.agent, moved, cursors, summary
         ):
             self._folder = None  # the purge changed the candidates under it
+            self._drop_assessor()  # nothing of a purged text outlives the purge
             return True
         return False
 
@@ -158,6 +168,7 @@ class LightPhase:
             if self.ahead is not None
             else read_ahead.start(jobs, self.settings, self.registry)
         )
+        self._reads = reads
         try:
             if not reads.ready():
                 self._meanwhile()
@@ -195,6 +206,7 @@ class LightPhase:
                 if batch.full:
                     self._commit(batch, summary)
         finally:
+            self._reads = None
             reads.close()
         self._commit(batch, summary)
         return changed
@@ -219,10 +231,40 @@ class LightPhase:
         if batch.reads:
             self.marks.committed(batch.newest)
         faults.checkpoint("light.after_commit")
+        if folder is not None:
+            self._assess_ahead(folder.take_made())
         summary.sessions_read += len(batch.reads)
         batch.reads.clear()
         batch.records.clear()
         batch.rows = 0
+
+    def _assess_ahead(self, texts: list[str]) -> None:
+        """Hand the texts of the candidates a batch made to a child that assesses them
+        while light folds on, when light is the slower half: the next read is ready (the
+        reading child is ahead, or there is none), so the second core has time. Started
+        for a batch of `START_FROM` such texts or more, where a fork is safe. Texts not
+        handed over are assessed by the rescore, as are those of a child that failed."""
+        if not texts or self._reads is None or not self._reads.ready():
+            return
+        if self._assessor is None:
+            if len(texts) < START_FROM or not forking.fork_safe():
+                return
+            lexicon = salience.lexicon_for(self.settings.salience.extra()).prepare()
+            try:
+                self._assessor = AssessAhead(lexicon)
+            except OSError:  # no socket or no process to be had: the rescore assesses them
+                return
+        self._assessor.send(texts)
+
+    def _drop_assessor(self) -> None:
+        if self._assessor is not None:
+            self._assessor.close()
+            self._assessor = None
+
+    def _assessed(self, lexicon: salience.Lexicon) -> dict[str, tuple[float, str]]:
+        """What the assessing child made, if there is one (see `_assess_ahead`)."""
+        assessor, self._assessor = self._assessor, None
+        return assessor.answers(lexicon) if assessor is not None else {}
 
     def _rescore(self, changed: bool, summary: LightSummary) -> None:
         """Refresh and rescore the candidates when anything changed (or a run cut short left
@@ -233,7 +275,9 @@ class LightPhase:
             # the next run rescores even though it reads nothing new.
             if changed or state.get(conn, agent, RESCORE_KEY) is not None:
                 summary.candidates_updated = refresh_stale(conn, agent)
-                summary.candidates_pending = rescore(conn, agent, self.settings)
+                summary.candidates_pending = rescore(
+                    conn, agent, self.settings, ahead=self._assessed
+                )
                 state.clear(conn, agent, RESCORE_KEY)
             else:
                 summary.candidates_pending = int(
@@ -289,6 +333,7 @@ class LightPhase:
             summary.files_rewritten += 1
         if purge_changed_lines(self.engine, self.paths, sf, read.rows, summary):
             self._folder = None  # the purge changed the candidates under it
+            self._drop_assessor()  # nothing of a purged text outlives the purge
 
 
 def _size(path: Path) -> int:

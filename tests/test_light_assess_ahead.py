@@ -1,0 +1,247 @@
+"""Light assesses its new candidates ahead in a forked child when it is the slower half
+(dreaming.phases.light._assess_ahead): the child's answers are `assess`'s, a child that
+fails or was given another lexicon answers nothing and the rescore assesses by itself,
+sending never waits for the child, and the night is the night without it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreaming.ingest import salience
+from dreaming.phases.light import _ahead, _assess_ahead
+from dreaming.phases.light import _phase as light_phase
+from tests.openclaw_builder import FakeOpenClaw, append
+from tests.test_light import light
+from tests.test_light_read_ahead import DAY, _corpus_files, _night, _tables, _without_timing
+
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="assessing ahead forks"),
+    pytest.mark.usefixtures("fork_allowed"),
+]
+
+TEXTS = [
+    "My manager for the billing migration is Priya Raman.",
+    "Always deploy the Node3 service from the release branch.",
+    "Thanks, that looks good to me!",
+    "I love hiking in the Alps every summer.",
+    "It is called Dorado.",
+    "USER.mdも僕の承認のみ変更。",
+    "The invoices for the Vadifo account go to Zevune in accounting.",
+    "My manager for the billing migration is Priya Raman.",  # said twice: answered twice
+]
+
+
+def _want(texts: list[str], lexicon: salience.Lexicon) -> dict[str, tuple[float, str]]:
+    found = {t: salience.assess(t, lexicon) for t in texts}
+    return {t: (a.value, a.names()) for t, a in found.items()}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_child_answers_each_text_as_assess_does_and_is_reaped() -> None:
+    lexicon = salience.default_lexicon()
+    child = _assess_ahead.AssessAhead(lexicon)
+    pid = child._pid
+    assert pid is not None
+    child.send(TEXTS[:3])
+    child.send([])
+    child.send(TEXTS[3:])
+    found = child.answers(lexicon)
+    assert found == _want(TEXTS, lexicon)
+    assert not child.alive and _gone(pid)
+    assert child.answers(lexicon) == {}  # asked again: it is gone
+
+
+def test_a_child_given_another_lexicon_answers_nothing() -> None:
+    child = _assess_ahead.AssessAhead(salience.default_lexicon())
+    child.send(TEXTS)
+    assert child.answers(salience.Lexicon.build({"fact": ["zorbled"]})) == {}
+    assert not child.alive
+
+
+def test_a_child_that_died_answers_nothing_and_sending_to_it_raises_nothing() -> None:
+    lexicon = salience.default_lexicon()
+    child = _assess_ahead.AssessAhead(lexicon)
+    child.send(TEXTS)
+    assert child._pid is not None
+    os.kill(child._pid, signal.SIGKILL)
+    os.waitpid(child._pid, 0)
+    child._pid = None  # reaped here already
+    for _ in range(3):
+        child.send(["Our cluster runs in the eu-west region."] * 2000)
+    assert child.answers(lexicon) == {}
+
+
+def test_sending_never_waits_for_a_child_that_does_not_read() -> None:
+    """A stopped child: what does not fit in the socket's buffer is kept for later; once it
+    runs again, every text sent is answered."""
+    lexicon = salience.default_lexicon()
+    child = _assess_ahead.AssessAhead(lexicon)
+    assert child._pid is not None
+    os.kill(child._pid, signal.SIGSTOP)
+    try:
+        texts = [f"The staging host Box{n} is in rack {n} of the Leeds site." for n in range(60000)]
+
+        def send_all() -> None:
+            for k in range(0, len(texts), 6000):
+                child.send(texts[k : k + 6000])
+
+        sender = threading.Thread(target=send_all)
+        sender.start()
+        sender.join(timeout=20)
+        assert not sender.is_alive(), "send waited for a child that does not read"
+        assert child._unsent, "more than the buffers hold was sent: some waits here"
+    finally:
+        os.kill(child._pid, signal.SIGCONT)
+    found = child.answers(lexicon)
+    assert len(found) == len(set(texts))
+    assert found[texts[7]] == _want([texts[7]], lexicon)[texts[7]]
+
+
+# ----------------------------------------------------------------------- the night itself
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The texts each assessing child of a night was sent (one list a child)."""
+    sent: list[list[str]] = []
+    real_init, real_send = _assess_ahead.AssessAhead.__init__, _assess_ahead.AssessAhead.send
+
+    def init(self: _assess_ahead.AssessAhead, lexicon: salience.Lexicon) -> None:
+        real_init(self, lexicon)
+        sent.append([])
+
+    def send(self: _assess_ahead.AssessAhead, texts: Any) -> None:
+        sent[-1].extend(texts)
+        real_send(self, texts)
+
+    monkeypatch.setattr(_assess_ahead.AssessAhead, "__init__", init)
+    monkeypatch.setattr(_assess_ahead.AssessAhead, "send", send)
+    return sent
+
+
+@pytest.fixture
+def assessed_here(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many texts the rescore assessed itself, per night."""
+    counts: list[int] = []
+    real = _signals().split_map
+
+    def split(fn: Any, items: Any, *, min_items: int) -> Any:
+        counts.append(len(items))
+        return real(fn, items, min_items=min_items)
+
+    monkeypatch.setattr(_signals(), "split_map", split)
+    return counts
+
+
+def _signals() -> Any:
+    import dreaming.ingest.candidates._signals as signals
+
+    return signals
+
+
+def test_a_night_assessed_ahead_is_the_night_assessed_at_the_rescore(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    children: list[list[str]],
+    assessed_here: list[int],
+) -> None:
+    monkeypatch.setattr(_ahead, "MB", 1)  # read ahead, as a backlog night does
+    monkeypatch.setattr(light_phase, "EARLY_COMMIT_ROWS", 1)  # many small batches
+    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    monkeypatch.setattr(light_phase, "START_FROM", 10**9)  # never started
+    here = _night(tmp_path / "here")
+    want = _without_timing(light(here))
+    assert children == []
+    monkeypatch.setattr(light_phase, "START_FROM", 1)
+    ahead = _night(tmp_path / "ahead")
+    got = _without_timing(light(ahead))
+    assert len(children) == 1 and len(children[0]) >= 10
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+    assert _corpus_files(ahead) == _corpus_files(here)
+    # The rescore assessed only what the child was not given.
+    assessed = sum(c[-1] is not None for c in _tables(here)["candidates"])
+    assert assessed_here == [assessed, assessed - len(set(children[0]))]
+
+
+def test_a_child_killed_mid_night_leaves_the_night_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, children: list[list[str]]
+) -> None:
+    monkeypatch.setattr(_ahead, "MB", 1)
+    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    monkeypatch.setattr(light_phase, "START_FROM", 10**9)
+    here = _night(tmp_path / "here")
+    want = _without_timing(light(here))
+    monkeypatch.setattr(light_phase, "START_FROM", 1)
+    real_send = _assess_ahead.AssessAhead.send
+
+    def send_then_die(self: _assess_ahead.AssessAhead, texts: Any) -> None:
+        real_send(self, texts)
+        if self._pid is not None and len(children[-1]) > 0:
+            os.kill(self._pid, signal.SIGKILL)
+
+    monkeypatch.setattr(_assess_ahead.AssessAhead, "send", send_then_die)
+    ahead = _night(tmp_path / "ahead")
+    got = _without_timing(light(ahead))
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+
+
+def test_a_purge_in_the_night_ends_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, children: list[list[str]]
+) -> None:
+    """A file edited before its cursor is purged of what it no longer says: the child that
+    was given texts before that purge is ended there (none outlives it in memory), and the
+    night is the one without a child."""
+    events: list[str] = []
+    real_close, real_answers = _assess_ahead.AssessAhead.close, _assess_ahead.AssessAhead.answers
+
+    def close(self: _assess_ahead.AssessAhead) -> None:
+        if self._pid is not None:
+            events.append("ended")
+        real_close(self)
+
+    def answers(self: _assess_ahead.AssessAhead, lexicon: salience.Lexicon) -> Any:
+        events.append("asked")
+        return real_answers(self, lexicon)
+
+    monkeypatch.setattr(_assess_ahead.AssessAhead, "close", close)
+    monkeypatch.setattr(_assess_ahead.AssessAhead, "answers", answers)
+    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    monkeypatch.setattr(light_phase, "START_FROM", 10**9)
+    roots = [tmp_path / "here", tmp_path / "ahead"]
+    reports = []
+    for root in roots:
+        _night(root)
+        light(root)
+        # Night two: new sessions (read first: their names sort first) and an edit.
+        fake = FakeOpenClaw(root)
+        for n in range(3):
+            said = [f"The print server P{n}x{k} is in room {k} in Oslo." for k in range(30)]
+            turns = [("user", text) for text in said]
+            fake.session("main", f"a{n}", turns, key=f"agent:main:main:a{n}", start=DAY)
+        edited = root / "agents" / "main" / "sessions" / "s05.jsonl"
+        edited.write_text(edited.read_text().replace("Frankfurt", "Madrid"))
+        append(edited, "user", "The Node5 build server moved to Oslo.", DAY, "e5")
+        if root == roots[1]:
+            monkeypatch.setattr(light_phase, "START_FROM", 1)
+        reports.append(_without_timing(light(root)))
+    assert reports[0]["main"]["sessions"]["rewritten"] == 1
+    assert reports[1] == reports[0]
+    assert _tables(roots[1]) == _tables(roots[0])
+    # The first child was ended before the rescore asked it anything: by the purge.
+    assert children and children[0]
+    assert events[0] == "ended"
