@@ -126,7 +126,11 @@ def _session_lines(
     return out, ms
 
 
-def write_transcripts(root: Path, sessions: int, entries: int, seed: int) -> dict[str, Any]:
+def write_transcripts(
+    root: Path, sessions: int, entries: int, seed: int | str, agent: str = AGENT
+) -> dict[str, Any]:
+    """`sessions` transcripts of `agent` under `root` (an OpenClaw root), stating facts
+    enough for about `entries` entries; also bench/ingest.py's chat-dense set."""
     rng = random.Random(f"{seed}/facts")
     names = iter(codenames(rng))
     n_facts = math.ceil(entries * FACTS_PER_ENTRY)
@@ -140,7 +144,7 @@ def write_transcripts(root: Path, sessions: int, entries: int, seed: int) -> dic
         for s in rng.sample(range(sessions), r):
             per_session[s].append(fact)
         mentions += r
-    folder = root / "agents" / AGENT / "sessions"
+    folder = root / "agents" / agent / "sessions"
     folder.mkdir(parents=True)
     index: dict[str, Any] = {}
     lines = size = 0
@@ -154,7 +158,7 @@ def write_transcripts(root: Path, sessions: int, entries: int, seed: int) -> dic
         path.write_bytes(data)
         lines += len(body)
         size += len(data)
-        index[f"agent:{AGENT}:telegram:dm:{4000 + i}"] = {
+        index[f"agent:{agent}:telegram:dm:{4000 + i}"] = {
             "sessionId": session_id,
             "sessionFile": str(path),
             "updatedAt": last_ms,

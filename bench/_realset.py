@@ -142,7 +142,7 @@ def generate(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) ->
     shutil.rmtree(root / "agents", ignore_errors=True)
     n = spec.agents * spec.sessions_per_agent
     budget = max(4096, spec.total_bytes // n)
-    out = SynthSet(root=root, spec=spec, generated=True, real=True)
+    out = SynthSet(root=root, spec=spec, generated=True, kind="real")
     last_report = started
     for a in range(spec.agents):
         agent = f"agent{a + 1}"
@@ -201,4 +201,4 @@ def _write(
 def ensure_real_set(spec: SynthSpec, root: Path, log: Callable[[str], None] = print) -> SynthSet:
     """Reuse the set under `root` if this module made it for `spec`, else build it there
     (`_synth.ensure_set`, which refuses a non-empty folder that holds no benchmark set)."""
-    return ensure_set(spec, root, log, generator=GENERATOR, make=generate)
+    return ensure_set(spec, root, log, generator=GENERATOR, make=generate, kind="real")

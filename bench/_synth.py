@@ -106,7 +106,13 @@ class SynthSet:
     files: list[SynthFile] = field(default_factory=list)
     generate_s: float = 0.0
     generated: bool = False  # False: reused from an earlier run
-    real: bool = False  # copies of real transcripts (bench/_realset.py), not generated ones
+    # "synthetic" (this module's), "real" (copies of real transcripts, bench/_realset.py) or
+    # "chat" (many short chat sessions, bench/_chatset.py)
+    kind: str = "synthetic"
+
+    @property
+    def real(self) -> bool:
+        return self.kind == "real"
 
     @property
     def total_bytes(self) -> int:
@@ -215,7 +221,9 @@ def save_manifest(made: SynthSet, generator: str | int) -> None:
     os.replace(tmp, made.root / MANIFEST)
 
 
-def load(spec: SynthSpec, root: Path, generator: str | int = GENERATOR_VERSION) -> SynthSet | None:
+def load(
+    spec: SynthSpec, root: Path, generator: str | int = GENERATOR_VERSION, kind: str = "synthetic"
+) -> SynthSet | None:
     """The set already under `root` when its manifest matches `spec` and the generator that
     made it (a real-transcript set is `bench/_realset.py`'s), and its files are intact."""
     try:
@@ -238,7 +246,7 @@ def load(spec: SynthSpec, root: Path, generator: str | int = GENERATOR_VERSION) 
         spec=spec,
         files=files,
         generate_s=manifest.get("generate_s", 0),
-        real=generator != GENERATOR_VERSION,
+        kind=kind,
     )
 
 
@@ -249,6 +257,7 @@ def ensure_set(
     *,
     generator: str | int = GENERATOR_VERSION,
     make: Callable[[SynthSpec, Path, Callable[[str], None]], SynthSet] | None = None,
+    kind: str = "synthetic",
 ) -> SynthSet:
     """Reuse the set under `root` if `generator` made it for `spec`, else make it there
     (`make`: this module's `generate` unless another generator's is given).
@@ -256,7 +265,7 @@ def ensure_set(
     Refuses to write into a non-empty folder that holds no set of ours, so a mistyped
     --data-dir never deletes anything.
     """
-    found = load(spec, root, generator)
+    found = load(spec, root, generator, kind)
     if found is not None:
         return found
     if root.exists() and any(root.iterdir()) and not (root / MANIFEST).exists():

@@ -4,12 +4,16 @@
     .venv/bin/python bench/ingest.py --size 154MB --repeat 3
     .venv/bin/python bench/ingest.py                  # 1 GB (several minutes)
     .venv/bin/python bench/ingest.py --size 200MB --data-dir /tmp/bench-200mb --json
+    .venv/bin/python bench/ingest.py --chat --size 56MB --agents 1   # 10,000 short chats
 
 What it does, in one run:
 
 1. Generates a deterministic (seeded) synthetic OpenClaw transcript set of `--size` bytes
    (see bench/_synth.py for its shape) into a temporary folder, or into `--data-dir`, where a
-   set with the same parameters is reused instead of regenerated.
+   set with the same parameters is reused instead of regenerated. `--real` copies the real
+   OpenClaw sessions instead (bench/_realset.py); `--chat` writes many short chat sessions,
+   nearly every line speech (bench/_chatset.py), where light's work per corpus line, not
+   the parse, decides the ratio.
 2. Compiles the library's bytecode (as `pip install` leaves it: a checkout on a machine
    that sets PYTHONDONTWRITEBYTECODE would compile it again in every child) and reads every
    file once (OS caches cannot be dropped without root, so every measurement runs on a warm
@@ -57,6 +61,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _chatset import ensure_chat_set
 from _common import human, log
 from _ingest_runs import bare, floor, light, readers_only, spread
 from _realset import REAL_DIR, ensure_real_set
@@ -255,6 +260,12 @@ def _parser() -> argparse.ArgumentParser:
         " copies, see bench/_realset.py) instead of generating synthetic ones",
     )
     parser.add_argument(
+        "--chat",
+        action="store_true",
+        help="a chat-dense set instead: many short sessions of short turns, nearly every line"
+        " speech (see bench/_chatset.py); --size sets how many sessions",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="keep the set here and reuse it when it matches (default: a temp folder, removed"
@@ -299,7 +310,7 @@ def _checks(
 def _data_report(data: SynthSet, spec: SynthSpec) -> dict[str, Any]:
     return {
         "root": str(data.root),
-        "kind": "real" if data.real else "synthetic",
+        "kind": data.kind,
         "generated": data.generated,
         "generate_s": data.generate_s,
         "total_bytes": data.total_bytes,
@@ -369,7 +380,10 @@ def measure(data: SynthSet, spec: SynthSpec, work: Path, args: argparse.Namespac
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.real and args.chat:
+        parser.error("--real and --chat are two different sets: pick one")
     size = parse_size(args.size or (QUICK_SIZE if args.quick else DEFAULT_SIZE))
     spec = SynthSpec(
         total_bytes=size,
@@ -383,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         log(f"data set: {human(size)} in {root}")
-        data = (ensure_real_set if args.real else ensure_set)(spec, root, log=log)
+        make = ensure_real_set if args.real else ensure_chat_set if args.chat else ensure_set
+        data = make(spec, root, log=log)
         report = measure(data, spec, work, args)
         print(json.dumps(report, indent=2) if args.json else render(report))
         return 0
