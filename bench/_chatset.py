@@ -4,8 +4,8 @@ owner writes them (the forget bench's transcripts, bench/_forget_data.py).
 The synthetic and real sets are coding sessions: most of their bytes are tool output, which
 light reads past, and a corpus line comes every few KB. Here every line is speech: a user
 states one or two facts (each said in one to four sessions), sometimes asks something, the
-agent acknowledges; sessions of about 5.6 KB and a dozen turns. Per MB that is about four
-times the corpus lines of the synthetic set and sixteen times the real one's, and most of
+agent acknowledges; sessions of about 3.5 KB and a dozen turns. Per MB that is about six
+times the corpus lines of the synthetic set and eighteen times the real one's, and most of
 what the owner says is said once, so nearly every owner line makes a candidate: light's
 work per line (claims, folding, the rescore), not its parsing, is what this set measures.
 
@@ -26,7 +26,7 @@ from _forget_data import write_transcripts
 from _synth import MANIFEST, SynthFile, SynthSet, SynthSpec, ensure_set, save_manifest
 
 GENERATOR = "chat-1"
-SESSION_BYTES = 5_600  # what the forget bench's 10,000 sessions average
+SESSION_BYTES = 3_500  # what the forget bench's 10,000 sessions average
 ENTRIES_PER_SESSION = 2  # facts enough for two entries a session, as the forget bench
 
 

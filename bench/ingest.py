@@ -4,7 +4,7 @@
     .venv/bin/python bench/ingest.py --size 154MB --repeat 3
     .venv/bin/python bench/ingest.py                  # 1 GB (several minutes)
     .venv/bin/python bench/ingest.py --size 200MB --data-dir /tmp/bench-200mb --json
-    .venv/bin/python bench/ingest.py --chat --size 56MB --agents 1   # 10,000 short chats
+    .venv/bin/python bench/ingest.py --chat --size 35MB --agents 1   # 10,000 short chats
 
 What it does, in one run:
 
@@ -263,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
         "--chat",
         action="store_true",
         help="a chat-dense set instead: many short sessions of short turns, nearly every line"
-        " speech (see bench/_chatset.py); --size sets how many sessions",
+        " speech (see bench/_chatset.py); --size sets how many sessions (~3.5 KB each)",
     )
     parser.add_argument(
         "--data-dir",

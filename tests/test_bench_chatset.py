@@ -35,7 +35,7 @@ def test_the_chat_set_is_many_short_sessions_light_reads(
     made = chatset.ensure_chat_set(spec, root, log=lambda _msg: None)
     n = chatset.sessions_per_agent(spec)
     assert made.generated and made.kind == "chat" and not made.real
-    assert len(made.files) == 2 * n and n == 18  # 200 KB of ~5.6 KB sessions
+    assert len(made.files) == 2 * n and n == 29  # 200 KB of ~3.5 KB sessions
     assert {f.agent for f in made.files} == {"agent1", "agent2"}
     assert 100_000 < made.total_bytes < 250_000  # about: a small set's names are shorter
     for f in made.files:
