@@ -86,8 +86,8 @@ def test_a_child_that_died_answers_nothing_and_sending_to_it_raises_nothing() ->
 
 
 def test_sending_never_waits_for_a_child_that_does_not_read() -> None:
-    """A stopped child: what does not fit in the socket's buffers is kept for later; once it
-    runs again, every text sent is answered."""
+    """A stopped child: what does not fit in the socket's buffers waits here; once it runs
+    again, it answers what it took, and the texts it never began go back to the rescore."""
     lexicon = salience.default_lexicon()
     child = _assess_ahead.AssessAhead(lexicon)
     assert child._pid is not None and child._sock is not None
@@ -98,14 +98,14 @@ def test_sending_never_waits_for_a_child_that_does_not_read() -> None:
     )
     texts: list[str] = []
 
+    def send(n: int) -> None:
+        batch = [f"The staging host Box{k} is in rack {k} at Leeds." for k in range(n, n + 5000)]
+        texts.extend(batch)
+        child.send(batch)
+
     def send_all() -> None:
-        while not child._unsent and len(texts) * 60 < 4 * held + 1_000_000:
-            batch = [
-                f"The staging host Box{n} is in rack {n} at Leeds."
-                for n in range(len(texts), len(texts) + 5000)
-            ]
-            texts.extend(batch)
-            child.send(batch)
+        while len(child._queued) < 3 and len(texts) * 60 < 4 * held + 1_000_000:
+            send(len(texts))
 
     os.kill(child._pid, signal.SIGSTOP)
     try:
@@ -113,12 +113,37 @@ def test_sending_never_waits_for_a_child_that_does_not_read() -> None:
         sender.start()
         sender.join(timeout=20)
         assert not sender.is_alive(), "send waited for a child that does not read"
-        assert child._unsent, "more than the buffers hold was sent: some waits here"
+        assert len(child._queued) == 3, "more than the buffers hold was sent: some waits here"
     finally:
         os.kill(child._pid, signal.SIGCONT)
+    # The first frame waiting may be partly sent (the child gets it whole); the others not.
+    never_begun = sum(count for _, count in list(child._queued)[1 if child._sent else 0 :])
+    assert never_begun >= 5000
+    kept = texts[: len(texts) - never_begun]
     found = child.answers(lexicon)
-    assert len(found) == len(texts)
+    assert set(found) == set(kept)
     assert found[texts[7]] == _want([texts[7]], lexicon)[texts[7]]
+
+
+def test_a_lagging_child_is_handed_no_more_than_max_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_assess_ahead, "MAX_HELD", 1)
+    lexicon = salience.default_lexicon()
+    child = _assess_ahead.AssessAhead(lexicon)
+    assert child._pid is not None
+    os.kill(child._pid, signal.SIGSTOP)
+    try:
+        for n in range(0, 400_000, 5000):
+            child.send([f"The build host Node{k} sits in Oslo." for k in range(n, n + 5000)])
+            if child._queued:
+                break
+        handed = len(child._texts)
+        child.send(["The backup host Vault9 moved to Oslo."])  # held back: not handed over
+        assert len(child._texts) == handed
+    finally:
+        os.kill(child._pid, signal.SIGCONT)
+    assert "The backup host Vault9 moved to Oslo." not in child.answers(lexicon)
 
 
 # ----------------------------------------------------------------------- the night itself
@@ -163,15 +188,18 @@ def _signals() -> Any:
     return signals
 
 
+def _many_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+
+
 def test_a_night_assessed_ahead_is_the_night_assessed_at_the_rescore(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     children: list[list[str]],
     assessed_here: list[int],
 ) -> None:
-    monkeypatch.setattr(_ahead, "MB", 1)  # read ahead, as a backlog night does
-    monkeypatch.setattr(light_phase, "EARLY_COMMIT_ROWS", 1)  # many small batches
-    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    """Read here (the next read always ready): a child from the first batch on."""
+    _many_batches(monkeypatch)
     monkeypatch.setattr(light_phase, "START_FROM", 10**9)  # never started
     here = _night(tmp_path / "here")
     want = _without_timing(light(here))
@@ -188,25 +216,58 @@ def test_a_night_assessed_ahead_is_the_night_assessed_at_the_rescore(
     assert assessed_here == [assessed, assessed - len(set(children[0]))]
 
 
-def test_a_child_killed_mid_night_leaves_the_night_as_it_was(
+def test_a_night_read_and_assessed_ahead_is_the_night_done_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, children: list[list[str]]
 ) -> None:
-    monkeypatch.setattr(_ahead, "MB", 1)
-    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    """Both children at once: the reading child's results and the assessing child's
+    answers change nothing (whether a batch's texts go depends on the reads' timing)."""
+    _many_batches(monkeypatch)
+    monkeypatch.setattr(light_phase, "START_FROM", 10**9)
+    here = _night(tmp_path / "here")
+    want = _without_timing(light(here))
+    monkeypatch.setattr(_ahead, "MB", 1)  # read ahead, as a backlog night does
+    monkeypatch.setattr(light_phase, "EARLY_COMMIT_ROWS", 1)
+    monkeypatch.setattr(light_phase, "START_FROM", 1)
+    ahead = _night(tmp_path / "ahead")
+    got = _without_timing(light(ahead))
+    assert len(children) <= 1
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+    assert _corpus_files(ahead) == _corpus_files(here)
+
+
+@pytest.mark.parametrize("when", ["mid-night", "before answering"])
+def test_a_child_killed_leaves_the_night_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, children: list[list[str]], when: str
+) -> None:
+    _many_batches(monkeypatch)
     monkeypatch.setattr(light_phase, "START_FROM", 10**9)
     here = _night(tmp_path / "here")
     want = _without_timing(light(here))
     monkeypatch.setattr(light_phase, "START_FROM", 1)
-    real_send = _assess_ahead.AssessAhead.send
+    killed: list[int] = []
+    real_send, real_answers = _assess_ahead.AssessAhead.send, _assess_ahead.AssessAhead.answers
+
+    def kill(child: _assess_ahead.AssessAhead) -> None:
+        if child._pid is not None and not killed:
+            os.kill(child._pid, signal.SIGKILL)
+            killed.append(child._pid)
 
     def send_then_die(self: _assess_ahead.AssessAhead, texts: Any) -> None:
         real_send(self, texts)
-        if self._pid is not None and len(children[-1]) > 0:
-            os.kill(self._pid, signal.SIGKILL)
+        kill(self)
 
-    monkeypatch.setattr(_assess_ahead.AssessAhead, "send", send_then_die)
+    def die_then_answer(self: _assess_ahead.AssessAhead, lexicon: salience.Lexicon) -> Any:
+        kill(self)
+        return real_answers(self, lexicon)
+
+    if when == "mid-night":
+        monkeypatch.setattr(_assess_ahead.AssessAhead, "send", send_then_die)
+    else:
+        monkeypatch.setattr(_assess_ahead.AssessAhead, "answers", die_then_answer)
     ahead = _night(tmp_path / "ahead")
     got = _without_timing(light(ahead))
+    assert killed, "a child was started, and killed"
     assert got == want
     assert _tables(ahead) == _tables(here)
 
@@ -231,7 +292,7 @@ def test_a_purge_in_the_night_ends_the_child(
 
     monkeypatch.setattr(_assess_ahead.AssessAhead, "close", close)
     monkeypatch.setattr(_assess_ahead.AssessAhead, "answers", answers)
-    monkeypatch.setattr("dreaming.phases.light._commit.BATCH_ROWS", 40)
+    _many_batches(monkeypatch)
     monkeypatch.setattr(light_phase, "START_FROM", 10**9)
     roots = [tmp_path / "here", tmp_path / "ahead"]
     reports = []
@@ -256,3 +317,20 @@ def test_a_purge_in_the_night_ends_the_child(
     # The first child was ended before the rescore asked it anything: by the purge.
     assert children and children[0]
     assert events[0] == "ended"
+
+
+def test_where_no_child_may_be_forked_the_run_asks_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, children: list[list[str]]
+) -> None:
+    """Another thread running (a scheduler's): no child, and `fork_safe` (which lets
+    corpus's idle fsync threads go each time it is asked) is asked once a run, not after
+    every batch."""
+    from dreaming import forking
+
+    _many_batches(monkeypatch)
+    monkeypatch.setattr(light_phase, "START_FROM", 1)
+    asked: list[int] = []
+    monkeypatch.setattr(forking, "fork_safe", lambda: asked.append(1) is None and False)
+    report = light(_night(tmp_path / "here"))
+    assert report["main"]["sessions"]["read"] == 12
+    assert children == [] and asked == [1]

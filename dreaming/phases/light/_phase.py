@@ -74,6 +74,7 @@ class LightPhase:
         self.marks: RunMarks  # read by run()
         self._reads: read_ahead.Reads | None = None  # while the admitted files are read
         self._assessor: AssessAhead | None = None  # see `_assess_ahead`
+        self._assess_here = False  # the run found it cannot fork one (`_assess_ahead`)
 
     def run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
         try:
@@ -83,6 +84,7 @@ class LightPhase:
 
     def _run(self, agent: str, files: Sequence[SessionFile]) -> LightSummary:
         self.agent = agent
+        self._assess_here = False
         started = time.perf_counter()
         summary = LightSummary(agent=agent)
         corpus_dir = self.paths.corpus_dir(agent)
@@ -244,15 +246,20 @@ class LightPhase:
         reading child is ahead, or there is none), so the second core has time. Started
         for a batch of `START_FROM` such texts or more, where a fork is safe. Texts not
         handed over are assessed by the rescore, as are those of a child that failed."""
-        if not texts or self._reads is None or not self._reads.ready():
+        if not texts or self._assess_here or self._reads is None or not self._reads.ready():
             return
         if self._assessor is None:
-            if len(texts) < START_FROM or not forking.fork_safe():
+            if len(texts) < START_FROM:
+                return
+            # Asked once a run: `fork_safe` lets corpus's idle fsync threads go each time.
+            if not forking.fork_safe():
+                self._assess_here = True
                 return
             lexicon = salience.lexicon_for(self.settings.salience.extra()).prepare()
             try:
                 self._assessor = AssessAhead(lexicon)
             except OSError:  # no socket or no process to be had: the rescore assesses them
+                self._assess_here = True
                 return
         self._assessor.send(texts)
 
