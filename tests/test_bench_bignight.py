@@ -3,9 +3,7 @@ with what each night wrote; revisions whose nights wrote different things are fl
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,17 +12,14 @@ import pytest
 
 from dreaming import runner
 from dreaming.app import App
+from tests.bench_support import bench_module
 from tests.openclaw_builder import FakeOpenClaw
 from tests.test_deep_readings import STATEMENTS, said
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 @pytest.fixture(scope="module")
 def bignight() -> ModuleType:
-    if str(BENCH) not in sys.path:  # the bench's helpers import each other by name
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("bignight")
+    return bench_module("bignight")
 
 
 def _grown(root: Path) -> Path:

@@ -3,26 +3,18 @@ light reads like any agent's sessions."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from dreaming import runner
-from dreaming.app import App
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.bench_support import bench_module, light_over
 
 
 @pytest.fixture(scope="module")
 def chatset() -> ModuleType:
-    if str(BENCH) not in sys.path:  # the bench's helpers import each other by name
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("_chatset")
+    return bench_module("_chatset")
 
 
 def test_the_chat_set_is_many_short_sessions_light_reads(
@@ -58,13 +50,7 @@ def test_the_chat_set_is_many_short_sessions_light_reads(
 
     assert load(spec, root) is None  # not a synthetic set of that spec
 
-    state = tmp_path / "state"
-    shutil.copytree(root / "agents", state / "agents")
-    app = App.open(state, None, env={})
-    try:
-        out = runner.run_light(app)
-    finally:
-        app.close()
+    out = light_over(root / "agents", tmp_path / "state")
     assert sum(a["sessions"]["read"] for a in out) == 2 * n
     # Nearly every line is speech: a corpus line for each message.
     assert sum(a["corpus_lines"] for a in out) == made.total_lines - len(made.files)
@@ -73,9 +59,7 @@ def test_the_chat_set_is_many_short_sessions_light_reads(
 
 
 def test_real_and_chat_are_refused_together() -> None:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    ingest = importlib.import_module("ingest")
+    ingest = bench_module("ingest")
     with pytest.raises(SystemExit) as stop:
         ingest.main(["--real", "--chat", "--size", "1MB"])
     assert stop.value.code == 2

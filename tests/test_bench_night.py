@@ -3,23 +3,19 @@ with the output each revision wrote; revisions whose output differs are flagged.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.bench_support import bench_module
 
 
 @pytest.fixture(scope="module")
 def night() -> ModuleType:
-    if str(BENCH) not in sys.path:  # the bench's helpers import each other by name
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("night")
+    return bench_module("night")
 
 
 def test_the_work_tree_measured_in_a_child(

@@ -3,26 +3,18 @@ light reads like any agent's sessions (needs ../shared/data; skipped without it)
 
 from __future__ import annotations
 
-import importlib
 import json
-import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from dreaming import runner
-from dreaming.app import App
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.bench_support import bench_module, light_over
 
 
 @pytest.fixture(scope="module")
 def realset() -> ModuleType:
-    if str(BENCH) not in sys.path:  # the bench's helpers import each other by name
-        sys.path.insert(0, str(BENCH))
-    module = importlib.import_module("_realset")
+    module = bench_module("_realset")
     if not module.available():
         pytest.skip(f"no real transcripts in {module.REAL_DIR}")
     return module
@@ -52,13 +44,7 @@ def test_the_real_set_is_perturbed_copies_light_reads(realset: ModuleType, tmp_p
     again = realset.ensure_real_set(spec, root, log=lambda _msg: None)
     assert not again.generated and [f.path for f in again.files] == [f.path for f in made.files]
 
-    state = tmp_path / "state"
-    shutil.copytree(root / "agents", state / "agents")
-    app = App.open(state, None, env={})
-    try:
-        out = runner.run_light(app)
-    finally:
-        app.close()
+    out = light_over(root / "agents", tmp_path / "state")
     assert sum(a["sessions"]["read"] for a in out) == 6
     assert sum(a["corpus_lines"] for a in out) > 0
     assert all(not a["skips"] for a in out)
