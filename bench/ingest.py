@@ -58,6 +58,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +318,8 @@ def _data_report(data: SynthSet, spec: SynthSpec) -> dict[str, Any]:
         "total_lines": data.total_lines,
         "files": len(data.files),
         "agents": spec.agents,
-        "sessions_per_agent": spec.sessions_per_agent,
+        # As written: a chat set's --size decides it, not --sessions-per-agent.
+        "sessions_per_agent": max(Counter(f.agent for f in data.files).values(), default=0),
         "seed": spec.seed,
     }
 

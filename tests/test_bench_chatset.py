@@ -49,6 +49,9 @@ def test_the_chat_set_is_many_short_sessions_light_reads(
     from _synth import load
 
     assert load(spec, root) is None  # not a synthetic set of that spec
+    ingest = bench_module("ingest")
+    shown = ingest._data_report(made, spec)
+    assert (shown["kind"], shown["files"], shown["sessions_per_agent"]) == ("chat", 2 * n, n)
 
     out = light_over(root / "agents", tmp_path / "state")
     assert sum(a["sessions"]["read"] for a in out) == 2 * n
