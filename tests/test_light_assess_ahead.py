@@ -61,7 +61,7 @@ def test_the_child_answers_each_text_as_assess_does_and_is_reaped() -> None:
     child.send(TEXTS[3:])
     found = child.answers(lexicon)
     assert found == _want(TEXTS, lexicon)
-    assert not child.alive and _gone(pid)
+    assert child._sock is None and _gone(pid)
     assert child.answers(lexicon) == {}  # asked again: it is gone
 
 
@@ -69,7 +69,7 @@ def test_a_child_given_another_lexicon_answers_nothing() -> None:
     child = _assess_ahead.AssessAhead(salience.default_lexicon())
     child.send(TEXTS)
     assert child.answers(salience.Lexicon.build({"fact": ["zorbled"]})) == {}
-    assert not child.alive
+    assert child._sock is None
 
 
 def test_a_child_that_died_answers_nothing_and_sending_to_it_raises_nothing() -> None:

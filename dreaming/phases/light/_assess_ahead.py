@@ -74,10 +74,6 @@ class AssessAhead:
         self._sock: socket.socket | None = ours
         self._pid: int | None = pid
 
-    @property
-    def alive(self) -> bool:
-        return self._sock is not None
-
     def send(self, texts: Sequence[str]) -> None:
         """Have the child assess `texts` (without waiting for it to take them). While more
         than `MAX_HELD` waits here for a child that lags, the rescore keeps them."""
