@@ -13,6 +13,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 from dreaming import syntax
 from dreaming.ingest._code import CODE_MARKS, command_line, mostly_code
@@ -200,6 +201,17 @@ class Claim:
     def __repr__(self) -> str:
         return f"Claim(key={self.key!r}, text={self.text!r}, tokens={sorted(self.tokens)!r})"
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled with what it has worked out (a reading child extracts claims for light):
+        # the words are only for `first_person`, sent worked out.
+        return _made, (self._text, self._tokens, self.key, self.durable_cue, self.first_person)
+
+
+def _made(text: str, tokens: frozenset[str], key: str, cue: bool, first: bool) -> Claim:
+    claim = Claim(text, tokens, [])
+    claim._key, claim._cue, claim._first = key, cue, first
+    return claim
+
 
 # Words by which a speaker speaks of themselves. A first-person claim is its speaker's: where
 # the transcript names who said it, that person is part of the claim's identity (`held_key`).
@@ -375,7 +387,10 @@ def extract(text: str, *, min_words: int, max_words: int) -> list[Claim]:
 # Agents and people repeat whole lines ("Run the whole test suite and tell me what fails."):
 # a line seen recently is not taken apart again. Claims are immutable, so sharing is safe;
 # the cache is bounded, so memory stays flat in input size.
-@text_cache(2048)
+EXTRACT_CACHE = 2048
+
+
+@text_cache(EXTRACT_CACHE)
 def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[frozenset[str]] = set()
@@ -406,6 +421,10 @@ def _extract(text: str, min_words: int, max_words: int) -> tuple[Claim, ...]:
         seen.add(tokens)
         claims.append(Claim(sentence, tokens, found))
     return tuple(claims)
+
+
+# `extract`'s claims as its cache holds them, without the copy: a tuple every caller shares.
+extract_cached = _extract
 
 
 def sentences(text: str) -> list[str]:

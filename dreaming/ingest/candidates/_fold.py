@@ -188,18 +188,23 @@ class Folder:
         return self.fold_files(conn, [lines])
 
     def fold_files(
-        self, conn: Connection, files: Sequence[Sequence[tuple[int, dict[str, Any]]]]
+        self,
+        conn: Connection,
+        files: Sequence[Sequence[tuple[int, dict[str, Any]]]],
+        known: Mapping[int, tuple[claims_mod.Claim, ...]] | None = None,
     ) -> FoldStats:
         """Fold the claims of several files' new corpus lines into candidates, file by file
         as if each were committed on its own, in a few statements. Signals are not recomputed
-        here: touched candidates are marked stale and refreshed once at the end of the run."""
+        here: touched candidates are marked stale and refreshed once at the end of the run.
+        `known`: rows' claims extracted already (by `id` of the row), each what extracting
+        the row's text gives (light's reading child makes them: `light._claims_ahead`)."""
         batch = _Batch()
         now = utc_now()
         for lines in files:
             evidence_start = len(batch.evidence)
             # The agent's lines last: what the owner said in the file is a candidate by then.
             for line_id, row in sorted(lines, key=lambda x: not self.creates(x[1])):
-                self._gather_line(batch, line_id, row, now)
+                self._gather_line(batch, line_id, row, now, known)
             self._file_folded(batch, evidence_start)
         real = self._insert_new(conn, batch.pending)
         self.made += batch.assessed
@@ -222,7 +227,14 @@ class Folder:
         the agent's words alone may become memory."""
         return row.get("origin_class") != OriginClass.AGENT or self.settings.deep.promote_agent_only
 
-    def _gather_line(self, batch: _Batch, line_id: int, row: dict[str, Any], now: datetime) -> None:
+    def _gather_line(
+        self,
+        batch: _Batch,
+        line_id: int,
+        row: dict[str, Any],
+        now: datetime,
+        known: Mapping[int, tuple[claims_mod.Claim, ...]] | None = None,
+    ) -> None:
         """One line's recalls and claims, each claim tied to its candidate (a new one pending)."""
         body = row["text"]
         if self.echoes.contains_echo(body):
@@ -237,9 +249,10 @@ class Folder:
         assessed = create and (
             row.get("origin_class") == OriginClass.OWNER or self.settings.deep.promote_agent_only
         )
-        for claim in claims_mod.extract(
-            body, min_words=cs.min_claim_words, max_words=cs.max_claim_words
-        ):
+        found = known.get(id(row)) if known else None
+        if found is None or body is not row["text"]:  # not sent, or quoted blocks taken out
+            found = claims_mod.extract_cached(body, cs.min_claim_words, cs.max_claim_words)
+        for claim in found:
             if not (create or self._could_corroborate(claim.tokens)):
                 batch.agent_unmatched += 1  # it repeats nothing: not looked up
                 continue

@@ -39,6 +39,7 @@ forked child, and a connection there fails or worse.)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import threading
@@ -51,6 +52,7 @@ from dreaming import faults, forking
 from dreaming.config import Settings
 from dreaming.ingest.tags import TagRegistry
 from dreaming.messages import SessionFile
+from dreaming.phases.light import _claims_ahead
 from dreaming.phases.light._read import Read, read_new_lines
 from dreaming.phases.light._summary import LightSummary
 
@@ -345,9 +347,10 @@ def _child(
         sender = threading.Thread(target=outbox.send_all, daemon=True)
         sender.start()
         try:
-            _read_all(outbox, 0, list(enumerate(jobs)), settings, registry)
+            recent = _claims_ahead.Recent()  # light's claim cache, as it most likely is
+            _read_all(outbox, 0, list(enumerate(jobs)), settings, registry, recent)
             for k, (_, planned) in enumerate(later, 1):
-                _read_all(outbox, k, planned, settings, registry)
+                _read_all(outbox, k, planned, settings, registry, recent)
         finally:
             outbox.put(None)
             sender.join()
@@ -359,12 +362,18 @@ def _read_all(
     planned: list[tuple[int, Job]],
     settings: Settings,
     registry: TagRegistry,
+    recent: _claims_ahead.Recent,
 ) -> None:
     """Read one agent's planned files, each result with its place."""
     for i, job in planned:
         faults.checkpoint(CHILD_CHECKPOINT)
         part = LightSummary(agent=job.sf.agent)
         read = read_now(job, settings, registry, part)
+        if read is not None:
+            ahead = outbox.holds() >= _claims_ahead.FROM_HELD
+            claims = _claims_ahead.claims_of(read.rows, settings, recent, ahead)
+            if claims is not None:
+                read = dataclasses.replace(read, claims=claims)
         outbox.put(forking.framed(("read", (agent, i), *_sent(read, part))))
 
 
@@ -402,6 +411,11 @@ class _Outbox:
         self._queue: deque[bytes | None] = deque()
         self._held = 0
         self._cond = threading.Condition()
+
+    def holds(self) -> int:
+        """Bytes of results light has not taken yet (read without the lock: a moment's
+        stale count only makes a guess of `_claims_ahead` a little late)."""
+        return self._held
 
     def put(self, body: bytes | None) -> None:
         size = len(body) if body is not None else 0

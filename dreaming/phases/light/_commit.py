@@ -134,7 +134,16 @@ def _store_lines(
     lines = sum(len(a) for a in added)
     if not lines:
         return set(), set()
-    stats = folder.fold_files(conn, [a for a in added if a])
+    # The claims the reading child extracted, by row (the very dicts `added` holds; by
+    # identity: two files' rows may share a session id and line, only the first is stored).
+    known = {
+        id(row): found
+        for q in reads
+        if q.read.claims is not None
+        for row, found in zip(q.read.rows, q.read.claims, strict=True)
+        if found is not None
+    }
+    stats = folder.fold_files(conn, [a for a in added if a], known)
     summary.add_fold(stats)
     summary.corpus_lines += lines
     return set(stats.touched), {r["day"] for a in added for _, r in a}

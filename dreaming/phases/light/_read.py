@@ -22,6 +22,7 @@ from typing import Any
 from dreaming.config import Settings
 from dreaming.ingest import corpus
 from dreaming.ingest.admission import GROUP_CHATS, origin_class
+from dreaming.ingest.claims import Claim
 from dreaming.ingest.sessions import utc
 from dreaming.ingest.tags import Scope, TagRegistry
 from dreaming.ingest.transcripts import Cursor, TranscriptReader, head_senders
@@ -43,6 +44,9 @@ class Read:
     # Each row's time as SQLite stores it (`iso_time`), made where the read is: in the
     # reading child, the light process's insert is spared formatting them.
     times: list[str | None]
+    # Each row's claims (`claims.extract` of its text), where the reading child had time to
+    # spare for them; None: light extracts them itself.
+    claims: list[tuple[Claim, ...] | None] | None = None
 
 
 def read_new_lines(

@@ -1,0 +1,70 @@
+"""Claims extracted in the reading child while light is the slower half.
+
+Over chat-dense sessions (a short line after a short line, nearly all of it speech) light's
+work per line outweighs reading it: the reading child (`_ahead`) has its results ready long
+before light takes them. While it holds at least `FROM_HELD` of results light has not
+taken, it also extracts each row's claims (`claims.extract`, a pure function of the text
+and the claim settings, which the forked child shares), and light folds those instead of
+extracting them itself (`candidates.Folder.fold_files`'s `known`).
+
+Only where the child is ahead: over coding sessions reading is the slower half, and
+extracting there too made the child the bottleneck (light over 161 MB of real sessions
+took 2.43-2.51 s instead of 1.93-2.14 s). And only for texts light's own claim cache most
+likely does not hold: the child sees the rows in light's order and keeps the texts of the
+last `claims.EXTRACT_CACHE` of them (`Recent`), as light's least-recently-used cache
+does; a line said again shortly is a cache hit for light, cheaper than the unpickling of its
+claims. A guess either way costs time, never a different result: light extracts whatever it
+was not sent.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from dreaming.config import Settings
+from dreaming.ingest import claims as claims_mod
+from dreaming.ingest.claims import Claim
+
+MB = 1024 * 1024
+# Results held for light (pickled bytes) from which the child extracts claims as well: a
+# batch of light's commits takes a few MB, so this much waiting means light is behind.
+FROM_HELD = 1 * MB
+
+
+class Recent:
+    """The texts light's claim cache most likely holds: the last `size` distinct texts
+    seen, least recently seen first out."""
+
+    def __init__(self, size: int = claims_mod.EXTRACT_CACHE) -> None:
+        self._size = size
+        self._texts: OrderedDict[str, None] = OrderedDict()
+
+    def seen(self, text: str) -> bool:
+        """Whether `text` is among them (and now the most recent either way)."""
+        texts = self._texts
+        if text in texts:
+            texts.move_to_end(text)
+            return True
+        texts[text] = None
+        if len(texts) > self._size:
+            texts.popitem(last=False)
+        return False
+
+
+def claims_of(
+    rows: list[dict[str, Any]], settings: Settings, recent: Recent, extract: bool
+) -> list[tuple[Claim, ...] | None] | None:
+    """Each row's claims where `extract` (the child is ahead) and light's cache most likely
+    misses them, else None for the row; None when none were extracted. Every row is
+    counted in `recent` either way, so it follows light's cache all night. A line holding
+    our own block markers is left to light: it takes quoted blocks out before extracting."""
+    cs = settings.candidates
+    found: list[tuple[Claim, ...] | None] = []
+    for row in rows:
+        text = row["text"]
+        if recent.seen(text) or not extract or "<!--" in text:
+            found.append(None)
+        else:
+            found.append(claims_mod.extract_cached(text, cs.min_claim_words, cs.max_claim_words))
+    return found if extract else None

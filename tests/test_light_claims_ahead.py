@@ -1,0 +1,134 @@
+"""The reading child extracts claims for light while light is the slower half
+(dreaming.phases.light._claims_ahead): a claim crosses the pipe whole, the child leaves to
+light what light's cache most likely holds, and the night light folds from them is the
+night it folds from its own."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreaming.config import Settings
+from dreaming.ingest import claims as claims_mod
+from dreaming.phases.light import _ahead, _claims_ahead
+from tests.openclaw_builder import FakeOpenClaw
+from tests.test_light import light
+from tests.test_light_read_ahead import _corpus_files, _tables, _without_timing
+
+DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I always keep the spare key under the blue flower pot.",
+        "The build server Node7 runs in the Frankfurt region since May.",
+        "My manager for the billing migration is Priya Raman.",
+        "僕の名前はボブで、毎朝コーヒーを二杯飲みます。",
+    ],
+)
+def test_a_claim_crosses_a_pipe_with_all_it_worked_out(text: str) -> None:
+    (claim,) = claims_mod.extract(text, min_words=3, max_words=60)
+    again = pickle.loads(pickle.dumps(claim))
+    told = (claim.text, claim.tokens, claim.key, claim.durable_cue, claim.first_person)
+    assert (again.text, again.tokens, again.key, again.durable_cue, again.first_person) == told
+    assert again == claim and hash(again) == hash(claim)
+
+
+def test_recent_texts_are_the_ones_an_lru_cache_holds() -> None:
+    """`Recent.seen` says hit exactly when a least-recently-used cache of the same size does
+    (a hit makes a text the most recent again; the least recent goes first)."""
+    hits: list[bool] = []
+
+    @functools.lru_cache(maxsize=3)
+    def cached(text: str) -> str:
+        hits[-1] = False
+        return text
+
+    recent = _claims_ahead.Recent(size=3)
+    for text in "a b a c d a b e a c c b d a".split():
+        hits.append(True)
+        cached(text)
+        assert recent.seen(text) == hits[-1], text
+    assert hits.count(True) >= 3  # the sequence has hits and misses
+
+
+def test_claims_are_extracted_only_where_light_would_miss_them() -> None:
+    settings = Settings()
+    said = "The backup host Vault9 moved to Oslo last week."
+    quoting = "The user likes tea. <!-- m:0011223344556677 -->"
+    rows = [{"text": t} for t in (said, "Noted, Vault9 is in Oslo now.", said, quoting)]
+    recent = _claims_ahead.Recent()
+    found = _claims_ahead.claims_of(rows, settings, recent, True)
+    assert found is not None
+    want = claims_mod.extract(said, min_words=3, max_words=60)
+    assert found[0] == tuple(want) and len(found[0]) == 1
+    assert found[1] is not None
+    assert found[2] is None  # said again: light's cache holds it
+    assert found[3] is None  # light takes the quoted block out first
+    # Not ahead: nothing extracted, but every row counted, as light's cache counts it.
+    later = [{"text": "A line first seen while light was ahead of the child."}]
+    assert _claims_ahead.claims_of(later, settings, recent, False) is None
+    assert _claims_ahead.claims_of(later, settings, recent, True) == [None]
+
+
+def _night(root: Path) -> Path:
+    fake = FakeOpenClaw(root)
+    for n in range(10):
+        turns = [
+            ("user", f"The build server Node{n} runs in the Frankfurt region since May."),
+            ("assistant", f"Noted: Node{n} in Frankfurt."),
+            ("user", "My manager for the billing migration is Priya Raman."),
+            ("user", f"I always deploy Node{n} on Tuesdays, never on Fridays."),
+            (
+                "user",
+                "See: - The user likes tea. <!-- m:0011223344556677 --> "
+                "I drink green tea at noon every day.",
+            ),
+            ("assistant", f"I checked the logs of Node{n}: the disk on Rack{n} is full."),
+            *[
+                ("user" if i % 2 else "assistant", f"Line {i}: Box{i} sits in Rack{n}.")
+                for i in range(20)
+            ],
+        ]
+        key = f"agent:main:main:{n}"  # the owner's own chats: their lines start candidates
+        fake.session("main", f"s{n:02d}", turns, key=key, start=DAY + timedelta(days=n))
+    return root
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
+@pytest.mark.usefixtures("fork_allowed")
+def test_a_night_folded_from_the_childs_claims_is_the_night_folded_from_lights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extracted: list[str] = []  # in this process only: the child's calls are its own
+    real = claims_mod.extract_cached
+
+    def counted(text: str, *args: Any) -> tuple[claims_mod.Claim, ...]:
+        extracted.append(text)
+        return real(text, *args)
+
+    monkeypatch.setattr(claims_mod, "extract_cached", counted)
+    monkeypatch.setattr(_ahead, "MB", 10**9)  # no child
+    here = _night(tmp_path / "here")
+    want = _without_timing(light(here))
+    in_light = len(extracted)
+    claims_mod._extract.cache_clear()
+    extracted.clear()
+    monkeypatch.setattr(_ahead, "MB", 1)  # a child, which extracts for every read
+    monkeypatch.setattr(_claims_ahead, "FROM_HELD", 0)
+    ahead = _night(tmp_path / "ahead")
+    got = _without_timing(light(ahead))
+    assert got == want
+    assert _tables(ahead) == _tables(here)
+    assert _corpus_files(ahead) == _corpus_files(here)
+    # Light extracted only what the child left to it: lines said again, the quoting line.
+    assert in_light > 100
+    assert 0 < len(extracted) < in_light / 2
+    assert any("green tea" in t and "<!--" not in t for t in extracted)  # the block out
