@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from dreaming.phases.light import _ahead, _claims_ahead
 from tests.openclaw_builder import FakeOpenClaw
 from tests.test_light import light
 from tests.test_light_read_ahead import _corpus_files, _tables, _without_timing
+from tests.test_light_read_ahead import _night as _read_ahead_night
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -41,9 +42,10 @@ def test_a_claim_crosses_a_pipe_with_all_it_worked_out(text: str) -> None:
     assert again == claim and hash(again) == hash(claim)
 
 
-def test_recent_texts_are_the_ones_an_lru_cache_holds() -> None:
-    """`Recent.seen` says hit exactly when a least-recently-used cache of the same size does
-    (a hit makes a text the most recent again; the least recent goes first)."""
+def test_recent_follows_lights_claim_cache() -> None:
+    """`Recent` holds what a least-recently-used cache of the same size holds, over texts
+    light extracts itself (misses go in, hits become the most recent); a text whose claims
+    were sent never reaches light's cache."""
     hits: list[bool] = []
 
     @functools.lru_cache(maxsize=3)
@@ -55,50 +57,44 @@ def test_recent_texts_are_the_ones_an_lru_cache_holds() -> None:
     for text in "a b a c d a b e a c c b d a".split():
         hits.append(True)
         cached(text)
-        assert recent.seen(text) == hits[-1], text
+        held = recent.holds(text)
+        assert held == hits[-1], text
+        if not held:
+            recent.add(text)
     assert hits.count(True) >= 3  # the sequence has hits and misses
+    recent.holds("d")  # light found it: the most recent
+    for sent in "x y z".split():  # sent: light never looks them up
+        assert not recent.holds(sent)
+    assert recent.holds("d") and recent.holds("a") and recent.holds("b")
 
 
 def test_claims_are_extracted_only_where_light_would_miss_them() -> None:
     settings = Settings()
     said = "The backup host Vault9 moved to Oslo last week."
     quoting = "The user likes tea. <!-- m:0011223344556677 -->"
-    rows = [{"text": t} for t in (said, "Noted, Vault9 is in Oslo now.", said, quoting)]
+    noted = "Noted, Vault9 is in Oslo now."
     recent = _claims_ahead.Recent()
+    # Behind light: nothing extracted, but the texts light will extract are followed.
+    assert _claims_ahead.claims_of([{"text": noted}], settings, recent, False) is None
+    rows = [{"text": t} for t in (said, noted, said, quoting)]
     found = _claims_ahead.claims_of(rows, settings, recent, True)
     assert found is not None
     want = claims_mod.extract(said, min_words=3, max_words=60)
     assert found[0] == tuple(want) and len(found[0]) == 1
-    assert found[1] is not None
-    assert found[2] is None  # said again: light's cache holds it
+    assert found[1] is None  # light extracted it a moment ago: its cache holds it
+    assert found[2] == found[0]  # sent, not extracted by light: sent again
     assert found[3] is None  # light takes the quoted block out first
-    # Not ahead: nothing extracted, but every row counted, as light's cache counts it.
-    later = [{"text": "A line first seen while light was ahead of the child."}]
-    assert _claims_ahead.claims_of(later, settings, recent, False) is None
-    assert _claims_ahead.claims_of(later, settings, recent, True) == [None]
 
 
 def _night(root: Path) -> Path:
-    fake = FakeOpenClaw(root)
-    for n in range(10):
-        turns = [
-            ("user", f"The build server Node{n} runs in the Frankfurt region since May."),
-            ("assistant", f"Noted: Node{n} in Frankfurt."),
-            ("user", "My manager for the billing migration is Priya Raman."),
-            ("user", f"I always deploy Node{n} on Tuesdays, never on Fridays."),
-            (
-                "user",
-                "See: - The user likes tea. <!-- m:0011223344556677 --> "
-                "I drink green tea at noon every day.",
-            ),
-            ("assistant", f"I checked the logs of Node{n}: the disk on Rack{n} is full."),
-            *[
-                ("user" if i % 2 else "assistant", f"Line {i}: Box{i} sits in Rack{n}.")
-                for i in range(20)
-            ],
-        ]
-        key = f"agent:main:main:{n}"  # the owner's own chats: their lines start candidates
-        fake.session("main", f"s{n:02d}", turns, key=key, start=DAY + timedelta(days=n))
+    """The read-ahead tests' night, and a session quoting a MEMORY.md entry back."""
+    _read_ahead_night(root)
+    quoting = (
+        "See: - The user likes tea. <!-- m:0011223344556677 --> "
+        "I drink green tea at noon every day."
+    )
+    turns = [("user", quoting), ("assistant", "Noted: green tea at noon.")]
+    FakeOpenClaw(root).session("main", "tea", turns, key="agent:main:main:tea", start=DAY)
     return root
 
 
@@ -107,18 +103,22 @@ def _night(root: Path) -> Path:
 def test_a_night_folded_from_the_childs_claims_is_the_night_folded_from_lights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extracted: list[str] = []  # in this process only: the child's calls are its own
+    extracted: list[str] = []  # in this process only: the child's are its own
     real = claims_mod.extract_cached
 
     def counted(text: str, *args: Any) -> tuple[claims_mod.Claim, ...]:
         extracted.append(text)
         return real(text, *args)
 
+    def taken_apart() -> int:  # the texts this process extracted, not found in its cache
+        return int(claims_mod._extract.cache_info().misses)
+
     monkeypatch.setattr(claims_mod, "extract_cached", counted)
     monkeypatch.setattr(_ahead, "MB", 10**9)  # no child
+    claims_mod._extract.cache_clear()
     here = _night(tmp_path / "here")
     want = _without_timing(light(here))
-    in_light = len(extracted)
+    in_light = taken_apart()
     claims_mod._extract.cache_clear()
     extracted.clear()
     monkeypatch.setattr(_ahead, "MB", 1)  # a child, which extracts for every read
@@ -128,7 +128,8 @@ def test_a_night_folded_from_the_childs_claims_is_the_night_folded_from_lights(
     assert got == want
     assert _tables(ahead) == _tables(here)
     assert _corpus_files(ahead) == _corpus_files(here)
-    # Light extracted only what the child left to it: lines said again, the quoting line.
-    assert in_light > 100
-    assert 0 < len(extracted) < in_light / 2
-    assert any("green tea" in t and "<!--" not in t for t in extracted)  # the block out
+    # Light took apart only what the child left to it: the line quoting a MEMORY.md entry
+    # (light takes the entry out first).
+    assert in_light > 50
+    assert taken_apart() == 1
+    assert any("green tea" in t and "<!--" not in t for t in extracted)

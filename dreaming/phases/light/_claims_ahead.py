@@ -33,38 +33,46 @@ FROM_HELD = 1 * MB
 
 
 class Recent:
-    """The texts light's claim cache most likely holds: the last `size` distinct texts
-    seen, least recently seen first out."""
+    """The texts light's claim cache most likely holds, kept as that least-recently-used
+    cache keeps them: a text light extracts goes in, one light finds there becomes the
+    most recent, and past `size` the least recent goes. A text whose claims were sent is
+    not extracted by light, so it does not go in."""
 
     def __init__(self, size: int = claims_mod.EXTRACT_CACHE) -> None:
         self._size = size
         self._texts: OrderedDict[str, None] = OrderedDict()
 
-    def seen(self, text: str) -> bool:
-        """Whether `text` is among them (and now the most recent either way)."""
-        texts = self._texts
-        if text in texts:
-            texts.move_to_end(text)
+    def holds(self, text: str) -> bool:
+        """Whether light's cache holds `text` (a hit: now its most recent)."""
+        if text in self._texts:
+            self._texts.move_to_end(text)
             return True
-        texts[text] = None
-        if len(texts) > self._size:
-            texts.popitem(last=False)
         return False
+
+    def add(self, text: str) -> None:
+        """Light extracts `text` (a miss: it goes in)."""
+        self._texts[text] = None
+        if len(self._texts) > self._size:
+            self._texts.popitem(last=False)
 
 
 def claims_of(
     rows: list[dict[str, Any]], settings: Settings, recent: Recent, extract: bool
 ) -> list[tuple[Claim, ...] | None] | None:
     """Each row's claims where `extract` (the child is ahead) and light's cache most likely
-    misses them, else None for the row; None when none were extracted. Every row is
-    counted in `recent` either way, so it follows light's cache all night. A line holding
-    our own block markers is left to light: it takes quoted blocks out before extracting."""
+    misses them, else None for the row; None when none were extracted. `recent` follows
+    light's cache through every row either way. A line holding our own block markers is
+    left to light, which takes quoted blocks out and extracts what is left (a text `recent`
+    does not follow)."""
     cs = settings.candidates
     found: list[tuple[Claim, ...] | None] = []
     for row in rows:
         text = row["text"]
-        if recent.seen(text) or not extract or "<!--" in text:
+        if "<!--" in text or recent.holds(text):
             found.append(None)
-        else:
+        elif extract:
             found.append(claims_mod.extract_cached(text, cs.min_claim_words, cs.max_claim_words))
+        else:
+            recent.add(text)
+            found.append(None)
     return found if extract else None
