@@ -8,6 +8,9 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import sqlite3
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,11 +19,13 @@ import pytest
 
 from dreaming.config import Settings
 from dreaming.ingest import claims as claims_mod
+from dreaming.memory.memory_file import entry_key
 from dreaming.phases.light import _ahead, _claims_ahead
-from tests.openclaw_builder import FakeOpenClaw
+from tests.openclaw_builder import FakeOpenClaw, block
 from tests.test_light import light
 from tests.test_light_read_ahead import _corpus_files, _tables, _without_timing
 from tests.test_light_read_ahead import _night as _read_ahead_night
+from tests.test_light_read_ahead_agents import AGENTS, _install
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -133,3 +138,87 @@ def test_a_night_folded_from_the_childs_claims_is_the_night_folded_from_lights(
     assert in_light > 50
     assert taken_apart() == 1
     assert any("green tea" in t and "<!--" not in t for t in extracted)
+
+
+def _recalls(root: Path, agent: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(root / "dreaming" / "agents" / f"{agent}.sqlite") as conn:
+        return conn.execute(
+            "SELECT entry_key, corpus_line_id, session_id FROM recalls ORDER BY 1, 2"
+        ).fetchall()
+
+
+def _agents_night(root: Path) -> Path:
+    """The read-ahead agents tests' three agents, a group chat where two people speak of
+    themselves in the second, and a line quoting back an entry of MEMORY.md."""
+    _install(root)
+    fake = FakeOpenClaw(root)
+    said = []
+    for n in range(8):
+        for name, ident in (("Caroline", "u1"), ("Melanie", "u2")):
+            text = f"I moved to Bristol in May and I run the food bank on Tuesday {n}."
+            said.append(("user", block(name, ident, group=True) + text))
+    fake.session("ops", "family", said, key="agent:ops:telegram:group:7", start=DAY)
+    entry = "The user keeps the locker code in the blue notebook."
+    workspace = root / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "MEMORY.md").write_text(f"# Memory\n\n- {entry} <!--m:{entry_key(entry)[2:]}-->\n")
+    quoting = [("user", f"As noted: - {entry} <!--m:{entry_key(entry)[2:]}--> Still true.")]
+    fake.session("main", "quoting", quoting * 3, key="agent:main:main:q", start=DAY)
+    return root
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
+@pytest.mark.usefixtures("fork_allowed")
+def test_a_run_of_agents_and_people_folded_from_the_childs_claims_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ahead, "MB", 10**9)  # no child
+    here = _agents_night(tmp_path / "here")
+    want = _without_timing(light(here))
+    monkeypatch.setattr(_ahead, "MB", 1)  # one child, reading on into the later agents
+    monkeypatch.setattr(_claims_ahead, "FROM_HELD", 0)
+    sent: list[int] = []
+    real = _ahead._received
+
+    def received(job: Any, read: Any, counted: Any, summary: Any) -> Any:
+        if read is not None and read.claims is not None:
+            sent.append(sum(c is not None for c in read.claims))
+        return real(job, read, counted, summary)
+
+    monkeypatch.setattr(_ahead, "_received", received)
+    ahead = _agents_night(tmp_path / "ahead")
+    assert _without_timing(light(ahead)) == want
+    assert sum(sent) > 100
+    for agent in AGENTS:
+        assert _tables(ahead, agent) == _tables(here, agent)
+        assert _recalls(ahead, agent) == _recalls(here, agent)
+    speakers = {row[-1] for row in _tables(here, "ops")["corpus_lines"]}
+    assert {"Caroline", "Melanie"} <= speakers  # the people's own claims, each held by them
+    assert _recalls(here, "main")  # the quoted entry recalled
+
+
+def test_the_child_counts_as_ahead_only_what_waits_behind_the_result_being_sent() -> None:
+    """A big result light is taking is no backlog; the results queued behind it are."""
+    r, w = os.pipe()
+    outbox = _ahead._Outbox(os.fdopen(w, "wb"))
+    sender = threading.Thread(target=outbox.send_all, daemon=True)
+    sender.start()
+    try:
+        big = b"x" * 400_000  # more than the pipe holds: its write waits for the reader
+        outbox.put(big)
+        deadline = time.monotonic() + 10
+        while outbox.holds() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert outbox.holds() == 0  # being sent, nothing behind it
+        outbox.put(b"y" * 300_000)
+        outbox.put(b"z" * 200_000)
+        assert outbox.holds() == 500_000
+        outbox.put(None)
+        taken = b""
+        with os.fdopen(r, "rb") as pipe:
+            while chunk := pipe.read(65536):
+                taken += chunk
+        assert len(taken) == 900_000
+    finally:
+        sender.join(timeout=10)
+    assert outbox.holds() == 0

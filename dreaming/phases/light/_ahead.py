@@ -410,12 +410,14 @@ class _Outbox:
         self._out = out
         self._queue: deque[bytes | None] = deque()
         self._held = 0
+        self._sending = 0  # of `_held`: the result being written (light may be taking it)
         self._cond = threading.Condition()
 
     def holds(self) -> int:
-        """Bytes of results light has not taken yet (read without the lock: a moment's
-        stale count only makes a guess of `_claims_ahead` a little late)."""
-        return self._held
+        """Bytes of the results waiting behind the one being sent: light has not begun to
+        take them (the one being sent may be a big file's, which light is taking)."""
+        with self._cond:
+            return self._held - self._sending
 
     def put(self, body: bytes | None) -> None:
         size = len(body) if body is not None else 0
@@ -433,6 +435,7 @@ class _Outbox:
                     while not self._queue:
                         self._cond.wait()
                     body = self._queue[0]
+                    self._sending = len(body) if body is not None else 0
                 if body is None:
                     self._out.close()
                     return
@@ -441,6 +444,7 @@ class _Outbox:
                 with self._cond:
                     self._queue.popleft()
                     self._held -= len(body)
+                    self._sending = 0
                     self._cond.notify_all()
         except BaseException:  # the parent is gone (a broken pipe): so are we
             os._exit(0)

@@ -15,6 +15,11 @@ last `claims.EXTRACT_CACHE` of them (`Recent`), as light's least-recently-used c
 does; a line said again shortly is a cache hit for light, cheaper than the unpickling of its
 claims. A guess either way costs time, never a different result: light extracts whatever it
 was not sent.
+
+The texts the child keeps for this (`Recent`, its copy of the claim cache) are lines of the
+files as they are now, as its results are: a purge in the run (an edited file's lines that
+no longer stand) removes what a file no longer says, which the child never read. Light's
+`known` lives for one batch, and a purge commits the batch before it.
 """
 
 from __future__ import annotations
