@@ -11,6 +11,7 @@ import pickle
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,12 @@ from tests.test_light_read_ahead import _night as _read_ahead_night
 from tests.test_light_read_ahead_agents import AGENTS, _install
 
 DAY = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def forks(test: Callable[..., None]) -> Callable[..., None]:
+    """A test of a night with a reading child."""
+    test = pytest.mark.usefixtures("fork_allowed")(test)
+    return pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")(test)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +110,7 @@ def _night(root: Path) -> Path:
     return root
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
-@pytest.mark.usefixtures("fork_allowed")
+@forks
 def test_a_night_folded_from_the_childs_claims_is_the_night_folded_from_lights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,8 +173,7 @@ def _agents_night(root: Path) -> Path:
     return root
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="reading ahead forks")
-@pytest.mark.usefixtures("fork_allowed")
+@forks
 def test_a_run_of_agents_and_people_folded_from_the_childs_claims_is_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
