@@ -10,11 +10,11 @@ extracting them itself (`candidates.Folder.fold_files`'s `known`).
 Only where the child is ahead: over coding sessions reading is the slower half, and
 extracting there too made the child the bottleneck (light over 161 MB of real sessions
 took 2.43-2.51 s instead of 1.93-2.14 s). And only for texts light's own claim cache most
-likely does not hold: the child sees the rows in light's order and keeps the texts of the
-last `claims.EXTRACT_CACHE` of them (`Recent`), as light's least-recently-used cache
-does; a line said again shortly is a cache hit for light, cheaper than the unpickling of its
-claims. A guess either way costs time, never a different result: light extracts whatever it
-was not sent.
+likely does not hold: the child sees the rows in light's order and follows what that
+least-recently-used cache of `claims.EXTRACT_CACHE` texts holds (`Recent`: the texts light
+extracted itself); a line said again shortly is a cache hit for light, cheaper than the
+unpickling of its claims. A guess either way costs time, never a different result: light
+extracts whatever it was not sent.
 
 The texts the child keeps for this (`Recent`, its copy of the claim cache) are lines of the
 files as they are now, as its results are: a purge in the run (an edited file's lines that
