@@ -131,6 +131,13 @@ SEGMENT_RE = re.compile(
     rf"|(?:^\n)?^## (?P<title>.+?) {_GROUP_MARK}$\n?",
     re.MULTILINE,
 )
+# The same spellings one by one, for a scrub that reads only the lines around what it
+# removes (`forget._window`): where a legacy block (the one segment spanning lines) begins,
+# an entry line and a heading line, each without its line break.
+LEGACY_OPEN = _BLOCK_OPEN.split("{key}")[0]
+ENTRY_LINE_RE = re.compile(rf"- .+? <!--(?: {KEY} |{SHOWN_KEY})-->")
+GROUP_MARK = _GROUP_MARK
+HEADING_LINE_RE = re.compile(rf"## .+? {_GROUP_MARK}")
 # Anything entry text must never contain: our block markers, our heading marker and the
 # compact form's key comment (whitespace and case tolerated: a near miss is as suspect).
 MARKER_RE = re.compile(

@@ -417,8 +417,10 @@ def test_a_backup_without_the_entries_keys_is_not_parsed(monkeypatch: pytest.Mon
     newer = mf.render_heading("people") + line(*a) + mf.render_heading("work") + line(*b)
     edited = mf.render_heading("people") + f"- The user has two cats. <!--{a[0][:8]}-->\n"
     parsed: list[str] = []
-    real_parse = mf.parse
-    monkeypatch.setattr(_scrub.memory_file, "parse", lambda t: parsed.append(t) or real_parse(t))
+    real_parse = mf.parse_slice
+    monkeypatch.setattr(
+        _scrub.memory_file, "parse_slice", lambda t: parsed.append(t) or real_parse(t)
+    )
     assert not _scrub.backup_carries(older, [], [a[0]]) and parsed == []
     assert _scrub.backup_carries(newer, [], [a[0]]) and parsed == [newer]
     assert _scrub.backup_carries(edited, [], [a[0]])  # a person's edit still stands for it

@@ -17,6 +17,8 @@ from dreaming.ingest import claims as claims_mod
 from dreaming.memory import diary, memory_file, memory_sync
 from dreaming.paths import Paths
 
+from ._window import windows
+
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16
 REDACTED = "[forgotten]"
@@ -103,9 +105,26 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    if not needles and not any(syntax.mentions_key(content, k) for k in entry_keys):
+    heads = [syntax.shortest(k) for k in entry_keys if syntax.mentions_key(content, k)]
+    if not needles and not heads:
         return content, 0
-    doc = memory_file.parse(content)
+    # Only the lines around what occurs are read (`_window`): the rest stays as it is.
+    spans = windows(content, [*needles, *heads])
+    if spans is None:
+        return _scrub_read(content, needles, entry_keys)
+    out: list[str] = []
+    removed = done = 0
+    for start, end in spans:
+        scrubbed, count = _scrub_read(content[start:end], needles, entry_keys)
+        out += [content[done:start], scrubbed]
+        removed, done = removed + count, end
+    out.append(content[done:])
+    return "".join(out), removed
+
+
+def _scrub_read(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
+    """`scrub_text` of text it parses whole."""
+    doc = memory_file.parse_slice(content)
     removed = 0
     kept: list[memory_file.Segment] = []
     for seg in doc.segments:
@@ -165,11 +184,19 @@ def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str])
     """Whether a MEMORY.md backup holds purged text or an entry the purge removes. A backup
     that shows none of the entries' keys (every form of an entry line shows at least the
     key's first digits: `syntax.mentions_key`) is not parsed: a purge reads each backup,
-    and one taken before the entries were written holds none of them."""
+    and one taken before the entries were written holds none of them. Of one that does,
+    only the lines around the keys are (`_window`)."""
     if carries(content, needles):
         return True
     keys = [k for k in entries if syntax.mentions_key(content, k)]
-    return bool(keys) and any(b.stands_for_any(keys) for b in memory_file.parse(content).blocks)
+    if not keys:
+        return False
+    spans = windows(content, [syntax.shortest(k) for k in keys]) or [(0, len(content))]
+    return any(
+        b.stands_for_any(keys)
+        for start, end in spans
+        for b in memory_file.parse_slice(content[start:end]).blocks
+    )
 
 
 def scrub_backups(

@@ -64,6 +64,7 @@ __all__ = [
     "normalize_entry_text",
     "one_line",
     "parse",
+    "parse_slice",
     "read",
     "render_block",
     "render_heading",
@@ -221,6 +222,12 @@ def _parse(text: str) -> Document:
     if pos < len(text):
         segments.append(text[pos:])
     return Document(tuple(segments))
+
+
+def parse_slice(text: str) -> Document:
+    """`parse`, not remembered: a purge parses the few lines around each entry it removes,
+    slices that would push whole files out of `parse`'s cache."""
+    return _parse.__wrapped__(text)
 
 
 def read(path: Path) -> Document:
