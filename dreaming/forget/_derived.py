@@ -28,7 +28,7 @@ from dreaming.memory import diary
 from dreaming.paths import Paths
 from dreaming.store.tables import LLM_CALLS
 
-from ._scrub import MIN_SNIPPET_CHARS, carries, needles_of
+from ._scrub import MIN_SNIPPET_CHARS, needles_of, searcher
 
 
 @dataclass
@@ -106,7 +106,8 @@ def _rem_calls(
             and_(c.agent == agent, c.run_id.in_([run_id for run_id, _ in touched]))
         )
     )
-    return [int(i) for i, req, resp in rows if carries(req, needles) or carries(resp, needles)]
+    holds = searcher(needles)
+    return [int(i) for i, req, resp in rows if holds(req) or holds(resp)]
 
 
 def remove_entries(paths: Paths, agent: str, days: Collection[str]) -> list[str]:

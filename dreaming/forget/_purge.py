@@ -5,7 +5,7 @@ delete it in one transaction through each table's owner, and complete it (`_comp
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,11 +28,11 @@ from ._complete import complete_pending
 from ._reports import plan_reports
 from ._scrub import (
     backup_carries,
-    carries,
     needles_of,
     redact_within,
     scrub_backups,
     scrub_files,
+    searcher,
     snippets_of,
 )
 from ._select import Selector, Target, resolve
@@ -72,9 +72,13 @@ class Plan:
     runs: list[int] = field(default_factory=list)  # run summaries carrying it
     derived: _derived.Derived = field(default_factory=_derived.Derived)  # REM's, unquoted
     reports: list[dict[str, Any]] = field(default_factory=list)  # report files known
+    _search: Callable[[str | None], bool] = field(default=bool, repr=False, compare=False)
+    _searched: list[str] | None = field(default=None, repr=False, compare=False)
 
     def holds_purged(self, text: str | None) -> bool:
-        return carries(text, self.needles)
+        if self._searched is not self.needles:  # set once, when the plan is made
+            self._search, self._searched = searcher(self.needles), self.needles
+        return self._search(text)
 
 
 @dataclass

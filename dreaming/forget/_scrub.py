@@ -4,7 +4,8 @@ logs, run summaries. Text is matched exactly, raw and as it appears inside JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,22 @@ def carries(text: str | None, needles: Sequence[str]) -> bool:
     # map over the bound method: no Python frame per needle (a purge asks this of every
     # line, call record and summary of the agent).
     return any(map(text.__contains__, needles))
+
+
+# Above this many needles one pattern of them all costs more to compile and run than a
+# search per needle (measured over call records: 200 needles 5x faster, 6,000 twice, 20,000
+# slower).
+_PATTERN_MAX = 4000
+
+
+def searcher(needles: Sequence[str]) -> Callable[[str | None], bool]:
+    """`carries(text, needles)` for many texts: the needles as one pattern of literals, so
+    each text is read once for all of them, not once per needle. A purge asks it of every
+    call record, run summary, undo image and proposal of the agent."""
+    if not needles or len(needles) > _PATTERN_MAX:
+        return lambda text: carries(text, needles)
+    search = re.compile("|".join(map(re.escape, needles))).search
+    return lambda text: text is not None and search(text) is not None
 
 
 # Above this many needles the containment pass below would cost more than it saves.
