@@ -200,6 +200,60 @@ def test_least_valuable_go_first_and_standing_entries_last() -> None:
     assert placed.kept == (by_name["rule"],) and capacity.measure(rendered)[1] == 6
 
 
+def _a_file_and_its_entries(n: int) -> tuple[memory_file.Document, list[Worth]]:
+    """MEMORY.md as files come: operator text, a legacy block, a line whose text differs
+    from the database's in case (the same key), a person's edit standing for an entry, and
+    an entry with no text; then `n` entries the file does not hold yet."""
+
+    def w(body: str, value: float = 1.0) -> Worth:
+        return Worth(memory_file.entry_key(body), body, value, False)
+
+    held = [w("Straße is where the office is."), w("The legacy fact stays."), w("The edited one.")]
+    text = (
+        OPERATOR
+        + memory_file.render_line(held[0].key, "STRASSE is where the office is.")
+        + memory_file.render_block(held[1].key, held[1].text)
+        + memory_file.render_line(held[2].key[:8], "The edited one, changed by hand.")
+    )
+    fresh = [w(f"Fact number {i} about the 😀 project.", i / 7) for i in range(n)]
+    return memory_file.parse(text), [*held, w("   "), *fresh]
+
+
+@pytest.mark.parametrize("n", [0, 3, 40])
+def test_the_floor_under_the_layout_never_decides_otherwise(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc, worths = _a_file_and_its_entries(n)
+    edited = {b.key for b in doc.edited_blocks()}
+    movable = [x for x in worths if x.key not in edited]
+    fixed = capacity.measure(memory_file.apply_entries(doc, []).render())
+    whole = capacity.measure(
+        memory_file.apply_entries(doc, [(x.key, x.text) for x in worths]).render()
+    )
+    floor = capacity._at_least(*fixed, doc, movable)
+    assert floor[0] <= whole[0] and floor[1] <= whole[1]
+    for crlf in (False, True):
+        budgets = [Capacity(c, None) for c in range(0, whole[0] + 40, 7)]
+        budgets += [Capacity(None, k) for k in range(0, whole[1] + 3)]
+        with_floor = [capacity.place(doc, worths, b, crlf=crlf) for b in budgets]
+        monkeypatch.setattr(capacity, "_at_least", lambda *a: (0, 0))
+        assert [capacity.place(doc, worths, b, crlf=crlf) for b in budgets] == with_floor
+        monkeypatch.undo()
+
+
+def test_far_over_the_budget_every_entry_is_not_laid_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc, worths = _a_file_and_its_entries(2000)
+    laid: list[int] = []
+    apply = memory_file.apply_entries
+    monkeypatch.setattr(
+        capacity.memory_file,
+        "apply_entries",
+        lambda d, e, *a: laid.append(len(e)) or apply(d, e, *a),
+    )
+    placed, _ = capacity.place(doc, worths, Capacity(2000, None))
+    assert 0 < len(placed.kept) < 100 and max(laid) < 100
+
+
 def test_operator_text_alone_over_the_budget_is_reported_not_cut() -> None:
     long_text = OPERATOR + "A long operator note. " * 40 + "\n"
     doc = memory_file.parse(long_text)

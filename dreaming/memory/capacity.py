@@ -252,11 +252,13 @@ def place(
         return (limit_c is None or chars <= limit_c) and (limit_l is None or lines <= limit_l)
 
     movable = [w for w in worths if w.key not in edited]
-    everything = memory_file.apply_entries(doc, [(w.key, w.text) for w in worths], group_of)
-    everything_text = everything.render()
     # The layout of every entry, when they all fit: the loop below would build it again.
     laid: dict[tuple[str, ...], str] = {}
-    if fits(*measure(everything_text, crlf=crlf)):
+    everything_text = None
+    if fits(*_at_least(fixed_chars, fixed_lines, doc, movable)):
+        everything = memory_file.apply_entries(doc, [(w.key, w.text) for w in worths], group_of)
+        everything_text = everything.render()
+    if everything_text is not None and fits(*measure(everything_text, crlf=crlf)):
         chosen = {w.key for w in movable}  # all of them fit: no worth needed
         laid[tuple(w.key for w in worths)] = everything_text
     else:
@@ -280,6 +282,22 @@ def place(
     archived = tuple(w.key for w in worths if w.key not in chosen and w.key not in edited)
     placement = Placement(kept, archived, chars, lines, fixed_chars, fixed_lines, limit_c, limit_l)
     return placement, text
+
+
+# The shortest line an entry can stand on: one character of text, its key shown short.
+_LEAST_LINE = len(memory_file.render_line(shortest(f"m:{'0' * 16}"), "x"))
+
+
+def _at_least(
+    fixed_chars: int, fixed_lines: int, doc: memory_file.Document, movable: Sequence[Worth]
+) -> tuple[int, int]:
+    """A floor under the size of MEMORY.md holding every movable entry: the fixed text and a
+    line of at least `_LEAST_LINE` characters for each entry that gets one (not those a
+    person's edit stands for, nor one without text). A budget below it is exceeded without
+    laying out tens of thousands of entries to see so."""
+    held = doc.edited_hold(w.key for w in movable)
+    lines = sum(1 for w in movable if w.key not in held and memory_file.one_line(w.text))
+    return fixed_chars + lines * _LEAST_LINE, fixed_lines + lines
 
 
 def _fill(
