@@ -241,8 +241,47 @@ def test_the_floor_under_the_layout_never_decides_otherwise(
         monkeypatch.undo()
 
 
+def _one_char_entry_on_a_last_line_without_its_break() -> tuple[str, list[Worth]]:
+    key = memory_file.entry_key("x")
+    line = memory_file.render_line(key[:8], "x").rstrip("\n")
+    return "Operator note.\n" + line, [Worth(key, "x", 1.0, False)]
+
+
+def _a_legacy_block_after_a_line_that_then_reads_as_an_edit() -> tuple[str, list[Worth]]:
+    # Removing the block that begins mid-line leaves the line before it standing alone: read
+    # again, it is a person's edit of the entry, which then gets no line of its own.
+    body = "The user lives in Tokyo."
+    key = memory_file.entry_key(body)
+    old = memory_file.render_block(memory_file.entry_key("old fact"), "old fact")
+    return f"- The user lives in Kyoto now <!--{key[:8]}-->" + old, [Worth(key, body, 1.0, False)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _one_char_entry_on_a_last_line_without_its_break,
+        _a_legacy_block_after_a_line_that_then_reads_as_an_edit,
+    ],
+)
+def test_the_floor_holds_at_the_edges(case: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    text, worths = case()
+    doc = memory_file.parse(text)
+    whole = capacity.measure(
+        memory_file.apply_entries(doc, [(w.key, w.text) for w in worths]).render()
+    )
+    fixed = capacity.measure(memory_file.apply_entries(doc, []).render())
+    floor = capacity._at_least(*fixed, doc, worths)
+    assert floor[0] <= whole[0] and floor[1] <= whole[1]
+    budgets = [Capacity(whole[0], None), Capacity(None, whole[1])]
+    with_floor = [capacity.place(doc, worths, b) for b in budgets]
+    assert all(p.kept for p, _ in with_floor)  # it fits exactly
+    monkeypatch.setattr(capacity, "_at_least", lambda *a: (0, 0))
+    assert [capacity.place(doc, worths, b) for b in budgets] == with_floor
+
+
 def test_far_over_the_budget_every_entry_is_not_laid_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    doc, worths = _a_file_and_its_entries(2000)
+    _, worths = _a_file_and_its_entries(2000)
+    doc = memory_file.parse(OPERATOR)  # a file of lines (one with a legacy block is laid out)
     laid: list[int] = []
     apply = memory_file.apply_entries
     monkeypatch.setattr(

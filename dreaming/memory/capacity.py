@@ -284,8 +284,9 @@ def place(
     return placement, text
 
 
-# The shortest line an entry can stand on: one character of text, its key shown short.
-_LEAST_LINE = len(memory_file.render_line(shortest(f"m:{'0' * 16}"), "x"))
+# The shortest line an entry can stand on: one character of text, its key shown short, no
+# line break (the file's last line may have none).
+_LEAST_LINE = len(memory_file.render_line(shortest(f"m:{'0' * 16}"), "x").rstrip("\n"))
 
 
 def _at_least(
@@ -294,7 +295,12 @@ def _at_least(
     """A floor under the size of MEMORY.md holding every movable entry: the fixed text and a
     line of at least `_LEAST_LINE` characters for each entry that gets one (not those a
     person's edit stands for, nor one without text). A budget below it is exceeded without
-    laying out tens of thousands of entries to see so."""
+    laying out tens of thousands of entries to see so. Of a file holding a legacy block,
+    only the fixed text: removing a block that began mid-line can make the text before it
+    read as a person's edit standing for an entry (`apply_entries` reads the file again),
+    which then gets no line of its own."""
+    if any(not b.compact for b in doc.blocks):
+        return fixed_chars, fixed_lines
     held = doc.edited_hold(w.key for w in movable)
     lines = sum(1 for w in movable if w.key not in held and memory_file.one_line(w.text))
     return fixed_chars + lines * _LEAST_LINE, fixed_lines + lines
