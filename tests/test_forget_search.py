@@ -42,8 +42,24 @@ def test_no_needle_holds_nothing() -> None:
 
 def test_many_needles_are_searched_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scrub, "_PATTERN_MAX", 3)
-    compiled: list[str] = []
-    monkeypatch.setattr(_scrub.re, "compile", lambda p, *a: compiled.append(p))
+    compiled: list[object] = []
+    monkeypatch.setattr(_scrub, "_pattern", compiled.append)
     holds = _scrub.searcher(["alpha one", "beta two", "gamma three", "delta four"])
     assert holds("x delta four y") and not holds("alpha two")
     assert compiled == []
+
+
+def test_an_empty_text_holds_nothing_even_of_an_empty_needle() -> None:
+    assert _scrub.carries("", ["", "abc"]) is False
+    assert _scrub.searcher(["", "abc"])("") is False and _scrub.searcher(["abc"])(None) is False
+
+
+def test_a_plan_searches_for_the_needles_it_holds_now() -> None:
+    from dreaming.forget._purge import Plan
+
+    plan = Plan([], [], [], [])
+    assert not plan.holds_purged("the user works at ACME")
+    plan.needles = ("works at ACME",)
+    assert plan.holds_purged("the user works at ACME")
+    plan.needles = ("lives in Tokyo",)
+    assert not plan.holds_purged("the user works at ACME")

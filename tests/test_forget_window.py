@@ -108,9 +108,10 @@ def test_the_slice_scrubs_as_the_whole_file_does() -> None:
         gone = {k for k in keys if rng.random() < 0.05} | {syntax.entry_key("absent fact")}
         want = _oracle(content, needles, gone)
         assert _scrub.scrub_text(content, needles, gone) == want, (content, needles, gone)
-        marks = [n for n in needles if n in content]
-        marks += [syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)]
-        spans = _window.windows(content, marks) if marks else None
+        present = [n for n in needles if n in content]
+        heads = _window.heads_in(content, {syntax.shortest(k) for k in gone})
+        assert heads == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
+        spans = _window.windows(content, present, heads) if present or heads else None
         if spans and spans != [(0, len(content))]:
             sliced += 1
         removed += want[1] > 0
@@ -127,7 +128,7 @@ def test_a_purge_of_one_entry_reads_its_lines_not_the_file() -> None:
     lines += [syntax.render_line(syntax.shortest(syntax.entry_key(t)), t) for t in texts]
     content = "".join(lines)
     key = syntax.entry_key(texts[2500])
-    [(start, end)] = _window.windows(content, [syntax.shortest(key)]) or [(0, 0)]
+    [(start, end)] = _window.windows(content, [], {syntax.shortest(key)}) or [(0, 0)]
     assert content[start:end] == lines[2501] + lines[2502]  # its line and the next entry
     cleaned, removed = _scrub.scrub_text(content, [], {key})
     assert removed == 1 and cleaned == content.replace(lines[2501], "")
@@ -147,7 +148,44 @@ def test_a_purge_of_one_entry_reads_its_lines_not_the_file() -> None:
     ],
 )
 def test_files_read_whole(content: str) -> None:
-    assert _window.windows(content, ["gone fact"]) is None
+    assert _window.windows(content, ["gone fact"], set()) is None
     assert _scrub.scrub_text(content, ["gone fact"], set()) == _oracle(
         content, ["gone fact"], set()
     )
+
+
+@pytest.mark.parametrize(("needles", "keys"), [([""], set()), ([], {""}), (["a", ""], {"m:0"})])
+def test_empty_needles_and_keys_read_the_file_whole(needles: list[str], keys: set[str]) -> None:
+    content = "x\n- a <!--" + syntax.entry_key("a")[:8] + "-->\n## T <!-- dreaming:group -->\n"
+    content += syntax.render_line(syntax.entry_key("b")[:8], "b")
+    assert _scrub.scrub_text(content, needles, keys) == _oracle(content, needles, keys)
+
+
+def test_a_file_without_entry_lines_is_one_slice_however_often_it_quotes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A diary quoting a purged sentence on every other line: the slice reaches the end of
+    the file once, not once per quote (which made a scrub quadratic in the file's lines)."""
+    content = "".join(
+        f"Night {i}: the user said the gone fact again.\nA quiet night.\n" for i in range(2000)
+    )
+    calls: list[int] = []
+    after = _window._after_entry_from
+    monkeypatch.setattr(_window, "_after_entry_from", lambda c, p: calls.append(p) or after(c, p))
+    assert _window.windows(content, ["gone fact"], set()) == [(0, len(content))]
+    assert len(calls) == 1
+    want = _oracle(content, ["gone fact"], set())
+    assert _scrub.scrub_text(content, ["gone fact"], set()) == want and want[1] == 2000
+
+
+def test_many_keys_are_found_in_one_pass() -> None:
+    texts = [f"Fact {i} stands here." for i in range(3000)]
+    keys = [syntax.entry_key(t) for t in texts]
+    content = "".join(
+        syntax.render_line(syntax.shortest(k), t) for k, t in zip(keys, texts, strict=True)
+    )
+    gone = {*keys[::3], syntax.entry_key("not in the file"), "odd"}
+    heads = _window.heads_in(content, {syntax.shortest(k) for k in gone})
+    assert heads == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
+    assert _scrub.scrub_text(content, [], gone) == _oracle(content, [], gone)
+    assert _scrub.backup_carries(content, [], sorted(gone))

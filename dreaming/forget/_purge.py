@@ -66,17 +66,17 @@ class Plan:
     mixed: list[dict[str, Any]] = field(default_factory=list)  # entries with other sessions
     emptied: list[str] = field(default_factory=list)  # entries with no other session
     snippets: set[str] = field(default_factory=set)  # purged text to hunt for elsewhere
-    needles: list[str] = field(default_factory=list)  # the snippets as searched for
+    needles: tuple[str, ...] = ()  # the snippets as searched for
     calls: list[int] = field(default_factory=list)  # LLM call records carrying it
     backups: list[int] = field(default_factory=list)  # MEMORY.md backups carrying it
     runs: list[int] = field(default_factory=list)  # run summaries carrying it
     derived: _derived.Derived = field(default_factory=_derived.Derived)  # REM's, unquoted
     reports: list[dict[str, Any]] = field(default_factory=list)  # report files known
     _search: Callable[[str | None], bool] = field(default=bool, repr=False, compare=False)
-    _searched: list[str] | None = field(default=None, repr=False, compare=False)
+    _searched: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def holds_purged(self, text: str | None) -> bool:
-        if self._searched is not self.needles:  # set once, when the plan is made
+        if self._searched is not self.needles:  # a tuple, set when the plan is made
             self._search, self._searched = searcher(self.needles), self.needles
         return self._search(text)
 
@@ -177,7 +177,7 @@ class Purge:
             kept = "\n".join(scope.keep)
             snippets = {x for x in snippets if x not in kept}
         plan.snippets = snippets | {live[k] for k in plan.entries}
-        plan.needles = needles_of(plan.snippets)
+        plan.needles = tuple(needles_of(plan.snippets))
         return plan
 
     def _count(self, conn: Connection, scope: Scope, plan: Plan) -> dict[str, int]:

@@ -18,7 +18,7 @@ from dreaming.ingest import claims as claims_mod
 from dreaming.memory import diary, memory_file, memory_sync
 from dreaming.paths import Paths
 
-from ._window import windows
+from ._window import heads_in, windows
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16
@@ -61,8 +61,12 @@ def searcher(needles: Sequence[str]) -> Callable[[str | None], bool]:
     call record, run summary, undo image and proposal of the agent."""
     if not needles or len(needles) > _PATTERN_MAX:
         return lambda text: carries(text, needles)
-    search = re.compile("|".join(map(re.escape, needles))).search
-    return lambda text: text is not None and search(text) is not None
+    search = _pattern(needles).search
+    return lambda text: bool(text) and search(text or "") is not None
+
+
+def _pattern(needles: Sequence[str]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, needles)))
 
 
 # Above this many needles the containment pass below would cost more than it saves.
@@ -122,26 +126,28 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    heads = [syntax.shortest(k) for k in entry_keys if syntax.mentions_key(content, k)]
+    heads = heads_in(content, {syntax.shortest(k) for k in entry_keys})
     if not needles and not heads:
         return content, 0
     # Only the lines around what occurs are read (`_window`): the rest stays as it is.
-    spans = windows(content, [*needles, *heads])
+    spans = windows(content, needles, heads)
     if spans is None:
-        return _scrub_read(content, needles, entry_keys)
+        return _scrub_read(memory_file.parse(content), needles, entry_keys)
     out: list[str] = []
     removed = done = 0
     for start, end in spans:
-        scrubbed, count = _scrub_read(content[start:end], needles, entry_keys)
+        piece = memory_file.parse_slice(content[start:end])
+        scrubbed, count = _scrub_read(piece, needles, entry_keys)
         out += [content[done:start], scrubbed]
         removed, done = removed + count, end
     out.append(content[done:])
     return "".join(out), removed
 
 
-def _scrub_read(content: str, needles: Sequence[str], entry_keys: set[str]) -> tuple[str, int]:
-    """`scrub_text` of text it parses whole."""
-    doc = memory_file.parse_slice(content)
+def _scrub_read(
+    doc: memory_file.Document, needles: Sequence[str], entry_keys: set[str]
+) -> tuple[str, int]:
+    """`scrub_text` of a document read whole."""
     removed = 0
     kept: list[memory_file.Segment] = []
     for seg in doc.segments:
@@ -205,10 +211,11 @@ def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str])
     only the lines around the keys are (`_window`)."""
     if carries(content, needles):
         return True
-    keys = [k for k in entries if syntax.mentions_key(content, k)]
+    heads = heads_in(content, {syntax.shortest(k) for k in entries})
+    keys = [k for k in entries if syntax.shortest(k) in heads]
     if not keys:
         return False
-    spans = windows(content, [syntax.shortest(k) for k in keys]) or [(0, len(content))]
+    spans = windows(content, [], heads) or [(0, len(content))]
     return any(
         b.stands_for_any(keys)
         for start, end in spans

@@ -17,38 +17,74 @@ against the whole file's scrub.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Sequence
 
-from dreaming.syntax import ENTRY_LINE_RE, GROUP_MARK, HEADING_LINE_RE, LEGACY_OPEN
+from dreaming.syntax import ENTRY_LINE_RE, GROUP_MARK, HEADING_LINE_RE, KEY_HEAD_RE, LEGACY_OPEN
 
 # What `tidy` accepts under a heading: blank lines, then an entry line.
 _ENTRY_FOLLOWS = re.compile(rf"(?:[^\S\n]*\n)*(?:{ENTRY_LINE_RE.pattern})$", re.MULTILINE)
+# Past this many purged texts in one file a pattern of them all costs about what reading
+# the whole file does: it is read whole.
+_MOST_NEEDLES = 200
 
 
-def windows(content: str, marks: Iterable[str]) -> list[tuple[int, int]] | None:
+def heads_in(content: str, heads: Collection[str]) -> set[str]:
+    """Those of `heads` (keys' first digits, `syntax.shortest`) that occur in `content`,
+    found in one pass however many there are (`syntax.mentions_key` asks one at a time)."""
+    if not heads:
+        return set()
+    wanted = set(heads)
+    odd = {h for h in wanted if not KEY_HEAD_RE.fullmatch(h)}  # not a key's: asked as text
+    found = {m.group() for m in KEY_HEAD_RE.finditer(content)} & wanted if wanted - odd else set()
+    return found | {h for h in odd if h in content}
+
+
+def windows(
+    content: str, needles: Sequence[str], heads: Collection[str]
+) -> list[tuple[int, int]] | None:
     """The slices (start, end) of `content`, in order and apart, that together hold every
-    occurrence of `marks` (purged texts, the first digits of removed keys), or None when
-    the file must be read whole. A purge's entries lie all over a file: one slice around
-    each, merged where they meet."""
+    line where one of `needles` (purged texts, each in `content`) or `heads` (removed keys'
+    first digits) occurs, or None when the file must be read whole. A purge's entries lie all
+    over a file: one slice around each, merged where they meet."""
     if LEGACY_OPEN in content or not _headings_hold_entries(content):
         return None
-    found: list[tuple[int, int]] = []
-    for mark in marks:
-        at = content.find(mark)
-        while at >= 0:
-            found.append((at, at + len(mark)))
-            at = content.find(mark, at + 1)
-    out: list[tuple[int, int]] = []
-    for first, last in sorted(found):
+    found = _occurrences(content, needles, heads)
+    if found is None:
+        return None
+    # (start, end, where the entry line it ends with starts: the end of the file if none)
+    out: list[tuple[int, int, int]] = []
+    for first, last in found:
         if out and first < out[-1][1]:
-            # Within the slice before: one slice. When in the entry line the slice ends with,
-            # that line may go, so the slice goes on to the next one.
-            out[-1] = (out[-1][0], max(out[-1][1], _after_entry_from(content, last)))
+            # Within the slice before: one slice. Reaching into the entry line the slice
+            # ends with, that line may go, so the slice goes on to the next one.
+            start, _, anchor = out[-1]
+            if last > anchor:
+                out[-1] = (start, *_after_entry_from(content, last))
             continue
         # It starts after the last entry line before it: the one the slice before ends
         # with, or a later one. Slices never overlap.
-        out.append((_after_entry_before(content, first), _after_entry_from(content, last)))
-    return out
+        out.append((_after_entry_before(content, first), *_after_entry_from(content, last)))
+    return [(start, end) for start, end, _ in out]
+
+
+def _occurrences(
+    content: str, needles: Sequence[str], heads: Collection[str]
+) -> list[tuple[int, int]] | None:
+    """(start, end) of the needles' and heads' occurrences, in order, in one pass each. A
+    pattern finds matches that do not overlap: an occurrence it passes over starts inside a
+    match, so on a line the match's slice holds. None: read the file whole."""
+    if "" in needles or "" in heads or len(needles) > _MOST_NEEDLES:
+        return None
+    spans: list[tuple[int, int]] = []
+    if needles:
+        pattern = re.compile("|".join(map(re.escape, needles)))
+        spans += [m.span() for m in pattern.finditer(content)]
+    wanted = set(heads)
+    if wanted and all(KEY_HEAD_RE.fullmatch(h) for h in wanted):
+        spans += [m.span() for m in KEY_HEAD_RE.finditer(content) if m.group() in wanted]
+    elif wanted:
+        return None
+    return sorted(spans)
 
 
 def _after_entry_before(content: str, pos: int) -> int:
@@ -63,9 +99,9 @@ def _after_entry_before(content: str, pos: int) -> int:
     return 0
 
 
-def _after_entry_from(content: str, pos: int) -> int:
-    """The end of the first entry line that starts after the line holding `pos` (the end of
-    the file: none)."""
+def _after_entry_from(content: str, pos: int) -> tuple[int, int]:
+    """(the end of the first entry line that starts after the line holding `pos`, where that
+    line starts); (the end of the file, the end of the file): none."""
     start = content.find("\n", pos)
     while start >= 0:
         start += 1
@@ -73,9 +109,9 @@ def _after_entry_from(content: str, pos: int) -> int:
         if end < 0:
             end = len(content)
         if ENTRY_LINE_RE.fullmatch(content, start, end):
-            return min(end + 1, len(content))
+            return min(end + 1, len(content)), start
         start = end if end < len(content) else -1
-    return len(content)
+    return len(content), len(content)
 
 
 def _headings_hold_entries(content: str) -> bool:
@@ -95,4 +131,4 @@ def _headings_hold_entries(content: str) -> bool:
     return True
 
 
-__all__ = ["windows"]
+__all__ = ["heads_in", "windows"]
