@@ -135,11 +135,11 @@ SEGMENT_RE = re.compile(
 # removes (`forget._window`): where a legacy block (the one segment spanning lines) begins,
 # an entry line and a heading line, each without its line break.
 LEGACY_OPEN = _BLOCK_OPEN.split("{key}")[0]
-# A key's first digits, as every form of an entry shows them (`shortest`, `mentions_key`).
-KEY_HEAD_RE = re.compile(rf"m:[0-9a-f]{{{SHOWN_DIGITS}}}")
 ENTRY_LINE_RE = re.compile(rf"- .+? <!--(?: {KEY} |{SHOWN_KEY})-->")
 GROUP_MARK = _GROUP_MARK
 HEADING_LINE_RE = re.compile(rf"## .+? {_GROUP_MARK}")
+# A key's first digits, as every form of an entry shows them (`shortest`, `mentions_key`).
+KEY_HEAD_RE = re.compile(rf"{re.escape(KEY_PREFIX)}[0-9a-f]{{{SHOWN_DIGITS}}}")
 # Anything entry text must never contain: our block markers, our heading marker and the
 # compact form's key comment (whitespace and case tolerated: a near miss is as suspect).
 MARKER_RE = re.compile(

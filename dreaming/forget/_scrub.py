@@ -62,7 +62,11 @@ def searcher(needles: Sequence[str]) -> Callable[[str | None], bool]:
     if not needles or len(needles) > _PATTERN_MAX:
         return lambda text: carries(text, needles)
     search = _pattern(needles).search
-    return lambda text: bool(text) and search(text or "") is not None
+
+    def holds(text: str | None) -> bool:
+        return text is not None and text != "" and search(text) is not None
+
+    return holds
 
 
 def _pattern(needles: Sequence[str]) -> re.Pattern[str]:
