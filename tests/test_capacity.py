@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import text
+from sqlalchemy import bindparam, func, select, text
 
 from dreaming import faults
 from dreaming.app import App
@@ -25,6 +25,7 @@ from dreaming.ingest import salience
 from dreaming.memory import archive, capacity, memory_file, memory_sync
 from dreaming.memory.capacity import Worth
 from dreaming.paths import Paths
+from dreaming.store.tables import CANDIDATES
 from tests import backends
 from tests.openclaw_builder import FakeOpenClaw, append
 
@@ -600,3 +601,33 @@ def test_a_quiet_night_under_the_budget_changes_nothing(roomy: Path) -> None:
     deep = night(roomy)
     assert deep["memory"]["archived_now"] == [] and deep["memory"]["restored"] == []
     assert {p: p.read_bytes() for p in (roomy / "workspace").rglob("*.md")} == files
+
+
+def test_every_entrys_worth_is_the_same_read_in_chunks_or_in_one_pass(
+    roomy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent whose entries name most of its candidates has them read in one pass over
+    all its candidates, not a query per chunk of keys: the same worth either way."""
+    app = App.open(roomy, roomy / "dreaming.toml", env={})
+    try:
+        with app.engine("main").connect() as conn:
+            usual = capacity.worth(conn, "main", 30.0)  # five entries: one chunk
+            passes: list[str] = []
+            real = conn.execute
+
+            def counted(statement: Any, *args: Any) -> Any:
+                passes.append(str(statement))
+                return real(statement, *args)
+
+            monkeypatch.setattr(conn, "execute", counted)
+            monkeypatch.setattr(capacity, "_CHUNK", 1)
+            one_pass = capacity.worth(conn, "main", 30.0)
+            many = select(func.count() + 10**9).where(CANDIDATES.c.agent == bindparam("agent"))
+            monkeypatch.setattr(capacity, "_CANDIDATE_COUNT", many)  # the keys are few of them
+            chunked = capacity.worth(conn, "main", 30.0)
+    finally:
+        app.close()
+    assert usual and usual == one_pass == chunked
+    assert any("count" in s.lower() for s in passes)
+    reads = [s for s in passes if "candidates.score" in s]
+    assert len(reads) == 1 + len(usual)  # one pass, then a chunk of one key per candidate

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -124,14 +124,8 @@ def _candidate_scores(
     wanted = {k: _reach(k, direct, sources) for k in keys}
     every = set().union(*wanted.values()) if wanted else set()
     known: dict[str, tuple[float, frozenset[salience.Feature]]] = {}
-    names = sorted(every)
-    for chunk in (names[i : i + 500] for i in range(0, len(names), 500)):
-        for ckey, score, features in conn.execute(
-            select(CANDIDATES.c.key, CANDIDATES.c.score, CANDIDATES.c.features).where(
-                and_(CANDIDATES.c.agent == agent, CANDIDATES.c.key.in_(chunk))
-            )
-        ):
-            known[ckey] = (float(score), _features(features))
+    for ckey, score, features in _scores_of(conn, agent, every):
+        known[ckey] = (float(score), _features(features))
     out: dict[str, tuple[float, frozenset[salience.Feature]]] = {}
     for key, candidates in wanted.items():
         found = [known[c] for c in candidates if c in known]
@@ -141,6 +135,32 @@ def _candidate_scores(
                 frozenset().union(*(f for _, f in found)),
             )
     return out
+
+
+_CANDIDATE_SCORES = select(CANDIDATES.c.key, CANDIDATES.c.score, CANDIDATES.c.features)
+_CHUNK = 500  # keys a query names
+_CANDIDATE_COUNT = select(func.count()).where(CANDIDATES.c.agent == bindparam("agent"))
+
+
+def _scores_of(
+    conn: Connection, agent: str, keys: Collection[str]
+) -> Iterator[tuple[str, float, str | None]]:
+    """(key, score, features) of the agent's candidates `keys`, and maybe of others. When
+    they are most of the agent's candidates (an agent holding thousands of entries under a
+    budget: every entry's worth is read), one pass over all of them, not a query per
+    `_CHUNK` keys (each spelling its keys out)."""
+    if (
+        len(keys) > _CHUNK
+        and len(keys) * 2 >= conn.execute(_CANDIDATE_COUNT, {"agent": agent}).scalar_one()
+    ):
+        # Others come along: the caller asks only for its own.
+        yield from conn.execute(_CANDIDATE_SCORES.where(CANDIDATES.c.agent == agent))
+        return
+    names = sorted(keys)
+    for chunk in (names[i : i + _CHUNK] for i in range(0, len(names), _CHUNK)):
+        yield from conn.execute(
+            _CANDIDATE_SCORES.where(and_(CANDIDATES.c.agent == agent, CANDIDATES.c.key.in_(chunk)))
+        )
 
 
 def _targets(raw: str | None) -> list[str]:
