@@ -43,7 +43,7 @@ def test_no_needle_holds_nothing() -> None:
 def test_many_needles_are_searched_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_scrub, "_PATTERN_MAX", 3)
     compiled: list[object] = []
-    monkeypatch.setattr(_scrub, "_pattern", compiled.append)
+    monkeypatch.setattr(_scrub, "literals", compiled.append)
     holds = _scrub.searcher(["alpha one", "beta two", "gamma three", "delta four"])
     assert holds("x delta four y") and not holds("alpha two")
     assert compiled == []

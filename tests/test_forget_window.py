@@ -109,8 +109,8 @@ def test_the_slice_scrubs_as_the_whole_file_does() -> None:
         want = _oracle(content, needles, gone)
         assert _scrub.scrub_text(content, needles, gone) == want, (content, needles, gone)
         present = [n for n in needles if n in content]
-        heads = _window.heads_in(content, {syntax.shortest(k) for k in gone})
-        assert heads == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
+        heads = _window.head_spans(content, {syntax.shortest(k) for k in gone})
+        assert set(heads) == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
         spans = _window.windows(content, present, heads) if present or heads else None
         if spans and spans != [(0, len(content))]:
             sliced += 1
@@ -128,7 +128,8 @@ def test_a_purge_of_one_entry_reads_its_lines_not_the_file() -> None:
     lines += [syntax.render_line(syntax.shortest(syntax.entry_key(t)), t) for t in texts]
     content = "".join(lines)
     key = syntax.entry_key(texts[2500])
-    [(start, end)] = _window.windows(content, [], {syntax.shortest(key)}) or [(0, 0)]
+    heads = _window.head_spans(content, {syntax.shortest(key)})
+    [(start, end)] = _window.windows(content, [], heads) or [(0, 0)]
     assert content[start:end] == lines[2501] + lines[2502]  # its line and the next entry
     cleaned, removed = _scrub.scrub_text(content, [], {key})
     assert removed == 1 and cleaned == content.replace(lines[2501], "")
@@ -148,7 +149,7 @@ def test_a_purge_of_one_entry_reads_its_lines_not_the_file() -> None:
     ],
 )
 def test_files_read_whole(content: str) -> None:
-    assert _window.windows(content, ["gone fact"], set()) is None
+    assert _window.windows(content, ["gone fact"], {}) is None
     assert _scrub.scrub_text(content, ["gone fact"], set()) == _oracle(
         content, ["gone fact"], set()
     )
@@ -172,7 +173,7 @@ def test_a_file_without_entry_lines_is_one_slice_however_often_it_quotes(
     calls: list[int] = []
     after = _window._after_entry_from
     monkeypatch.setattr(_window, "_after_entry_from", lambda c, p: calls.append(p) or after(c, p))
-    assert _window.windows(content, ["gone fact"], set()) == [(0, len(content))]
+    assert _window.windows(content, ["gone fact"], {}) == [(0, len(content))]
     assert len(calls) == 1
     want = _oracle(content, ["gone fact"], set())
     assert _scrub.scrub_text(content, ["gone fact"], set()) == want and want[1] == 2000
@@ -185,7 +186,7 @@ def test_many_keys_are_found_in_one_pass() -> None:
         syntax.render_line(syntax.shortest(k), t) for k, t in zip(keys, texts, strict=True)
     )
     gone = {*keys[::3], syntax.entry_key("not in the file"), "odd"}
-    heads = _window.heads_in(content, {syntax.shortest(k) for k in gone})
-    assert heads == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
+    heads = _window.head_spans(content, {syntax.shortest(k) for k in gone})
+    assert set(heads) == {syntax.shortest(k) for k in gone if syntax.mentions_key(content, k)}
     assert _scrub.scrub_text(content, [], gone) == _oracle(content, [], gone)
     assert _scrub.backup_carries(content, [], sorted(gone))

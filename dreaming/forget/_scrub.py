@@ -4,7 +4,6 @@ logs, run summaries. Text is matched exactly, raw and as it appears inside JSON.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from dreaming.ingest import claims as claims_mod
 from dreaming.memory import diary, memory_file, memory_sync
 from dreaming.paths import Paths
 
-from ._window import heads_in, windows
+from ._window import head_spans, literals, windows
 
 # Snippets shorter than this are too common to scrub whole lines for ("ok", "thanks").
 MIN_SNIPPET_CHARS = 16
@@ -61,16 +60,12 @@ def searcher(needles: Sequence[str]) -> Callable[[str | None], bool]:
     call record, run summary, undo image and proposal of the agent."""
     if not needles or len(needles) > _PATTERN_MAX:
         return lambda text: carries(text, needles)
-    search = _pattern(needles).search
+    search = literals(needles).search
 
     def holds(text: str | None) -> bool:
         return text is not None and text != "" and search(text) is not None
 
     return holds
-
-
-def _pattern(needles: Sequence[str]) -> re.Pattern[str]:
-    return re.compile("|".join(map(re.escape, needles)))
 
 
 # Above this many needles the containment pass below would cost more than it saves.
@@ -130,7 +125,7 @@ def scrub_text(content: str, needles: Sequence[str], entry_keys: set[str]) -> tu
     # Most needles occur nowhere in a given file: one C-level search each over the whole
     # text leaves only those that do to be checked line by line.
     needles = [n for n in needles if n in content]
-    heads = heads_in(content, {syntax.shortest(k) for k in entry_keys})
+    heads = head_spans(content, {syntax.shortest(k) for k in entry_keys})
     if not needles and not heads:
         return content, 0
     # Only the lines around what occurs are read (`_window`): the rest stays as it is.
@@ -215,7 +210,7 @@ def backup_carries(content: str, needles: Sequence[str], entries: Sequence[str])
     only the lines around the keys are (`_window`)."""
     if carries(content, needles):
         return True
-    heads = heads_in(content, {syntax.shortest(k) for k in entries})
+    heads = head_spans(content, {syntax.shortest(k) for k in entries})
     keys = [k for k in entries if syntax.shortest(k) in heads]
     if not keys:
         return False

@@ -17,7 +17,7 @@ against the whole file's scrub.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from dreaming.syntax import ENTRY_LINE_RE, GROUP_MARK, HEADING_LINE_RE, KEY_HEAD_RE, LEGACY_OPEN
 
@@ -28,24 +28,45 @@ _ENTRY_FOLLOWS = re.compile(rf"(?:[^\S\n]*\n)*(?:{ENTRY_LINE_RE.pattern})$", re.
 _MOST_NEEDLES = 200
 
 
-def heads_in(content: str, heads: Collection[str]) -> set[str]:
-    """Those of `heads` (keys' first digits, `syntax.shortest`) that occur in `content`,
-    found in one pass however many there are (`syntax.mentions_key` asks one at a time)."""
-    if not heads:
-        return set()
+def literals(texts: Sequence[str]) -> re.Pattern[str]:
+    """One pattern matching any of `texts`, each as it is."""
+    return re.compile("|".join(map(re.escape, texts)))
+
+
+def head_spans(content: str, heads: Collection[str]) -> dict[str, list[tuple[int, int]]]:
+    """Where each of `heads` (keys' first digits, `syntax.shortest`) occurs in `content`,
+    those that do: one pass of the key-head pattern however many there are
+    (`syntax.mentions_key` asks one at a time); a head not spelled as a key's is searched
+    as text (an empty one occurs at 0)."""
     wanted = set(heads)
-    odd = {h for h in wanted if not KEY_HEAD_RE.fullmatch(h)}  # not a key's: asked as text
-    found = {m.group() for m in KEY_HEAD_RE.finditer(content)} & wanted if wanted - odd else set()
-    return found | {h for h in odd if h in content}
+    out: dict[str, list[tuple[int, int]]] = {}
+    if any(KEY_HEAD_RE.fullmatch(h) for h in wanted):
+        for m in KEY_HEAD_RE.finditer(content):
+            if m.group() in wanted:
+                out.setdefault(m.group(), []).append(m.span())
+    for head in wanted:
+        if not KEY_HEAD_RE.fullmatch(head) and head in content:
+            out[head] = _found(content, head)
+    return out
+
+
+def _found(content: str, text: str) -> list[tuple[int, int]]:
+    """Every place `text` occurs (an empty one: at 0)."""
+    out, at = [], content.find(text)
+    while at >= 0 and text:
+        out.append((at, at + len(text)))
+        at = content.find(text, at + 1)
+    return out or [(0, 0)]
 
 
 def windows(
-    content: str, needles: Sequence[str], heads: Collection[str]
+    content: str, needles: Sequence[str], heads: Mapping[str, Sequence[tuple[int, int]]]
 ) -> list[tuple[int, int]] | None:
     """The slices (start, end) of `content`, in order and apart, that together hold every
     line where one of `needles` (purged texts, each in `content`) or `heads` (removed keys'
-    first digits) occurs, or None when the file must be read whole. A purge's entries lie all
-    over a file: one slice around each, merged where they meet."""
+    first digits, where they occur: `head_spans`) occurs, or None when the file must be read
+    whole. A purge's entries lie all over a file: one slice around each, merged where they
+    meet."""
     if LEGACY_OPEN in content or not _headings_hold_entries(content):
         return None
     found = _occurrences(content, needles, heads)
@@ -68,22 +89,17 @@ def windows(
 
 
 def _occurrences(
-    content: str, needles: Sequence[str], heads: Collection[str]
+    content: str, needles: Sequence[str], heads: Mapping[str, Sequence[tuple[int, int]]]
 ) -> list[tuple[int, int]] | None:
-    """(start, end) of the needles' and heads' occurrences, in order, in one pass each. A
-    pattern finds matches that do not overlap: an occurrence it passes over starts inside a
-    match, so on a line the match's slice holds. None: read the file whole."""
+    """(start, end) of the needles' occurrences (one pass of a pattern of them) and the
+    heads', in order. A pattern finds matches that do not overlap: an occurrence it passes
+    over starts inside a match, so on a line the match's slice holds. None: read the file
+    whole."""
     if "" in needles or "" in heads or len(needles) > _MOST_NEEDLES:
         return None
-    spans: list[tuple[int, int]] = []
+    spans = [span for found in heads.values() for span in found]
     if needles:
-        pattern = re.compile("|".join(map(re.escape, needles)))
-        spans += [m.span() for m in pattern.finditer(content)]
-    wanted = set(heads)
-    if wanted and all(KEY_HEAD_RE.fullmatch(h) for h in wanted):
-        spans += [m.span() for m in KEY_HEAD_RE.finditer(content) if m.group() in wanted]
-    elif wanted:
-        return None
+        spans += [m.span() for m in literals(needles).finditer(content)]
     return sorted(spans)
 
 
@@ -131,4 +147,4 @@ def _headings_hold_entries(content: str) -> bool:
     return True
 
 
-__all__ = ["heads_in", "windows"]
+__all__ = ["head_spans", "literals", "windows"]
