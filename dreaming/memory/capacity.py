@@ -274,10 +274,11 @@ def place(
     movable = [w for w in worths if w.key not in edited]
     # The layout of every entry, when they all fit: the loop below would build it again.
     laid: dict[tuple[str, ...], str] = {}
-    everything_text = None
+    everything_text = None  # not laid out when even a floor under it is over the budget
     if fits(*_at_least(fixed_chars, fixed_lines, doc, movable)):
-        everything = memory_file.apply_entries(doc, [(w.key, w.text) for w in worths], group_of)
-        everything_text = everything.render()
+        everything_text = memory_file.apply_entries(
+            doc, [(w.key, w.text) for w in worths], group_of
+        ).render()
     if everything_text is not None and fits(*measure(everything_text, crlf=crlf)):
         chosen = {w.key for w in movable}  # all of them fit: no worth needed
         laid[tuple(w.key for w in worths)] = everything_text
@@ -306,7 +307,7 @@ def place(
 
 # The shortest line an entry can stand on: one character of text, its key shown short, no
 # line break (the file's last line may have none).
-_LEAST_LINE = len(memory_file.render_line(shortest(f"m:{'0' * 16}"), "x").rstrip("\n"))
+_LEAST_LINE = len(memory_file.render_line(shortest(memory_file.entry_key("x")), "x").rstrip("\n"))
 
 
 def _at_least(
