@@ -85,9 +85,14 @@ def test_a_child_that_died_answers_nothing_and_sending_to_it_raises_nothing() ->
     assert child.answers(lexicon) == {}
 
 
-def test_sending_never_waits_for_a_child_that_does_not_read() -> None:
+def test_sending_never_waits_for_a_child_that_does_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A stopped child: what does not fit in the socket's buffers waits here; once it runs
     again, it answers what it took, and the texts it never began go back to the rescore."""
+    # Small buffers: the child then has a few thousand texts to assess, not the 70,000 the
+    # real ones hold (12 s of the suite); what is tested does not depend on their size.
+    monkeypatch.setattr(_assess_ahead, "_BUFFER", 64 << 10)
     lexicon = salience.default_lexicon()
     child = _assess_ahead.AssessAhead(lexicon)
     assert child._pid is not None and child._sock is not None
