@@ -134,6 +134,7 @@ def test_a_lagging_child_is_handed_no_more_than_max_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_assess_ahead, "MAX_HELD", 1)
+    monkeypatch.setattr(_assess_ahead, "_BUFFER", 64 << 10)  # fewer texts for the child
     lexicon = salience.default_lexicon()
     child = _assess_ahead.AssessAhead(lexicon)
     assert child._pid is not None
