@@ -205,8 +205,9 @@ class MemorySettings(_Strict):
     one of `link_targets`.
 
     The capacity budget bounds the whole MEMORY.md, operator text included: `max_chars`
-    (default: the agent's `bootstrapMaxChars`, what OpenClaw loads of it) and `max_lines`
-    (default: none for OpenClaw; a Claude Code agent loads the first 200 lines). Entries
+    (default: the agent's `bootstrapMaxChars`, what OpenClaw loads of it; for a Claude Code
+    agent 25,000 bytes of UTF-8, what Claude Code loads) and `max_lines` (default: none for
+    OpenClaw; a Claude Code agent loads the first 200 lines). Entries
     that do not fit move to an archive the agent searches but does not load, the least
     valuable first: an entry's value halves every `half_life_days` on the agent's clock
     since it was last said (`dreaming.memory.capacity`). `[agents.<id>]` may set its own
@@ -218,8 +219,10 @@ class MemorySettings(_Strict):
     half_life_days: float = Field(default=180.0, gt=0)
 
 
-# Claude Code loads the first 200 lines of a project's MEMORY.md (auto memory).
+# Claude Code loads the first 200 lines of a project's MEMORY.md (auto memory), or its first
+# 25 KB (UTF-8 bytes) when that comes first; 25,000 holds under either reading of "KB".
 CLAUDE_CODE_MAX_LINES = 200
+CLAUDE_CODE_MAX_BYTES = 25_000
 # The archive of entries that did not fit MEMORY.md: in the workspace's memory/ folder, which
 # OpenClaw's memory search indexes (Claude Code reads its memory folder's files on demand).
 ARCHIVE_NAME = "dreaming-archive.md"
@@ -229,11 +232,14 @@ ARCHIVE_NAME = "dreaming-archive.md"
 class Capacity:
     """How big one agent's MEMORY.md may be, and what set each bound (for `status`)."""
 
-    max_chars: int | None  # None: no bound
+    max_chars: int | None  # None: no bound; counted in `unit`
     max_lines: int | None
     half_life_days: float = 180.0
     chars_from: str = ""  # "bootstrapMaxChars", "[memory] max_chars", ...
     lines_from: str = ""
+    # How `max_chars` counts: "chars" as OpenClaw does (UTF-16 code units), or "bytes" of
+    # UTF-8 as Claude Code does (a setting's max_chars always counts characters).
+    unit: Literal["chars", "bytes"] = "chars"
 
     @classmethod
     def unbounded(cls) -> Capacity:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from dreaming.config import (
     ARCHIVE_NAME,
+    CLAUDE_CODE_MAX_BYTES,
     CLAUDE_CODE_MAX_LINES,
     AgentSettings,
     Capacity,
@@ -158,17 +159,23 @@ class Paths:
     def capacity(self, agent: str) -> Capacity:
         """MEMORY.md's budget for the agent: `[agents.<id>]`, else `[memory]`, else (the
         deprecated) `[deep] max_memory_chars`, else what the agent loads of it (OpenClaw's
-        `bootstrapMaxChars`; `default_max_lines`)."""
+        `bootstrapMaxChars`; Claude Code's 25 KB, counted in bytes; `default_max_lines`).
+        Claude Code never reads openclaw.json: its bootstrapMaxChars bounds no project."""
         own = self.settings.agents.get(agent) or AgentSettings()
         memory = self.settings.memory
-        chars: tuple[int | None, str] = (self.bootstrap_max_chars(agent), "bootstrapMaxChars")
+        bytes_ = self._claude_code_loads(agent)
+        chars: tuple[int | None, str] = (
+            (CLAUDE_CODE_MAX_BYTES, "Claude Code loads 25 KB")
+            if bytes_
+            else (self.bootstrap_max_chars(agent), "bootstrapMaxChars")
+        )
         for value, name in (
             (self.settings.deep.max_memory_chars, "[deep] max_memory_chars"),
             (memory.max_chars, "[memory] max_chars"),
             (own.max_chars, f"[agents.{agent}] max_chars"),
         ):
             if value is not None:
-                chars = (value, name)
+                chars, bytes_ = (value, name), False
         lines = self.default_max_lines(agent)
         for value, name in (
             (memory.max_lines, "[memory] max_lines"),
@@ -176,16 +183,22 @@ class Paths:
         ):
             if value is not None:
                 lines = (value, name)
-        return Capacity(chars[0], lines[0], memory.half_life_days, chars[1], lines[1])
+        unit: Literal["chars", "bytes"] = "bytes" if bytes_ else "chars"
+        return Capacity(chars[0], lines[0], memory.half_life_days, chars[1], lines[1], unit)
 
     def default_max_lines(self, agent: str) -> tuple[int | None, str]:
         """How many lines of MEMORY.md the agent loads when no setting says: OpenClaw loads
         characters, not lines (none); an agent whose transcripts are all Claude Code's loads
         its first 200 lines."""
-        kinds = {s.kind for s in self.settings.sources if s.agent == agent}
-        if self.memory_lines(agent) is not None or kinds == {SourceKind.CLAUDE_CODE}:
+        if self._claude_code_loads(agent):
             return CLAUDE_CODE_MAX_LINES, "Claude Code loads 200 lines"
         return None, ""
+
+    def _claude_code_loads(self, agent: str) -> bool:
+        """Whether Claude Code is what loads the agent's MEMORY.md: a project's, or that of an
+        agent whose transcripts are all Claude Code's."""
+        kinds = {s.kind for s in self.settings.sources if s.agent == agent}
+        return self.memory_lines(agent) is not None or kinds == {SourceKind.CLAUDE_CODE}
 
     def archive_file(self, agent: str) -> Path:
         """Where the entries that did not fit the agent's MEMORY.md are archived: the

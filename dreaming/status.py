@@ -217,6 +217,7 @@ def memory_fill(paths: Paths, agent: str) -> dict[str, Any]:
         "max_chars": cap.max_chars,
         "max_lines": cap.max_lines,
         "max_chars_from": cap.chars_from,
+        "unit": cap.unit,  # what chars and max_chars count: "chars", or "bytes" (Claude Code)
         "max_lines_from": cap.lines_from or None,
         "archive": None,
         "archive_lines": 0,
@@ -229,14 +230,17 @@ def memory_fill(paths: Paths, agent: str) -> dict[str, Any]:
         shelved = archive.read(shelf)
     except WorkspaceFileError as err:
         return out | {"error": str(err)}
-    out["chars"], out["lines"] = capacity.measure(content, crlf=memory_sync.is_crlf(memory))
+    crlf = memory_sync.is_crlf(memory)
+    out["chars"], out["lines"] = capacity.measure(content, crlf=crlf, unit=cap.unit)
     if shelved is not None:
         out["archive"] = str(shelf)
         out["archive_lines"] = len(archive.keys(shelved))
     doc = memory_file.parse(content)
     fixed = memory_file.apply_entries(doc, [], memory_sync.group_of).render()
-    chars, lines = capacity.measure(fixed, crlf=memory_sync.is_crlf(memory))
-    probe = capacity.Placement((), (), chars, lines, chars, lines, cap.max_chars, cap.max_lines)
+    chars, lines = capacity.measure(fixed, crlf=crlf, unit=cap.unit)
+    probe = capacity.Placement(
+        (), (), chars, lines, chars, lines, cap.max_chars, cap.max_lines, cap.unit
+    )
     out["over"] = probe.over
     return out
 

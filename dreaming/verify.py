@@ -225,10 +225,11 @@ def _budget(files: memory_sync.Files, live: dict[str, str], v: Verdict) -> list[
         content = memory_file.load_text(files.memory) or ""
     except WorkspaceFileError:
         return []  # named by the memory_file check
-    chars, lines = capacity.measure(content, crlf=memory_sync.is_crlf(files.memory))
+    chars, lines = capacity.measure(content, crlf=memory_sync.is_crlf(files.memory), unit=cap.unit)
     over = []
     if cap.max_chars is not None and chars > cap.max_chars:
-        over.append(f"{chars:,} characters, over its budget of {cap.max_chars:,}")
+        counted = "bytes" if cap.unit == "bytes" else "characters"
+        over.append(f"{chars:,} {counted}, over its budget of {cap.max_chars:,}")
     if cap.max_lines is not None and lines > cap.max_lines:
         over.append(f"{lines:,} lines, over its budget of {cap.max_lines:,}")
     if not over:

@@ -24,6 +24,7 @@ from dreaming.config import Capacity, Settings, Source, SourceKind
 from dreaming.ingest import salience
 from dreaming.memory import archive, capacity, memory_file, memory_sync
 from dreaming.memory.capacity import Worth
+from dreaming.openclaw_config import load_openclaw
 from dreaming.paths import Paths
 from dreaming.store.tables import CANDIDATES
 from tests import backends
@@ -236,6 +237,8 @@ def test_the_floor_under_the_layout_never_decides_otherwise(
     for crlf in (False, True):
         budgets = [Capacity(c, None) for c in range(0, whole[0] + 40, 7)]
         budgets += [Capacity(None, k) for k in range(0, whole[1] + 3)]
+        # Claude Code's bytes: the floor (counted in characters) is under them too.
+        budgets += [Capacity(c, None, unit="bytes") for c in range(0, whole[0] + 120, 11)]
         with_floor = [capacity.place(doc, worths, b, crlf=crlf) for b in budgets]
         monkeypatch.setattr(capacity, "_at_least", lambda *a: (0, 0))
         assert [capacity.place(doc, worths, b, crlf=crlf) for b in budgets] == with_floor
@@ -330,6 +333,58 @@ def test_budget_settings_per_agent_and_claude_codes_200_lines(tmp_path: Path) ->
     )
     assert claude.capacity("proj").max_lines == 200
     assert plain.archive_file("main") == tmp_path / "workspace" / "memory" / "dreaming-archive.md"
+
+
+def test_claude_code_is_held_to_its_25_kb_in_bytes_not_to_openclaws_bootstrap(
+    tmp_path: Path,
+) -> None:
+    """Claude Code loads 200 lines or 25 KB of a project's MEMORY.md and never reads
+    openclaw.json: a bootstrapMaxChars there bounds OpenClaw's agents only."""
+    (tmp_path / "openclaw.json").write_text(
+        json.dumps({"agents": {"defaults": {"bootstrapMaxChars": 100}}})
+    )
+    projects = tmp_path / "projects"
+    (projects / "-home-ana-src-acme").mkdir(parents=True)
+    source = Source(kind=SourceKind.CLAUDE_CODE, path=projects, agent="claude")
+    openclaw = load_openclaw(tmp_path, None, {})
+    paths = Paths(tmp_path, Settings(sources=(source,)), openclaw)
+    acme = "claude:-home-ana-src-acme"
+    assert paths.claude_project(acme) is not None
+    assert paths.capacity(acme) == Capacity(
+        25_000, 200, 180.0, "Claude Code loads 25 KB", "Claude Code loads 200 lines", "bytes"
+    )
+    assert paths.capacity("main") == Capacity(100, None, 180.0, "bootstrapMaxChars", "")
+    # A setting says characters, whoever loads the file.
+    own = Settings.model_validate(
+        {
+            "sources": [{"kind": "claude-code", "path": str(projects), "agent": "claude"}],
+            "agents": {acme: {"max_chars": 4000}},
+        }
+    )
+    assert Paths(tmp_path, own, openclaw).capacity(acme) == Capacity(
+        4000, 200, 180.0, f"[agents.{acme}] max_chars", "Claude Code loads 200 lines"
+    )
+
+
+def test_a_byte_budget_holds_what_claude_code_loads_of_text_in_any_script() -> None:
+    doc = memory_file.parse(OPERATOR)
+    said = [f"Die Straße Nummer {i} führt zum Büro in 東京都渋谷区 und weiter." for i in range(30)]
+    worths = [Worth(memory_file.entry_key(b), b, 1.0 + i / 100, False) for i, b in enumerate(said)]
+    budget = 1500
+    by_chars, in_chars = capacity.place(doc, worths, Capacity(budget, None))
+    by_bytes, in_bytes = capacity.place(doc, worths, Capacity(budget, None, unit="bytes"))
+    assert capacity.measure(in_chars)[0] <= budget < len(in_chars.encode("utf-8"))
+    assert len(in_bytes.encode("utf-8")) <= budget == by_bytes.max_chars
+    assert by_bytes.chars == len(in_bytes.encode("utf-8")) and by_bytes.unit == "bytes"
+    assert 0 < len(by_bytes.kept) < len(by_chars.kept)
+    # As full as it gets: the next entry of worth would not fit beside them.
+    ranked = sorted((w for w in worths if w.key in by_bytes.archived), key=Worth.rank)
+    more = [(w.key, w.text) for w in worths if w.key in by_bytes.kept or w.key == ranked[0].key]
+    bigger = memory_file.apply_entries(doc, more).render()
+    assert len(bigger.encode("utf-8")) > budget
+    assert capacity.measure("ü\n", crlf=True, unit="bytes") == (4, 1)
+    over = capacity.place(memory_file.parse("ü" * 40), [], Capacity(50, None, unit="bytes"))[0]
+    assert over.over is not None and "80 bytes, over MEMORY.md's budget of 50" in over.over
 
 
 # -- a night under the budget ----------------------------------------------------------------

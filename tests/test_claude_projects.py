@@ -260,7 +260,9 @@ def test_status_report_forget_and_verify_name_the_project(tmp_path: Path) -> Non
     assert f"agent claude:{ACME}  " in out and f"agent claude:{ZETA}  " in out
     lines = len(memory_of(projects, ACME).splitlines())
     assert acme["lines"] == lines
-    assert f"MEMORY.md, {lines} lines (Claude Code loads its first 200 lines)" in out
+    assert f"MEMORY.md, {lines} lines (Claude Code loads its first 200 lines or 25 KB)" in out
+    size = len(memory_of(projects, ACME).encode("utf-8"))
+    assert f"  MEMORY.md {size:,} / 25,000 bytes, {lines} / 200 lines, 0 archived\n" in out
     assert f"agent claude:{ACME}: ok" in cmd(state, "verify").output
     dry = cmd(state, "forget", "--agent", f"claude:{ZETA}", "--session", "z1", "--dry-run")
     assert f"for agent claude:{ZETA}" in dry.output
@@ -276,6 +278,25 @@ def test_status_report_forget_and_verify_name_the_project(tmp_path: Path) -> Non
         app.close()
     assert f"<h2>Agent claude:{ACME}</h2>" in page
     assert str(projects / ZETA / "memory" / "MEMORY.md") in page
+
+
+def test_openclaws_bootstrap_budget_beside_the_state_does_not_bound_a_project(
+    tmp_path: Path,
+) -> None:
+    """Claude Code never reads openclaw.json: a project's memory is held to what Claude
+    Code loads (200 lines, 25 KB), not to the bootstrapMaxChars of OpenClaw's agents."""
+    state, projects = two_projects(tmp_path)
+    (state / "openclaw.json").write_text(
+        json.dumps({"agents": {"defaults": {"bootstrapMaxChars": 100}}})
+    )
+    report = as_json(state, "run")
+    memory = report["agents"][f"claude:{ACME}"]["deep"]["memory"]
+    assert memory["max_chars"] == 25_000 and memory["unit"] == "bytes"
+    assert memory["archived_now"] == []
+    acme = memory_of(projects, ACME)
+    assert "make lint" in acme and "Porto" in acme
+    assert memory["chars"] == len(acme.encode("utf-8")) > 100
+    assert "archive" not in " ".join(p.name for p in (projects / ACME / "memory").iterdir())
 
 
 # -- an older state with the pooled agent -------------------------------------------------------

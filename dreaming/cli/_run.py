@@ -129,8 +129,9 @@ def format_deep(s: DeepSummary) -> str:
 
 
 def _fill(s: DeepSummary) -> str:
-    """ "9,812 / 12,000 chars" (and lines when they are bounded)."""
-    parts = [f"{s.memory_chars:,}" + (f" / {s.max_chars:,}" if s.max_chars else "") + " chars"]
+    """ "9,812 / 12,000 chars" (bytes for Claude Code; and lines when they are bounded)."""
+    unit = " bytes" if s.memory_unit == "bytes" else " chars"
+    parts = [f"{s.memory_chars:,}" + (f" / {s.max_chars:,}" if s.max_chars else "") + unit]
     if s.max_lines is not None:
         parts.append(f"{s.memory_lines:,} / {s.max_lines:,} lines")
     return ", ".join(parts)

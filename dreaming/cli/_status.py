@@ -27,8 +27,9 @@ def _format(s: dict[str, Any]) -> str:
         count = f", {memory['lines']} lines" if memory.get("lines") is not None else ""
         out.append(
             f"  MEMORY.md: {memory['file']}{count} (Claude Code loads its first"
-            f" {memory['max_lines']} lines)"
+            f" {memory['max_lines']} lines or 25 KB)"
         )
+        out += _format_fill(memory["fill"], s["archived"])
     elif memory is not None:
         out.append(
             f"  MEMORY.md: {memory['file']} (OpenClaw loads up to"
@@ -76,17 +77,21 @@ def _format(s: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# A budget that is what the agent loads, named in the line before the fill.
+_LOADERS_OWN = ("bootstrapMaxChars", "Claude Code loads 25 KB")
+
+
 def _format_fill(fill: dict[str, Any], archived: int) -> list[str]:
     """ "MEMORY.md 9,812 / 12,000 chars, 14 archived", and why when it cannot fit."""
     if "error" in fill:
         return [f"    fill unknown: {fill['error']}"]
     parts = [f"{fill['chars']:,}" + (f" / {fill['max_chars']:,}" if fill["max_chars"] else "")]
-    parts[0] += " chars"
+    parts[0] += " bytes" if fill.get("unit") == "bytes" else " chars"
     if fill["max_lines"] is not None:
         parts.append(f"{fill['lines']:,} / {fill['max_lines']:,} lines")
     parts.append(f"{archived:,} archived")
     line = "  MEMORY.md " + ", ".join(parts)
-    if fill["max_chars_from"] and fill["max_chars_from"] != "bootstrapMaxChars":
+    if fill["max_chars_from"] and fill["max_chars_from"] not in _LOADERS_OWN:
         line += f" (budget: {fill['max_chars_from']})"
     out = [line]
     if fill["archive"] and archived:

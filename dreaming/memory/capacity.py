@@ -2,9 +2,10 @@
 when they do not all fit. The rest are archived (`dreaming.memory.archive`), never cut.
 
 The budget bounds the whole file, operator text included (`Capacity`: characters as
-OpenClaw counts them, UTF-16 code units and a CRLF file's carriage returns; and lines, for
-an agent that loads only the first lines). What is not ours to move (operator text, entries
-a person edited) is laid down first; entries follow in order of worth while they fit:
+OpenClaw counts them, UTF-16 code units and a CRLF file's carriage returns, or the UTF-8
+bytes Claude Code counts; and lines, for an agent that loads only the first lines). What
+is not ours to move (operator text, entries a person edited) is laid down first; entries
+follow in order of worth while they fit:
 
 - standing instructions and constraints (an allergy, a diet) before every other entry,
   whatever their value: they are the last to be archived;
@@ -208,11 +209,13 @@ def _last_said(conn: Connection, agent: str, keys: Sequence[str]) -> dict[str, d
 # -- measuring and placing ------------------------------------------------------------------
 
 
-def measure(text: str, *, crlf: bool = False) -> tuple[int, int]:
+def measure(text: str, *, crlf: bool = False, unit: str = "chars") -> tuple[int, int]:
     """(characters, lines) of `text` as the agent counts them when it loads the file:
-    UTF-16 code units (OpenClaw is JavaScript: an emoji is two), a CRLF file's carriage
-    returns included; a last line without a line break is a line."""
-    chars = len(text.encode("utf-16-le")) // 2
+    UTF-16 code units (OpenClaw is JavaScript: an emoji is two), or with `unit` "bytes" its
+    UTF-8 bytes (Claude Code loads 25 KB), a CRLF file's carriage returns included; a last
+    line without a line break is a line."""
+    encoded = text.encode("utf-8") if unit == "bytes" else text.encode("utf-16-le")
+    chars = len(encoded) if unit == "bytes" else len(encoded) // 2
     breaks = text.count("\n")
     lines = breaks + (1 if text and not text.endswith("\n") else 0)
     return chars + (breaks if crlf else 0), lines
@@ -230,14 +233,16 @@ class Placement:
     fixed_lines: int
     max_chars: int | None
     max_lines: int | None
+    unit: str = "chars"  # what `chars` and `max_chars` count (`Capacity.unit`)
 
     @property
     def over(self) -> str | None:
         """Why nothing fits, when the operator's text alone is over the budget (it is never
         cut: reported, with the setting to change), else None."""
         if self.max_chars is not None and self.fixed_chars > self.max_chars:
+            counted = "bytes" if self.unit == "bytes" else "characters"
             return (
-                f"operator text alone is {self.fixed_chars:,} characters, over MEMORY.md's"
+                f"operator text alone is {self.fixed_chars:,} {counted}, over MEMORY.md's"
                 f" budget of {self.max_chars:,}: every entry is archived and the text is"
                 " left as it is (shorten it, or raise [memory] max_chars)"
             )
@@ -265,7 +270,8 @@ def place(
     they do not all fit."""
     edited = {b.key for b in doc.edited_blocks()}
     fixed = memory_file.apply_entries(doc, [], group_of).render()
-    fixed_chars, fixed_lines = measure(fixed, crlf=crlf)
+    unit = capacity.unit
+    fixed_chars, fixed_lines = measure(fixed, crlf=crlf, unit=unit)
     limit_c, limit_l = capacity.max_chars, capacity.max_lines
 
     def fits(chars: int, lines: int) -> bool:
@@ -279,14 +285,14 @@ def place(
         everything_text = memory_file.apply_entries(
             doc, [(w.key, w.text) for w in worths], group_of
         ).render()
-    if everything_text is not None and fits(*measure(everything_text, crlf=crlf)):
+    if everything_text is not None and fits(*measure(everything_text, crlf=crlf, unit=unit)):
         chosen = {w.key for w in movable}  # all of them fit: no worth needed
         laid[tuple(w.key for w in worths)] = everything_text
     else:
         if valued is not None:
             worths = valued()
             movable = [w for w in worths if w.key not in edited]
-        chosen = _fill(fixed, movable, fits, crlf, group_of)
+        chosen = _fill(fixed, movable, fits, crlf, group_of, unit)
     ranked = sorted((w for w in movable if w.key in chosen), key=Worth.rank)
     while True:
         wanted = [(w.key, w.text) for w in worths if w.key in chosen or w.key in edited]
@@ -294,14 +300,16 @@ def place(
             laid.pop(tuple(k for k, _ in wanted), None)
             or memory_file.apply_entries(doc, wanted, group_of).render()
         )
-        chars, lines = measure(text, crlf=crlf)
+        chars, lines = measure(text, crlf=crlf, unit=unit)
         if fits(chars, lines) or not ranked:
             break
         # The estimate fell short (a line break the layout added): the least worth goes.
         chosen.discard(ranked.pop().key)
     kept = tuple(w.key for w in worths if w.key in chosen or w.key in edited)
     archived = tuple(w.key for w in worths if w.key not in chosen and w.key not in edited)
-    placement = Placement(kept, archived, chars, lines, fixed_chars, fixed_lines, limit_c, limit_l)
+    placement = Placement(
+        kept, archived, chars, lines, fixed_chars, fixed_lines, limit_c, limit_l, unit
+    )
     return placement, text
 
 
@@ -314,12 +322,12 @@ def _at_least(
     fixed_chars: int, fixed_lines: int, doc: memory_file.Document, movable: Sequence[Worth]
 ) -> tuple[int, int]:
     """A floor under the size of MEMORY.md holding every movable entry: the fixed text and a
-    line of at least `_LEAST_LINE` characters for each entry that gets one (not those a
-    person's edit stands for, nor one without text). A budget below it is exceeded without
-    laying out tens of thousands of entries to see so. Of a file holding a legacy block,
-    only the fixed text: removing a block that began mid-line can make the text before it
-    read as a person's edit standing for an entry (`apply_entries` reads the file again),
-    which then gets no line of its own."""
+    line of at least `_LEAST_LINE` characters (bytes: at least as many) for each entry that
+    gets one (not those a person's edit stands for, nor one without text). A budget below
+    it is exceeded without laying out tens of thousands of entries to see so. Of a file
+    holding a legacy block, only the fixed text: removing a block that began mid-line can
+    make the text before it read as a person's edit standing for an entry (`apply_entries`
+    reads the file again), which then gets no line of its own."""
     if any(not b.compact for b in doc.blocks):
         return fixed_chars, fixed_lines
     held = doc.edited_hold(w.key for w in movable)
@@ -333,20 +341,21 @@ def _fill(
     fits: Callable[[int, int], bool],
     crlf: bool,
     group_of: Callable[[str], str],
+    unit: str = "chars",
 ) -> set[str]:
     """The entries that fit after `fixed`, taken in order of worth, each with its line and,
     for the first of a group, its heading (after a blank line)."""
-    chars, lines = measure(fixed, crlf=crlf)
+    chars, lines = measure(fixed, crlf=crlf, unit=unit)
     groups = {h.group for h in memory_file.parse(fixed).headings}
     chosen: set[str] = set()
     for w in sorted(movable, key=Worth.rank):
         # The line as the file shows it: its key short (a collision lengthening one is
         # caught by the check after the fill).
         shown = memory_file.render_line(shortest(w.key), w.text)
-        cost_c, cost_l = measure(shown, crlf=crlf)
+        cost_c, cost_l = measure(shown, crlf=crlf, unit=unit)
         group = group_of(w.text)
         if group not in groups:
-            c, n = measure("\n" + memory_file.render_heading(group), crlf=crlf)
+            c, n = measure("\n" + memory_file.render_heading(group), crlf=crlf, unit=unit)
             cost_c, cost_l = cost_c + c, cost_l + n
         if fits(chars + cost_c, lines + cost_l):
             chosen.add(w.key)

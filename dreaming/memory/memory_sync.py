@@ -90,6 +90,7 @@ class SyncReport:
     lines: int = 0
     max_chars: int | None = None
     max_lines: int | None = None
+    unit: str = "chars"  # what chars and max_chars count: "chars", or "bytes" (Claude Code)
     archived: int = 0  # entries in the archive after the write
     archived_now: list[str] = field(default_factory=list)  # moved there by this write
     restored: list[str] = field(default_factory=list)  # back in MEMORY.md with this write
@@ -99,6 +100,7 @@ class SyncReport:
     def took(self, placement: Placement) -> None:
         self.chars, self.lines = placement.chars, placement.lines
         self.max_chars, self.max_lines = placement.max_chars, placement.max_lines
+        self.unit = placement.unit
         self.archived = len(placement.archived)
         self.over = placement.over
 

@@ -47,6 +47,7 @@ class DeepSummary:
     memory_lines: int = 0
     max_chars: int | None = None
     max_lines: int | None = None
+    memory_unit: str = "chars"  # what memory_chars and max_chars count ("bytes": Claude Code)
     archived_now: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     over_budget: str | None = None
@@ -75,6 +76,7 @@ class DeepSummary:
         self.duplicates_removed = list(duplicates)
         self.memory_chars, self.memory_lines = report.chars, report.lines
         self.max_chars, self.max_lines = report.max_chars, report.max_lines
+        self.memory_unit = report.unit
         self.archived = report.archived
         self.over_budget = report.over
         archived_now, restored = dict.fromkeys(self.archived_now), dict.fromkeys(self.restored)
@@ -122,6 +124,7 @@ class DeepSummary:
                 "lines": self.memory_lines,
                 "max_chars": self.max_chars,
                 "max_lines": self.max_lines,
+                "unit": self.memory_unit,
                 "archived_now": self.archived_now,
                 "restored": self.restored,
                 "over_budget": self.over_budget,
@@ -163,6 +166,7 @@ class DeepSummary:
             memory_lines=memory.get("lines", 0),
             max_chars=memory.get("max_chars"),
             max_lines=memory.get("max_lines"),
+            memory_unit=memory.get("unit", "chars"),
             archived_now=list(memory.get("archived_now", [])),
             restored=list(memory.get("restored", [])),
             over_budget=memory.get("over_budget"),
