@@ -146,6 +146,27 @@ def test_a_relatives_move_leaves_the_owners_home(tmp_path: Path) -> None:
     assert "Leeds" in kept and "Oslo" in kept
 
 
+@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
+def test_a_clause_without_its_own_subject_is_about_the_one_before_it(
+    tmp_path: Path, nightly: bool
+) -> None:
+    """ "... and lives in eu-west-1" is the database's, "... and works at Globex" the
+    sister's: neither says where the user lives or works."""
+    sessions(
+        tmp_path,
+        [
+            "My name is Ana and I live in Porto with my partner Rui since 2019.",
+            "I work at Acme Corp as a backend engineer.",
+            "The staging database is called acme-stage and lives in eu-west-1.",
+            "My sister Anna moved to Lisbon and works at Globex.",
+        ],
+        nightly=nightly,
+    )
+    kept = memory(tmp_path)
+    for said_once in ("Porto", "Acme Corp", "eu-west-1", "Globex"):
+        assert said_once in kept, kept
+
+
 def test_another_named_persons_job_leaves_the_owners(tmp_path: Path) -> None:
     sessions(
         tmp_path,
@@ -254,6 +275,11 @@ SAME_SLOT = [
     ("Our prod database runs in eu-west-1.", "Our prod database runs in us-east-2 now."),
     ("My email is anna@old.example.", "My email is now anna@new.example."),
     ("I work at Acme.", "I quit my job at Acme in May."),
+    # A clause without a subject of its own continues the speaker's.
+    ("I work at Acme.", "We moved to Bristol and work at Globex now."),
+    ("I work at Acme.", "We had a great summer and work at Globex now."),
+    ("I live in Leeds.", "Yeah, moved to Bristol last month."),
+    ("I live in Leeds.", "Last week at the office, we moved to Bristol."),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [
@@ -272,6 +298,15 @@ NOT_REPLACED = [
     ),
     ("I work at Acme.", "I'm thinking of moving to Berlin."),
     ("I lost my job at Acme.", "I joined Globex last week."),
+    # ... nor someone else's: the subject before it.
+    (
+        "My name is Ana and I live in Porto with my partner Rui since 2019.",
+        "The staging database is called acme-stage and lives in eu-west-1.",
+    ),
+    ("I work at Acme.", "My sister Anna moved to Lisbon and works at Globex."),
+    ("I work at Acme as a designer.", "My sister moved to Lisbon and works as an architect."),
+    ("I live in Leeds.", "Anna, my sister, lives in Lisbon."),
+    ("I work at Acme.", "She moved to Oslo and works at Globex."),
 ]
 
 

@@ -145,7 +145,7 @@ class Slots:
         text = statement.strip().replace("’", "'")
         if not text:
             return NOBODY
-        fills = [f for clause in _CLAUSE.split(text) if clause for f in self._fills(clause)]
+        fills = list(self._clause_fills(text))
         if not text.isascii():
             fills += [f for c in _CJK_CLAUSE.split(text) if c for f in self._fills_cjk(c)]
         old: frozenset[str] = frozenset()
@@ -162,20 +162,33 @@ class Slots:
             fills = [f for f in fills if f.holder != UNRESOLVED]
         return Reading(tuple(fills), old, named, corrects, holders(text), value_tokens(text))
 
-    def _fills(self, clause: str) -> Iterable[Fill]:
-        # The relation said first in the clause is the clause's (one fill per clause).
+    def _clause_fills(self, text: str) -> Iterable[Fill]:
+        """The fills of each clause. A clause without a subject of its own ("... and lives
+        in eu-west-1", "Anna, my sister, lives in Lisbon") continues the subject before it,
+        not the speaker: "The staging database is called acme-stage and lives in eu-west-1"
+        says nothing of where the user lives."""
+        carried: Subject = (frozenset(), True)  # no subject yet: the speaker's
+        for clause in _CLAUSE.split(text):
+            if clause:
+                fill, carried = self._fill(clause, carried)
+                if fill is not None:
+                    yield fill
+
+    def _fill(self, clause: str, carried: Subject) -> tuple[Fill | None, Subject]:
+        """The clause's fill (the relation said first in it; one a clause), and the subject
+        a clause after it without one of its own continues."""
         best: tuple[int, str, re.Match[str]] | None = None
         for name, pattern in self.relations:
             m = pattern.search(clause)
             if m is not None and (best is None or m.start() < best[0]):
                 best = (m.start(), name, m)
         if best is None:
-            return
+            return None, _subject_of(clause, carried)
         _, name, m = best
         subject = clause[: m.start()]
-        holder = holder_of(subject)
+        holder, mine = _subject_of(subject, carried, named=True)
         if holder is None or (not holder and name in self.not_self):
-            return
+            return None, (holder, mine)
         rest = clause[m.end() :]
         relation = name
         if name == "prefers":
@@ -184,10 +197,10 @@ class Slots:
             pair = _value_tokens(chosen, _NONE) | _value_tokens("".join(other), _NONE)
             relation, rest = f"prefers:{' '.join(sorted(pair))}", chosen
         value = _value_tokens(rest, self.not_values)
-        if value and not _HEDGE.search(clause[: m.start()]):
-            negated = _negated(clause[: m.end()])
-            mine = not holder or (holder != UNRESOLVED and _possessive(subject))
-            yield Fill(holder, relation, value, negated, mine)
+        if not value or _HEDGE.search(clause[: m.start()]):
+            return None, (holder, mine)
+        negated = _negated(clause[: m.end()])
+        return Fill(holder, relation, value, negated, mine), (holder, mine)
 
     def _fills_cjk(self, clause: str) -> Iterable[Fill]:
         for name, pattern in self.relations_cjk:
@@ -282,6 +295,45 @@ def slots_for(relations: Mapping[str, Sequence[str]], lists: Mapping[str, Sequen
 
 
 # -- reading a clause ----------------------------------------------------------------------
+
+# Whom a clause is about, as `holder_of` says, and whether that is the speaker or the
+# speaker's (`Fill.mine`).
+Subject = tuple[frozenset[str] | None, bool]
+
+
+def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
+    """Whom the clause opening with `text` is about: the subject it names, else (`text`
+    holds nothing but openers, or, unless `named`, starts with no word that opens a subject:
+    "went hiking", "last week") the one `carried` from the clause before. `named`: `text` is
+    all that stands before the clause's relation, so it is the subject."""
+    words = _lower_words(text)
+    while words and words[0] in _OPENERS:
+        words = words[1:]
+    if not words:
+        return carried
+    if not named and not _opens_subject(text, words):
+        return carried
+    holder = holder_of(text)
+    mine = not holder or (holder != UNRESOLVED and holder is not None and _possessive(text))
+    return holder, mine
+
+
+def _opens_subject(text: str, words: Sequence[str]) -> bool:
+    """Whether a clause with no relation in it starts with its subject: the speaker, a
+    pronoun, something possessed or determined ("my sister", "the staging database"), or,
+    standing alone, a name ("Anna, my sister, lives in Lisbon"; not "Last week, ...")."""
+    first = words[0]
+    if first in _SELF or first in _OWNERS or first in _PRONOUNS or first in _UNRESOLVED:
+        return True
+    if first in _DETERMINERS:
+        return True
+    if len(words) > 3 or first in _FILLERS or first in claims_mod.STOPWORDS:
+        return False
+    lead = next((w for w in _WORD.findall(text) if w.casefold() not in _OPENERS), "")
+    return lead[:1].isupper() and lead not in _COMMON
+
+
+_WORD = re.compile(r"[^\W\d_]+")
 
 
 def _lower_words(text: str) -> list[str]:
