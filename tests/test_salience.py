@@ -166,6 +166,10 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         "Our prod database runs in eu-west-1.",
         "I deploy the payments service from the release branch.",
         "I prefer reviewing pull requests in the #infra channel.",
+        # who the user is, said once as people introduce themselves
+        "I'm Ana, a backend engineer at Acme.",
+        "I'm a nurse at St Mary's hospital.",
+        "I'm Tom, the lead for the payments team.",
     ],
 )
 def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None:
@@ -173,6 +177,19 @@ def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None
     found = assess(text)
     said_once = signals(1, 0, said=found, rarity=0.5, chars=len(text))
     assert score(said_once, None, 14.0) > 1.15, found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm Sorry, a meeting came up.",
+        "I'm a little late for the meeting.",
+        "I'm tired, a bit.",
+        "I'm Glad, thanks for the help.",
+    ],
+)
+def test_a_state_of_mind_is_no_self_introduction(text: str) -> None:
+    assert Feature.FACT not in assess(text).features, text
 
 
 def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:

@@ -167,6 +167,31 @@ def test_a_clause_without_its_own_subject_is_about_the_one_before_it(
         assert said_once in kept, kept
 
 
+@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
+def test_a_later_value_of_one_slot_leaves_a_statement_of_two_standing(
+    tmp_path: Path, nightly: bool
+) -> None:
+    """Replacing a statement takes all of it: one that states another slot too stays
+    beside the new value (the prod cluster's place, the user's name are not lost), and
+    one that states only the old value goes."""
+    sessions(
+        tmp_path,
+        [
+            "Our prod cluster runs in eu-west-1 and the staging one is in eu-central-1.",
+            "My name is Ana and I live in Porto with my partner Rui since 2019.",
+            "The build cache is in us-west-1.",
+            "We migrated the staging cluster to us-east-2 yesterday.",
+            "We moved to Bristol last month, the new place is lovely.",
+            "We moved the build cache to eu-north-1.",
+        ],
+        nightly=nightly,
+    )
+    kept = memory(tmp_path)
+    for said_once in ("eu-west-1", "My name is Ana", "us-east-2", "Bristol", "eu-north-1"):
+        assert said_once in kept, kept
+    assert "us-west-1" not in kept, kept
+
+
 def test_another_named_persons_job_leaves_the_owners(tmp_path: Path) -> None:
     sessions(
         tmp_path,
@@ -280,6 +305,9 @@ SAME_SLOT = [
     ("I work at Acme.", "We had a great summer and work at Globex now."),
     ("I live in Leeds.", "Yeah, moved to Bristol last month."),
     ("I live in Leeds.", "Last week at the office, we moved to Bristol."),
+    # Where a thing is, and a thing moved ("moved X to Y": X is the holder).
+    ("The staging one is in eu-central-1.", "We migrated the staging cluster to us-east-2."),
+    ("The standup is on Mondays.", "We moved the standup to Tuesdays."),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [
@@ -307,6 +335,10 @@ NOT_REPLACED = [
     ("I work at Acme as a designer.", "My sister moved to Lisbon and works as an architect."),
     ("I live in Leeds.", "Anna, my sister, lives in Lisbon."),
     ("I work at Acme.", "She moved to Oslo and works at Globex."),
+    # A person is in a team or a city, no place of theirs; what was moved is not the speaker.
+    ("Anna is in my team.", "Anna is in Lisbon this week."),
+    ("My wife is in Berlin.", "My wife is in Paris now."),
+    ("I live in Leeds.", "We moved the office to Bristol."),
 ]
 
 

@@ -185,11 +185,23 @@ class Slots:
         if best is None:
             return None, _subject_of(clause, carried)
         _, name, m = best
+        # "located.things", "located.moved": the relation, and how its holder is read.
+        name, _, kind = name.partition(".")
         subject = clause[: m.start()]
         holder, mine = _subject_of(subject, carried, named=True)
-        if holder is None or (not holder and name in self.not_self):
-            return None, (holder, mine)
+        said_by = (holder, mine)  # what a clause after this one without a subject continues
         rest = clause[m.end() :]
+        if kind == "moved":
+            # "We migrated the staging cluster to us-east-2": the holder is what was moved.
+            what, *to = _MOVED_TO.split(rest, maxsplit=1)
+            holder, mine = holder_of(what), _possessive(what)
+            if not to or not holder or holder == UNRESOLVED:
+                return None, said_by
+            rest = to[0]
+        elif kind == "things" and not _a_thing(subject, holder):
+            return None, said_by
+        if holder is None or (not holder and name in self.not_self):
+            return None, said_by
         relation = name
         if name == "prefers":
             # "prefer tea over coffee": the slot is the pair, the value the one chosen.
@@ -198,9 +210,9 @@ class Slots:
             relation, rest = f"prefers:{' '.join(sorted(pair))}", chosen
         value = _value_tokens(rest, self.not_values)
         if not value or _HEDGE.search(clause[: m.start()]):
-            return None, (holder, mine)
+            return None, said_by
         negated = _negated(clause[: m.end()])
-        return Fill(holder, relation, value, negated, mine), (holder, mine)
+        return Fill(holder, relation, value, negated, mine), said_by
 
     def _fills_cjk(self, clause: str) -> Iterable[Fill]:
         for name, pattern in self.relations_cjk:
@@ -334,6 +346,20 @@ def _opens_subject(text: str, words: Sequence[str]) -> bool:
 
 
 _WORD = re.compile(r"[^\W\d_]+")
+_MOVED_TO = re.compile(r"\s+(?:over |back )?(?:to|into|onto)\s+", re.IGNORECASE)
+
+
+def _a_thing(subject: str, holder: frozenset[str] | None) -> bool:
+    """Whether a clause's subject is a thing, not a person: it names something (not the
+    speaker, not a pronoun), with no name in it ("Anna", "the Berlin office") and no kin or
+    colleague ("my wife", "our manager"): "the staging one is in eu-central-1" says where
+    it is, "Anna is in my team" is no place of Anna's."""
+    if not holder or holder == UNRESOLVED or holder & claims_mod.HOLDERS:
+        return False
+    words = [w for w in _WORD.findall(subject) if w.casefold() not in _OPENERS]
+    if words and words[0].casefold() in _DETERMINERS | _OWNERS:
+        words = words[1:]
+    return not any(w[:1].isupper() for w in words)
 
 
 def _lower_words(text: str) -> list[str]:
@@ -381,9 +407,15 @@ def _possessive(subject: str) -> bool:
     return words[:3] == ["the", "user", "s"]
 
 
+# "the staging one": the word stands for a noun said before, and names nothing itself.
+_ANAPHORS = frozenset(["one", "ones"])
+
+
 def _noun_phrase(words: list[str]) -> frozenset[str] | None:
     found: list[str] = []
     for w in words:
+        if w in _ANAPHORS:
+            continue
         if w in claims_mod.STOPWORDS or w in _FILLERS:
             if found:
                 break
@@ -503,20 +535,36 @@ class Replacement:
     by_slot: bool  # a slot filled anew (every such entry goes), else a correction (one)
 
 
+def _fill_replaces(nf: Fill, of: Fill) -> Replacement | None:
+    """Whether fill `nf`, said later, makes fill `of` no longer so."""
+    if nf.relation != of.relation or not _compatible(nf.holder, of.holder):
+        return None
+    label = nf.relation.split(":")[0].replace("_", " ")
+    # A pronoun's slot is one of several others': only the likest one is replaced.
+    by_slot = not _unresolved(nf.holder)
+    if nf.negated != of.negated:
+        if nf.value & of.value:
+            return Replacement(f"no longer so: {label}", 1.0, by_slot)
+    elif not nf.negated and not (nf.value <= of.value or of.value <= nf.value):
+        return Replacement(f"a new value for {label}", 1.0, by_slot)
+    return None
+
+
+def covers(new: Reading, old: Reading) -> bool:
+    """Whether every slot `old` fills is one `new` fills anew: replacing the statement then
+    loses none of the slots it states. "Our prod cluster runs in eu-west-1 and the staging
+    one is in eu-central-1" is not covered by "We migrated the staging cluster to us-east-2"
+    (the prod cluster's place would go with it)."""
+    return all(any(_fill_replaces(nf, of) for nf in new.fills) for of in old.fills)
+
+
 def replaces(new: Reading, old: Reading) -> Replacement | None:
     """Whether statement `new`, said later, makes statement `old` no longer so."""
     for nf in new.fills:
         for of in old.fills:
-            if nf.relation != of.relation or not _compatible(nf.holder, of.holder):
-                continue
-            label = nf.relation.split(":")[0].replace("_", " ")
-            # A pronoun's slot is one of several others': only the likest one is replaced.
-            by_slot = not _unresolved(nf.holder)
-            if nf.negated != of.negated:
-                if nf.value & of.value:
-                    return Replacement(f"no longer so: {label}", 1.0, by_slot)
-            elif not nf.negated and not (nf.value <= of.value or of.value <= nf.value):
-                return Replacement(f"a new value for {label}", 1.0, by_slot)
+            found = _fill_replaces(nf, of)
+            if found is not None:
+                return found
     voice = _voice(new.holders)
     if voice != _voice(old.holders):
         return None  # never across speakers

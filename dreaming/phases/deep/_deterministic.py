@@ -253,9 +253,11 @@ class Memory:
             if i not in self.gone
             and (r := slots_mod.replaces(reading, self.readings[i])) is not None
         ]
+        # An entry stating another slot too stays: replacing it would lose that one.
         by_slot = [(i, r) for i, r in found if r.by_slot]
+        whole = [(i, r) for i, r in by_slot if slots_mod.covers(reading, self.readings[i])]
         if by_slot or not found:
-            return by_slot
+            return whole
         # The likest correction target; of equally alike ones, the last stated.
         return [max(found, key=lambda p: (p[1].likeness, self.when(p[0]), p[0]))]
 
@@ -271,6 +273,8 @@ class Memory:
             if i not in self.gone
             and self.stated_after(i, when)
             and (r := slots_mod.replaces(self.readings[i], reading)) is not None
+            # A statement of another slot too is no old value as a whole: it stays.
+            and (not r.by_slot or slots_mod.covers(self.readings[i], reading))
         ]
 
     def when(self, i: int) -> datetime:
