@@ -170,6 +170,9 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         "I'm Ana, a backend engineer at Acme.",
         "I'm a nurse at St Mary's hospital.",
         "I'm Tom, the lead for the payments team.",
+        # what the project is made with
+        "We build the billing service in Go.",
+        "The API is written in Rust.",
     ],
 )
 def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None:
