@@ -59,6 +59,7 @@ class SalienceSettings(_Strict):
     request: tuple[str, ...] = ()
     technical: tuple[str, ...] = ()
     fact_named: tuple[str, ...] = ()
+    introduction: tuple[str, ...] = ()
     request_cjk: tuple[str, ...] = ()
     fragment_starts: tuple[str, ...] = ()
     fragment_lines: tuple[str, ...] = ()

@@ -170,6 +170,7 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         "I'm Ana, a backend engineer at Acme.",
         "I'm a nurse at St Mary's hospital.",
         "I'm Tom, the lead for the payments team.",
+        "I'm Marta, by the way.",
         # what the project is made with
         "We build the billing service in Go.",
         "The API is written in Rust.",
@@ -193,6 +194,11 @@ def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None
 )
 def test_a_state_of_mind_is_no_self_introduction(text: str) -> None:
     assert Feature.FACT not in assess(text).features, text
+
+
+def test_a_heading_word_is_no_request_but_the_verb_still_is() -> None:
+    assert Feature.REQUEST not in assess("Update: I moved to Bristol last month.").features
+    assert Feature.REQUEST in assess("Update the README please.").features
 
 
 def test_instructions_outrank_chatter_and_narration_needs_the_owner() -> None:

@@ -192,6 +192,21 @@ def test_a_later_value_of_one_slot_leaves_a_statement_of_two_standing(
     assert "us-west-1" not in kept, kept
 
 
+def test_who_the_user_is_and_a_planned_move_stay_beside_the_home(tmp_path: Path) -> None:
+    sessions(
+        tmp_path,
+        [
+            "I'm Marta, by the way.",
+            "I live in Valencia with my husband Jorge and our daughter Lucía.",
+            "We're moving to Madrid in June because of the new job.",
+        ],
+        nightly=True,
+    )
+    kept = memory(tmp_path)
+    for said_once in ("I'm Marta", "Valencia", "Jorge", "Madrid"):
+        assert said_once in kept, kept
+
+
 def test_another_named_persons_job_leaves_the_owners(tmp_path: Path) -> None:
     sessions(
         tmp_path,
@@ -339,6 +354,8 @@ NOT_REPLACED = [
     ("Anna is in my team.", "Anna is in Lisbon this week."),
     ("My wife is in Berlin.", "My wife is in Paris now."),
     ("I live in Leeds.", "We moved the office to Bristol."),
+    # A plan is no new value: they live in Valencia until June.
+    ("I live in Valencia.", "We're moving to Madrid in June because of the new job."),
 ]
 
 

@@ -106,6 +106,7 @@ class Lexicon:
     directive_object: Cues
     technical: re.Pattern[str] | None
     fact_named: re.Pattern[str] | None
+    introduction: re.Pattern[str] | None
     fragment_starts: frozenset[str]
     smalltalk_words: frozenset[str]
     thin_words: frozenset[str]
@@ -171,6 +172,7 @@ class Lexicon:
             directive_target=Cues(lists.get("directive_target", ())),
             directive_object=Cues(lists.get("directive_object", ())),
             fact_named=_raw_regex(lists.get("fact_named", ())),
+            introduction=_raw_regex(lists.get("introduction", ())),
             # Case matters here (camelCase), so these run on the claim as written.
             technical=_raw_regex(lists.get("technical", ())),
             fragment_starts=frozenset(
@@ -264,7 +266,13 @@ def telling(tokens: Iterable[str], lex: Lexicon) -> int:
 
 
 def _smalltalk(
-    text: Text, words: list[str], tokens: frozenset[str], lex: Lexicon, found: set[Feature]
+    text: Text,
+    words: list[str],
+    tokens: frozenset[str],
+    lex: Lexicon,
+    found: set[Feature],
+    *,
+    telling_needed: int = 2,
 ) -> bool:
     """Small talk: an appraisal or a generalisation with no holder ("The Eiffel Tower is so
     cool!", "Allergies can be tough"), a reaction to the listener or a caption, looking
@@ -273,8 +281,9 @@ def _smalltalk(
     month"); or fewer than two words left once acknowledgements and stopwords are removed
     (and, unless the claim tells something, vocatives: "Thanks, Melanie!"). A rule is never
     small talk, a constraint only as an appraisal; a disclosure or a fact needs two such
-    words; a preference ("I love hiking") or an event ("I had a great time at the park")
-    passes that count (`scoring.clear` weighs how much it tells)."""
+    words (a self-introduction one: the name, `telling_needed`); a preference ("I love
+    hiking") or an event ("I had a great time at the park") passes that count
+    (`scoring.clear` weighs how much it tells)."""
     if not text.ascii and lex.smalltalk_line.hit(text):
         return True
     if Feature.INSTRUCTION in found:
@@ -303,7 +312,7 @@ def _smalltalk(
         if not informative and w[:1].isupper() and w != "I" and w is not words[0]:
             continue  # a vocative names nobody's fact
         left += 1
-        if left >= 2:
+        if left >= telling_needed:
             return False
     return True
 
@@ -365,6 +374,10 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         found.add(Feature.DISCLOSURE)
     if lex.fact_named is not None and lex.fact_named.search(_without_lead(body)):
         found.add(Feature.FACT)
+    # "I'm Marta, by the way": who the speaker is, told by the name alone.
+    introduces = lex.introduction is not None and lex.introduction.search(body) is not None
+    if introduces:
+        found |= {Feature.FACT, Feature.DISCLOSURE}
     if says_a_name(body, words):
         found.add(Feature.NAMES)
     if says_a_number(body, prepared):
@@ -394,7 +407,7 @@ def assess(text: str, lexicon: Lexicon | None = None) -> Salience:
         lex.fragment_lines.hit(prepared) or lex.pronoun_subject.hit(prepared)
     ):
         found.add(Feature.FRAGMENT)
-    elif _smalltalk(prepared, words, tokens, lex, found):
+    elif _smalltalk(prepared, words, tokens, lex, found, telling_needed=1 if introduces else 2):
         found.add(Feature.SMALLTALK)
     content = len(tokens) - (claims_mod.NEGATED in tokens)  # the mark is no word
     if words and content / len(words) >= 0.5 and content >= 4:
