@@ -91,6 +91,14 @@ def test_the_quick_test_never_skips_a_pattern_that_expands(pattern: str) -> None
         )
 
 
+def test_a_cue_is_lower_cased_but_its_escapes_are_not() -> None:
+    # casefold would turn \S into \s (the opposite class) and \W into \w
+    listed = cues.Cues([r"host is (?=\S*\d)", r"Code\W+Red"])
+    assert listed.hit(cues.Text.of("The host is db-3"))
+    assert not listed.hit(cues.Text.of("The host is  nice 3"))
+    assert listed.hit(cues.Text.of("CODE - red alert")) and not listed.hit(cues.Text.of("codered"))
+
+
 def test_a_list_is_built_the_first_time_it_is_read() -> None:
     listed = cues.Cues(["sure thing", r"\bbaz\w*", "^let me"], ["承知"])
     assert "hit" not in vars(listed)  # nothing expanded or compiled yet

@@ -27,6 +27,7 @@ from dreaming.memory import memory_sync
         ("2026-02-10 We migrated the staging cluster to us-east-2 yesterday.", "work"),
         ("Our prod cluster runs in eu-west-1.", "work"),
         ("I'm Ana, a backend engineer at Acme.", "work"),
+        ("2026-02-03 We switched from poetry to uv for dependencies.", "work"),
         ("ユーザーの会社は東京にある", "work"),
         ("2023-05-08 — the user: I went to a LGBTQ support group yesterday.", "people"),
         ("The user's sister Anna lives in Lisbon.", "people"),

@@ -171,6 +171,9 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         "I'm a nurse at St Mary's hospital.",
         "I'm Tom, the lead for the payments team.",
         "I'm Marta, by the way.",
+        # where a service is found, and what the project is built with
+        "The API base URL is https://api.internal.acme.dev/v2.",
+        "We use Python 3.11 and poetry for dependencies.",
         # what the project is made with
         "We build the billing service in Go.",
         "The API is written in Rust.",
@@ -194,6 +197,11 @@ def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None
 )
 def test_a_state_of_mind_is_no_self_introduction(text: str) -> None:
     assert Feature.FACT not in assess(text).features, text
+
+
+def test_where_a_service_is_needs_a_value_that_looks_like_one() -> None:
+    assert Feature.FACT in assess("The DB host is db-3.internal.").features
+    assert Feature.FACT not in assess("The host is nice.").features
 
 
 def test_a_heading_word_is_no_request_but_the_verb_still_is() -> None:

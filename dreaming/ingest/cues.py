@@ -110,6 +110,15 @@ def _forms(items: Sequence[Any]) -> list[str] | None:
     return out
 
 
+_ESCAPE_OR_TEXT = re.compile(r"\\.|[^\\]+", re.DOTALL)
+
+
+def _fold(pattern: str) -> str:
+    """A cue lower-cased as claims are, its escapes kept as written: casefolding `\\S`
+    would make it `\\s`, the opposite class."""
+    return _ESCAPE_OR_TEXT.sub(lambda m: m[0] if m[0][0] == "\\" else m[0].casefold(), pattern)
+
+
 def _words_of(text: str) -> tuple[str, ...]:
     # The same words claims.words finds ("don't" is "don", "t"), lower-cased, so a cue and a
     # claim are cut into words the same way.
@@ -185,7 +194,7 @@ class _Matcher:
         anchored: set[tuple[str, ...]] = set()
         patterns: list[str] = []
         for raw in words:
-            p = raw.casefold().strip()
+            p = _fold(raw).strip()
             expanded = _expand(p) if p else None
             if expanded is None:
                 if p:
