@@ -320,6 +320,7 @@ SAME_SLOT = [
     ("I work at Acme.", "We had a great summer and work at Globex now."),
     ("I live in Leeds.", "Yeah, moved to Bristol last month."),
     ("I live in Leeds.", "Last week at the office, we moved to Bristol."),
+    ("Call me Rosa from now on!", "Just so you know, call me Hiro from now on."),
     # Where a thing is, and a thing moved ("moved X to Y": X is the holder).
     ("The staging one is in eu-central-1.", "We migrated the staging cluster to us-east-2."),
     ("The standup is on Mondays.", "We moved the standup to Tuesdays."),

@@ -326,6 +326,10 @@ def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
     if not named and not _opens_subject(text, words):
         return carried
     holder = holder_of(text)
+    if holder is None and not named:
+        # "Just so you know, call me Hiro": the listener, as a discourse marker, is no
+        # subject a relation after it continues.
+        return carried
     mine = not holder or (holder != UNRESOLVED and holder is not None and _possessive(text))
     return holder, mine
 
