@@ -146,36 +146,24 @@ def test_a_relatives_move_leaves_the_owners_home(tmp_path: Path) -> None:
     assert "Leeds" in kept and "Oslo" in kept
 
 
-@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
-def test_a_clause_without_its_own_subject_is_about_the_one_before_it(
-    tmp_path: Path, nightly: bool
-) -> None:
-    """ "... and lives in eu-west-1" is the database's, "... and works at Globex" the
-    sister's: neither says where the user lives or works."""
-    sessions(
-        tmp_path,
+# (statements in order, words the memory keeps, words it no longer holds)
+KEPT = {
+    # "... and lives in eu-west-1" is the database's, "... and works at Globex" the
+    # sister's: neither says where the user lives or works.
+    "a clause continues its subject": (
         [
             "My name is Ana and I live in Porto with my partner Rui since 2019.",
             "I work at Acme Corp as a backend engineer.",
             "The staging database is called acme-stage and lives in eu-west-1.",
             "My sister Anna moved to Lisbon and works at Globex.",
         ],
-        nightly=nightly,
-    )
-    kept = memory(tmp_path)
-    for said_once in ("Porto", "Acme Corp", "eu-west-1", "Globex"):
-        assert said_once in kept, kept
-
-
-@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
-def test_a_later_value_of_one_slot_leaves_a_statement_of_two_standing(
-    tmp_path: Path, nightly: bool
-) -> None:
-    """Replacing a statement takes all of it: one that states another slot too stays
-    beside the new value (the prod cluster's place, the user's name are not lost), and
-    one that states only the old value goes."""
-    sessions(
-        tmp_path,
+        ("Porto", "Acme Corp", "eu-west-1", "Globex"),
+        (),
+    ),
+    # Replacing a statement takes all of it: one that states another slot too stays beside
+    # the new value (the prod cluster's place, the user's name are not lost); one that
+    # states only the old value goes.
+    "one slot of two replaced": (
         [
             "Our prod cluster runs in eu-west-1 and the staging one is in eu-central-1.",
             "My name is Ana and I live in Porto with my partner Rui since 2019.",
@@ -184,27 +172,34 @@ def test_a_later_value_of_one_slot_leaves_a_statement_of_two_standing(
             "We moved to Bristol last month, the new place is lovely.",
             "We moved the build cache to eu-north-1.",
         ],
-        nightly=nightly,
-    )
-    kept = memory(tmp_path)
-    for said_once in ("eu-west-1", "My name is Ana", "us-east-2", "Bristol", "eu-north-1"):
-        assert said_once in kept, kept
-    assert "us-west-1" not in kept, kept
-
-
-def test_who_the_user_is_and_a_planned_move_stay_beside_the_home(tmp_path: Path) -> None:
-    sessions(
-        tmp_path,
+        ("eu-west-1", "My name is Ana", "us-east-2", "Bristol", "eu-north-1"),
+        ("us-west-1",),
+    ),
+    # Who the user is, said once; a move planned is no new home yet.
+    "an introduction and a plan": (
         [
             "I'm Marta, by the way.",
             "I live in Valencia with my husband Jorge and our daughter Lucía.",
             "We're moving to Madrid in June because of the new job.",
         ],
-        nightly=True,
-    )
+        ("I'm Marta", "Valencia", "Jorge", "Madrid"),
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("nightly", [True, False], ids=["night-by-night", "one-night"])
+@pytest.mark.parametrize("case", list(KEPT))
+def test_what_is_said_stays_unless_a_later_statement_replaces_all_of_it(
+    tmp_path: Path, case: str, nightly: bool
+) -> None:
+    statements, stays, goes = KEPT[case]
+    sessions(tmp_path, statements, nightly=nightly)
     kept = memory(tmp_path)
-    for said_once in ("I'm Marta", "Valencia", "Jorge", "Madrid"):
-        assert said_once in kept, kept
+    for said in stays:
+        assert said in kept, kept
+    for said in goes:
+        assert said not in kept, kept
 
 
 def test_another_named_persons_job_leaves_the_owners(tmp_path: Path) -> None:
