@@ -350,6 +350,7 @@ def _opens_subject(text: str, words: Sequence[str]) -> bool:
 
 
 _WORD = re.compile(r"[^\W\d_]+")
+_LEADS = _DETERMINERS | _OWNERS  # "The", "Our": a capital that names no one
 _MOVED_TO = re.compile(r"\s+(?:over |back )?(?:to|into|onto)\s+", re.IGNORECASE)
 
 
@@ -361,7 +362,7 @@ def _a_thing(subject: str, holder: frozenset[str] | None) -> bool:
     if not holder or holder == UNRESOLVED or holder & claims_mod.HOLDERS:
         return False
     words = [w for w in _WORD.findall(subject) if w.casefold() not in _OPENERS]
-    if words and words[0].casefold() in _DETERMINERS | _OWNERS:
+    if words and words[0].casefold() in _LEADS:
         words = words[1:]
     return not any(w[:1].isupper() for w in words)
 
