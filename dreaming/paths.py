@@ -163,7 +163,7 @@ class Paths:
         Claude Code never reads openclaw.json: its bootstrapMaxChars bounds no project."""
         own = self.settings.agents.get(agent) or AgentSettings()
         memory = self.settings.memory
-        bytes_ = self._claude_code_loads(agent)
+        bytes_ = self.claude_code_loads(agent)
         chars: tuple[int | None, str] = (
             (CLAUDE_CODE_MAX_BYTES, "Claude Code loads 25 KB")
             if bytes_
@@ -190,11 +190,11 @@ class Paths:
         """How many lines of MEMORY.md the agent loads when no setting says: OpenClaw loads
         characters, not lines (none); an agent whose transcripts are all Claude Code's loads
         its first 200 lines."""
-        if self._claude_code_loads(agent):
+        if self.claude_code_loads(agent):
             return CLAUDE_CODE_MAX_LINES, "Claude Code loads 200 lines"
         return None, ""
 
-    def _claude_code_loads(self, agent: str) -> bool:
+    def claude_code_loads(self, agent: str) -> bool:
         """Whether Claude Code is what loads the agent's MEMORY.md: a project's, or that of an
         agent whose transcripts are all Claude Code's."""
         kinds = {s.kind for s in self.settings.sources if s.agent == agent}

@@ -299,6 +299,20 @@ def test_openclaws_bootstrap_budget_beside_the_state_does_not_bound_a_project(
     assert "archive" not in " ".join(p.name for p in (projects / ACME / "memory").iterdir())
 
 
+def test_a_pooled_claude_code_agent_is_held_and_shown_as_claude_code_loads(
+    tmp_path: Path,
+) -> None:
+    state, projects = two_projects(tmp_path)
+    configure(state, projects, "per_project = false\n")
+    cmd(state, "run")
+    (memory,) = [a["memory"] for a in as_json(state, "status")["agents"]]
+    assert memory["max_lines"] == 200 and memory["bootstrap_max_chars"] is None
+    assert memory["fill"]["unit"] == "bytes" and memory["fill"]["max_chars"] == 25_000
+    out = cmd(state, "status").output
+    assert "(Claude Code loads its first 200 lines or 25 KB)" in out
+    assert "bootstrapMaxChars" not in out and " / 25,000 bytes, " in out
+
+
 # -- an older state with the pooled agent -------------------------------------------------------
 
 

@@ -64,7 +64,7 @@ STATEMENTS = [
     "The staging database is called rimazu.",
     "The staging database is now called kopeta.",
     # Two slots in one statement: a later value of one leaves it standing.
-    "Our prod cluster runs in eu-west-1 and the staging one is in eu-central-1.",
+    "Our prod cluster runs in eu-west-1 and our staging cluster runs in eu-central-1.",
     "We migrated the staging cluster to us-east-2 yesterday.",
     "My name is Ana and I live in Porto with my partner Rui since 2019.",
 ]

@@ -165,15 +165,24 @@ KEPT = {
     # states only the old value goes.
     "one slot of two replaced": (
         [
-            "Our prod cluster runs in eu-west-1 and the staging one is in eu-central-1.",
+            "Our prod cluster runs in eu-west-1 and our staging cluster runs in eu-central-1.",
             "My name is Ana and I live in Porto with my partner Rui since 2019.",
-            "The build cache is in us-west-1.",
+            "The build cache is stored in us-west-1.",
             "We migrated the staging cluster to us-east-2 yesterday.",
             "We moved to Bristol last month, the new place is lovely.",
             "We moved the build cache to eu-north-1.",
         ],
         ("eu-west-1", "My name is Ana", "us-east-2", "Bristol", "eu-north-1"),
         ("us-west-1",),
+    ),
+    # A slot said again with its value is no slot lost: the old statement goes.
+    "one slot replaced, the other restated": (
+        [
+            "I live in Leeds and work at Acme Corp.",
+            "I moved to Bristol and still work at Acme Corp.",
+        ],
+        ("Bristol", "Acme Corp"),
+        ("Leeds",),
     ),
     # Who the user is, said once; a move planned is no new home yet.
     "an introduction and a plan": (
@@ -316,9 +325,13 @@ SAME_SLOT = [
     ("I live in Leeds.", "Yeah, moved to Bristol last month."),
     ("I live in Leeds.", "Last week at the office, we moved to Bristol."),
     ("Call me Rosa from now on!", "Just so you know, call me Hiro from now on."),
-    # Where a thing is, and a thing moved ("moved X to Y": X is the holder).
-    ("The staging one is in eu-central-1.", "We migrated the staging cluster to us-east-2."),
-    ("The standup is on Mondays.", "We moved the standup to Tuesdays."),
+    # A thing moved ("moved X to Y": X is the holder).
+    ("Our staging cluster runs in eu-central-1.", "We migrated the staging cluster to us-east-2."),
+    ("The backups are stored in us-west-1.", "We moved the backups to eu-north-1."),
+    # A lead-in is no subject; a restated slot does not keep the old statement.
+    ("I live in Leeds with my partner.", "Big news: moved to Bristol last month."),
+    ("I live in Leeds.", "Finally got the keys and live in Denver now."),
+    ("I live in Leeds and work at Acme Corp.", "I moved to Bristol and still work at Acme Corp."),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [
@@ -346,10 +359,17 @@ NOT_REPLACED = [
     ("I work at Acme as a designer.", "My sister moved to Lisbon and works as an architect."),
     ("I live in Leeds.", "Anna, my sister, lives in Lisbon."),
     ("I work at Acme.", "She moved to Oslo and works at Globex."),
-    # A person is in a team or a city, no place of theirs; what was moved is not the speaker.
+    # Being in or on something is no place ("on hold", "on vacation", "in beta"); what was
+    # moved is not the speaker.
     ("Anna is in my team.", "Anna is in Lisbon this week."),
-    ("My wife is in Berlin.", "My wife is in Paris now."),
+    ("My therapist is in Brooklyn.", "My therapist is on vacation."),
+    ("The project is on GitHub.", "The project is on hold."),
     ("I live in Leeds.", "We moved the office to Bristol."),
+    # A name with its verb is the subject the clause after it continues; a greeting's name
+    # is the listener.
+    ("I live in Pune with my wife.", "Priya is my boss and lives in Delhi."),
+    ("I live in Leeds.", "Melanie took the kids camping last week and lives in Denver now."),
+    ("I live in Leeds.", "Anna got a new job, so moved to Bristol."),
     # A plan is no new value: they live in Valencia until June.
     ("I live in Valencia.", "We're moving to Madrid in June because of the new job."),
 ]

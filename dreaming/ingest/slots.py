@@ -185,7 +185,7 @@ class Slots:
         if best is None:
             return None, _subject_of(clause, carried)
         _, name, m = best
-        # "located.things", "located.moved": the relation, and how its holder is read.
+        # "located.moved": the relation, and how its holder is read.
         name, _, kind = name.partition(".")
         subject = clause[: m.start()]
         holder, mine = _subject_of(subject, carried, named=True)
@@ -198,8 +198,6 @@ class Slots:
             if not to or not holder or holder == UNRESOLVED:
                 return None, said_by
             rest = to[0]
-        elif kind == "things" and not _a_thing(subject, holder):
-            return None, said_by
         if holder is None or (not holder and name in self.not_self):
             return None, said_by
         relation = name
@@ -326,9 +324,10 @@ def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
     if not named and not _opens_subject(text, words):
         return carried
     holder = holder_of(text)
-    if holder is None and not named:
+    if holder is None and (not named or words[0] not in _UNRESOLVED):
         # "Just so you know, call me Hiro": the listener, as a discourse marker, is no
-        # subject a relation after it continues.
+        # subject a relation after it continues; nor is "Finally" ("Finally settled in and
+        # live in Denver now"), which names no one.
         return carried
     mine = not holder or (holder != UNRESOLVED and holder is not None and _possessive(text))
     return holder, mine
@@ -336,35 +335,38 @@ def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
 
 def _opens_subject(text: str, words: Sequence[str]) -> bool:
     """Whether a clause with no relation in it starts with its subject: the speaker, a
-    pronoun, something possessed or determined ("my sister", "the staging database"), or,
-    standing alone, a name ("Anna, my sister, lives in Lisbon"; not "Last week, ...")."""
+    pronoun, something possessed or determined ("my sister", "the staging database"), or a
+    name followed by a verb ("Priya is my boss and lives in Delhi", "Melanie took the kids
+    camping and lives in Denver now"). A capital alone is no name: every sentence starts
+    with one ("Big news: moved to Bristol", "Went hiking and live in Seattle now"), and a
+    name after a greeting is the listener ("Hi Jo, work at Globex now")."""
     first = words[0]
     if first in _SELF or first in _OWNERS or first in _PRONOUNS or first in _UNRESOLVED:
         return True
     if first in _DETERMINERS:
         return True
-    if len(words) > 3 or first in _FILLERS or first in claims_mod.STOPWORDS:
+    lead = _WORD.findall(text)
+    if not lead or lead[0].casefold() in _OPENERS:
         return False
-    lead = next((w for w in _WORD.findall(text) if w.casefold() not in _OPENERS), "")
-    return lead[:1].isupper() and lead not in _COMMON
+    return (
+        lead[0][:1].isupper()
+        and lead[0] not in _COMMON
+        and first not in _FILLERS  # "Finally got the keys and live in Denver now"
+        and len(words) > 1
+        and words[1] in _NAME_VERBS
+    )
+
+
+# Verbs a name at a clause's start is the subject of ("Priya is ...", "Anna got ...").
+_NAME_VERBS = frozenset(
+    """is was has had got gets went goes took takes said says did does made makes works
+    worked lives lived moved started joined left bought found met sent called told loves
+    likes hates wants needs became becomes runs ran""".split()  # noqa: SIM905
+)
 
 
 _WORD = re.compile(r"[^\W\d_]+")
-_LEADS = _DETERMINERS | _OWNERS  # "The", "Our": a capital that names no one
 _MOVED_TO = re.compile(r"\s+(?:over |back )?(?:to|into|onto)\s+", re.IGNORECASE)
-
-
-def _a_thing(subject: str, holder: frozenset[str] | None) -> bool:
-    """Whether a clause's subject is a thing, not a person: it names something (not the
-    speaker, not a pronoun), with no name in it ("Anna", "the Berlin office") and no kin or
-    colleague ("my wife", "our manager"): "the staging one is in eu-central-1" says where
-    it is, "Anna is in my team" is no place of Anna's."""
-    if not holder or holder == UNRESOLVED or holder & claims_mod.HOLDERS:
-        return False
-    words = [w for w in _WORD.findall(subject) if w.casefold() not in _OPENERS]
-    if words and words[0].casefold() in _LEADS:
-        words = words[1:]
-    return not any(w[:1].isupper() for w in words)
 
 
 def _lower_words(text: str) -> list[str]:
@@ -556,11 +558,23 @@ def _fill_replaces(nf: Fill, of: Fill) -> Replacement | None:
 
 
 def covers(new: Reading, old: Reading) -> bool:
-    """Whether every slot `old` fills is one `new` fills anew: replacing the statement then
-    loses none of the slots it states. "Our prod cluster runs in eu-west-1 and the staging
-    one is in eu-central-1" is not covered by "We migrated the staging cluster to us-east-2"
-    (the prod cluster's place would go with it)."""
-    return all(any(_fill_replaces(nf, of) for nf in new.fills) for of in old.fills)
+    """Whether every slot `old` fills is one `new` fills anew or states again: replacing the
+    statement then loses none of the slots it states. "My name is Ana and I live in Porto"
+    is not covered by "We moved to Bristol" (the name would go with it); "I live in Leeds
+    and work at Acme" is, by "I moved to Bristol and still work at Acme"."""
+    return all(
+        any(_fill_replaces(nf, of) or _restates(nf, of) for nf in new.fills) for of in old.fills
+    )
+
+
+def _restates(nf: Fill, of: Fill) -> bool:
+    """Whether fill `nf` says again what fill `of` says (the same slot, the same value)."""
+    return (
+        nf.relation == of.relation
+        and nf.negated == of.negated
+        and _compatible(nf.holder, of.holder)
+        and (nf.value <= of.value or of.value <= nf.value)
+    )
 
 
 def replaces(new: Reading, old: Reading) -> Replacement | None:
