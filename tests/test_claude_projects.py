@@ -76,6 +76,14 @@ def two_projects(tmp_path: Path) -> tuple[Path, Path]:
     return state, projects
 
 
+def pooled_night(tmp_path: Path) -> tuple[Path, Path]:
+    """`two_projects` read as one pooled agent (per_project = false), after a night."""
+    state, projects = two_projects(tmp_path)
+    configure(state, projects, "per_project = false\n")
+    cmd(state, "run")
+    return state, projects
+
+
 def memory_of(projects: Path, project: str) -> str:
     path = projects / project / "memory" / "MEMORY.md"
     return path.read_text() if path.exists() else ""
@@ -302,9 +310,7 @@ def test_openclaws_bootstrap_budget_beside_the_state_does_not_bound_a_project(
 def test_a_pooled_claude_code_agent_is_held_and_shown_as_claude_code_loads(
     tmp_path: Path,
 ) -> None:
-    state, projects = two_projects(tmp_path)
-    configure(state, projects, "per_project = false\n")
-    cmd(state, "run")
+    state, _ = pooled_night(tmp_path)
     (memory,) = [a["memory"] for a in as_json(state, "status")["agents"]]
     assert memory["max_lines"] == 200 and memory["bootstrap_max_chars"] is None
     assert memory["fill"]["unit"] == "bytes" and memory["fill"]["max_chars"] == 25_000
@@ -319,9 +325,7 @@ def test_a_pooled_claude_code_agent_is_held_and_shown_as_claude_code_loads(
 def test_a_pooled_agent_of_an_older_state_is_kept_and_forgetting_reaches_it(
     tmp_path: Path,
 ) -> None:
-    state, projects = two_projects(tmp_path)
-    configure(state, projects, "per_project = false\n")
-    cmd(state, "run")
+    state, projects = pooled_night(tmp_path)
     pooled = state / "workspace-claude" / "MEMORY.md"
     assert "make lint" in pooled.read_text() and "pull request" in pooled.read_text()
     # Forgotten under the pooled agent: it stays forgotten for the project's agent.

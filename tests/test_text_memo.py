@@ -27,6 +27,7 @@ NOT_TEXT = {
     "dreaming.ingest.salience.default_lexicon",
     "dreaming.ingest.grouping.default_groups",
     "dreaming.ingest.slots._defaults",  # the packaged slot lists
+    "dreaming.ingest._slot_data.defaults",
     "dreaming.ingest.slots.default_slots",
     "dreaming.memory.capacity._features",  # feature names ("fact instruction")
     "dreaming.phases._rem_themes.excluded",  # the lexicon's dull words and small talk

@@ -23,12 +23,13 @@ import dataclasses
 import functools
 import itertools
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest._slot_data import defaults as _defaults
+from dreaming.ingest._slot_data import merged as _merged
+from dreaming.ingest._slot_data import words_regex as _words_regex
 from dreaming.text_memo import text_cache
 
 
@@ -248,38 +249,6 @@ def _voiced(reading: Reading, speaker: str) -> Reading:
 def _voice(holder: frozenset[str]) -> frozenset[str]:
     """The named speaker a holder is of, as a set of at most one guard token."""
     return frozenset(t for t in holder if t.startswith(claims_mod.HOLDER_MARK))
-
-
-def _merged(
-    base: Mapping[str, tuple[str, ...]], extra: Mapping[str, Sequence[str]] | None
-) -> dict[str, tuple[str, ...]]:
-    out = dict(base)
-    for key, values in (extra or {}).items():
-        out[key] = (*out.get(key, ()), *values)
-    return out
-
-
-def _words_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
-    if not patterns:
-        return None
-    joined = "|".join(f"(?:{p})" for p in patterns)
-    # Whole words: no word character before (a cue may itself start with "'" or ", ") and
-    # none after, unless the cue ends in punctuation or space.
-    return re.compile(
-        rf"(?:(?<![\w'])|(?=[',]))(?:{joined})(?:(?<=[^\w'])|(?![\w']))", re.IGNORECASE
-    )
-
-
-@functools.cache
-def _defaults() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    raw = tomllib.loads(
-        resources.files("dreaming.ingest").joinpath("slots.toml").read_text("utf-8")
-    )
-
-    def table(name: str) -> dict[str, tuple[str, ...]]:
-        return {k: tuple(str(v) for v in vs) for k, vs in raw.get(name, {}).items()}
-
-    return table("relations"), table("lists")
 
 
 @functools.cache
