@@ -26,9 +26,6 @@ from dreaming.names import project_agent_id as project_agent_id
 from dreaming.openclaw_config import CONFIG_FILENAME as OPENCLAW_CONFIG
 from dreaming.openclaw_config import DreamingOwner, OpenClawConfig
 
-# Claude Code loads the first 200 lines of a project's memory/MEMORY.md at session start.
-CLAUDE_MEMORY_LINES = 200
-
 
 @dataclass(frozen=True, slots=True)
 class ClaudeProject:
@@ -150,7 +147,7 @@ class Paths:
     def memory_lines(self, agent: str) -> int | None:
         """How many lines of MEMORY.md the agent loads (Claude Code: the first 200), or
         None where a character budget applies instead (`bootstrap_max_chars`)."""
-        return CLAUDE_MEMORY_LINES if self._in_project(agent) else None
+        return CLAUDE_CODE_MAX_LINES if self._in_project(agent) else None
 
     def bootstrap_max_chars(self, agent: str) -> int:
         """How much of MEMORY.md OpenClaw loads for the agent (`bootstrapMaxChars`)."""
@@ -163,7 +160,7 @@ class Paths:
         Claude Code never reads openclaw.json: its bootstrapMaxChars bounds no project."""
         own = self.settings.agents.get(agent) or AgentSettings()
         memory = self.settings.memory
-        bytes_ = self.claude_code_loads(agent)
+        bytes_ = self._claude_code_loads(agent)
         chars: tuple[int | None, str] = (
             (CLAUDE_CODE_MAX_BYTES, "Claude Code loads 25 KB")
             if bytes_
@@ -190,11 +187,11 @@ class Paths:
         """How many lines of MEMORY.md the agent loads when no setting says: OpenClaw loads
         characters, not lines (none); an agent whose transcripts are all Claude Code's loads
         its first 200 lines."""
-        if self.claude_code_loads(agent):
+        if self._claude_code_loads(agent):
             return CLAUDE_CODE_MAX_LINES, "Claude Code loads 200 lines"
         return None, ""
 
-    def claude_code_loads(self, agent: str) -> bool:
+    def _claude_code_loads(self, agent: str) -> bool:
         """Whether Claude Code is what loads the agent's MEMORY.md: a project's, or that of an
         agent whose transcripts are all Claude Code's."""
         kinds = {s.kind for s in self.settings.sources if s.agent == agent}

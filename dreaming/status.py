@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, and_, func, select
 
-from dreaming.config import CLAUDE_CODE_MAX_LINES
 from dreaming.errors import ConfigError, WorkspaceFileError
 from dreaming.ingest.admission import Status
 from dreaming.llm import BudgetSettings, utc_today
@@ -174,9 +173,7 @@ def memory_target(paths: Paths, agent: str) -> dict[str, Any]:
     project = paths.claude_project(agent)
     # What Claude Code loads of it, for a project's agent and for one whose transcripts are
     # all Claude Code's (its budget is Claude Code's: `Paths.capacity`).
-    lines = paths.memory_lines(agent) or (
-        CLAUDE_CODE_MAX_LINES if paths.claude_code_loads(agent) else None
-    )
+    lines = paths.default_max_lines(agent)[0]
     pooled = paths.pooled_projects(agent)
     file = paths.memory_file(agent)
     return {

@@ -298,7 +298,7 @@ def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
         # subject a relation after it continues; nor is "Finally" ("Finally settled in and
         # live in Denver now"), which names no one.
         return carried
-    mine = not holder or (holder != UNRESOLVED and holder is not None and _possessive(text))
+    mine = not holder or (holder != UNRESOLVED and _possessive(text))
     return holder, mine
 
 
@@ -314,8 +314,8 @@ def _opens_subject(text: str, words: Sequence[str]) -> bool:
         return True
     if first in _DETERMINERS:
         return True
-    lead = _WORD.findall(text)
-    if not lead or lead[0].casefold() in _OPENERS:
+    lead = _WORD.search(text)
+    if lead is None or lead[0].casefold() in _OPENERS:
         return False
     return (
         lead[0][:1].isupper()
