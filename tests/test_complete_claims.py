@@ -101,6 +101,17 @@ def test_sentences_do_not_split_inside_code_or_before_a_directive() -> None:
         "We deploy on Fridays",
         "the staging database is called bluebird.",
     ]
+    # the second half of a rule, said as a directive of its own, stays with the first
+    for rule in (
+        "Never commit directly to main; open a PR against develop.",
+        "Don't use `any` in the TypeScript code; prefer `unknown` and narrow it.",
+        "Squash before merging; never push a merge commit.",
+    ):
+        assert sentences(rule) == [rule]
+    assert sentences("I fixed the flaky test; the suite is green again.") == [
+        "I fixed the flaky test",
+        "the suite is green again.",
+    ]
 
 
 def test_a_backtick_between_letters_is_an_apostrophe() -> None:

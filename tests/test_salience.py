@@ -130,6 +130,20 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("It must be done before Friday's release.", Feature.TIME),  # not a reaction
         ("Music is a big part of my life.", Feature.FACT),  # a generic subject, but theirs
         ("Lawrence is a nurse at the clinic.", Feature.FACT),
+        # a convention for a kind of thing is a standing rule, however politely it is asked
+        ("By the way, please use snake_case for function names.", Feature.INSTRUCTION),
+        ("Please keep commit messages in the imperative mood.", Feature.INSTRUCTION),
+        ("Prefix branch names with the ticket id.", Feature.INSTRUCTION),
+        ("Format dates as ISO 8601 in all log lines.", Feature.INSTRUCTION),
+        ("Use pytest fixtures instead of setUp methods.", Feature.INSTRUCTION),
+        ("Prefer composition over inheritance.", Feature.INSTRUCTION),
+        ("Never commit directly to main; open a PR against develop.", Feature.INSTRUCTION),
+        # how and where a project ships, a named thing's identifier, a team
+        ("We deploy with GitHub Actions to Fly.io.", Feature.FACT),
+        ("We now deploy to Render instead of Fly.io.", Feature.FACT),
+        ("The staging app is checkout-staging.", Feature.FACT),
+        ("I'm now on the payments team.", Feature.FACT),
+        ("Priya joined the platform team.", Feature.FACT),
     ],
 )
 def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:
@@ -177,6 +191,11 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         # what the project is made with
         "We build the billing service in Go.",
         "The API is written in Rust.",
+        # a coding convention, asked politely, and where the project ships
+        "Please use snake_case for function names in the Python helpers.",
+        "Please keep commit messages in the imperative mood, under 72 characters.",
+        "We deploy with GitHub Actions to Fly.io, and the staging app is checkout-staging.",
+        "And I'm now on the payments team, not checkout.",
     ],
 )
 def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None:
@@ -196,6 +215,36 @@ def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None
     ],
 )
 def test_a_state_of_mind_is_no_self_introduction(text: str) -> None:
+    assert Feature.FACT not in assess(text).features, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a task on one thing, not a convention for a kind of thing
+        "Please use the staging database for this test.",
+        "Please keep the tests in the same file.",
+        "Format the files with prettier.",
+        "Write tests for the parser.",
+        "Use this instead of the old helper.",
+        "Please sort the imports.",
+    ],
+)
+def test_a_task_on_one_thing_is_no_standing_rule(text: str) -> None:
+    assert Feature.INSTRUCTION not in assess(text).features, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The app is up-to-date.",
+        "The service is in-house.",
+        "The database is slow.",
+        "Our repo is a mess.",
+        "I'm in the team photo.",
+    ],
+)
+def test_a_state_is_no_name_and_a_photo_is_no_team(text: str) -> None:
     assert Feature.FACT not in assess(text).features, text
 
 

@@ -33,13 +33,15 @@ _TICK_APOSTROPHE = re.compile(r"(?<=[^\W\d_])`(?=[^\W\d_])")
 # and at the full stops of languages written without spaces (。！？) wherever they stand.
 # Every space-separated match starts with a space or a semicolon; the lookahead says so
 # first, which lets the regex engine pass over other positions cheaply.
-# A semicolon before a directive ("Dmitri owns the AWS account now; ask him before a deploy")
+# A semicolon before a directive ("Dmitri owns the AWS account now; ask him before a deploy",
+# "Never commit to main; open a PR against develop", "Don't use `any`; prefer `unknown`")
 # joins two halves of one rule, so it ends no sentence there.
 _ENDS_AT_SPACE = (
     r"(?=[\s;；])(?:(?:(?<=[.!?。！？])|(?<=[.!?][\"'”’)\]]))\s+|\s+[-•*]\s+"
     r"|\s*[;；](?!\s*(?:please\s+)?(?:ask|page|ping|send|forward|share|sign|route|keep|use|cc"
     r"|bcc|email|contact|book|link|point|escalate|loop|reach|check|talk|direct|refer|file"
-    r"|submit|raise)\b)\s*)"
+    r"|submit|raise|prefer|open|run|avoid|rebase|squash|stick|wait|put|write|name|leave"
+    r"|instead|otherwise|never|always|don'?t|do\s+not)\b)\s*)"
 )
 _ENDS_UNSPACED = r"(?<=[。！？])(?![\s。！？」』）])"
 _SENTENCE_END = re.compile(f"{_ENDS_AT_SPACE}|{_ENDS_UNSPACED}")
