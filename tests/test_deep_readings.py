@@ -22,7 +22,7 @@ from dreaming.ingest.tags import build_registry
 from dreaming.memory import lineage, memory_file
 from dreaming.memory.decisions import Action
 from dreaming.memory.memory_sync import SyncReport
-from dreaming.phases.deep import _deterministic, _phase
+from dreaming.phases.deep import _deterministic, _phase, _remainder
 from dreaming.phases.deep._likeness import bag, owned
 from dreaming.phases.deep._selection import Candidate
 from dreaming.phases.deep._summary import DeepSummary
@@ -63,10 +63,15 @@ STATEMENTS = [
     "僕は大阪に引っ越した。",
     "The staging database is called rimazu.",
     "The staging database is now called kopeta.",
-    # Two slots in one statement: a later value of one leaves it standing.
+    # Two slots in one statement: a later value of one leaves it standing, unless the other
+    # is a statement of its own (kept in the replacing entry).
     "Our prod cluster runs in eu-west-1 and our staging cluster runs in eu-central-1.",
     "We migrated the staging cluster to us-east-2 yesterday.",
     "My name is Ana and I live in Porto with my partner Rui since 2019.",
+    "My dentist is Dr. Ortega, and my gym is FitLife on Calle Colón.",
+    "My gym is now BasicFit.",
+    "We deploy with GitHub Actions to Fly.io, and the staging app is checkout-staging.",
+    "We now deploy to Render instead of Fly.io.",
 ]
 
 
@@ -99,7 +104,7 @@ def _every_conflict(memory: _deterministic.Memory, reading: slots_mod.Reading) -
 
 
 def _every_replacing(
-    memory: _deterministic.Memory, reading: slots_mod.Reading, when: datetime
+    memory: _deterministic.Memory, reading: slots_mod.Reading, when: datetime, text: str
 ) -> list[int]:
     return [
         i
@@ -107,7 +112,11 @@ def _every_replacing(
         if i not in memory.gone
         and memory.stated_after(i, when)
         and (r := slots_mod.replaces(memory.readings[i], reading)) is not None
-        and (not r.by_slot or slots_mod.covers(memory.readings[i], reading))
+        and (
+            not r.by_slot
+            or slots_mod.covers(memory.readings[i], reading)
+            or _remainder.separable(memory.readings[i], text, memory.slots.read)
+        )
     ]
 
 
@@ -127,12 +136,19 @@ def _check_every_statement(memory: _deterministic.Memory) -> int:
         likest = max(
             replaced, key=lambda i: (replaced[i].likeness, memory.when(i), i), default=None
         )
-        # An entry stating another slot too is not replaced by a slot (it would go with it).
-        whole = [i for i in by_slot if slots_mod.covers(reading, memory.readings[i])]
+        # An entry stating another slot too is not replaced by a slot (it would go with it),
+        # unless that slot is a statement of its own the replacing entry keeps.
+        whole = [
+            i
+            for i in by_slot
+            if slots_mod.covers(reading, memory.readings[i])
+            or _remainder.separable(reading, memory.live[i][1], memory.reader(i))
+        ]
         expected = whole if by_slot else ([] if likest is None else [likest])
         assert [i for i, _ in memory.conflicts(reading)] == expected, text
-        assert [i for i, _ in memory.replacing(reading, when)] == _every_replacing(
-            memory, reading, when
+        said = (text, memory.slots.read)
+        assert [i for i, _ in memory.replacing(reading, when, said)] == _every_replacing(
+            memory, reading, when, text
         ), text
         found += len(full)
     return found
@@ -239,7 +255,10 @@ def _answers(memory: _deterministic.Memory) -> list[tuple[object, ...]]:
             (
                 None if hit is None else memory.live[hit][0],
                 [(memory.live[i][0], r) for i, r in memory.conflicts(reading)],
-                [(memory.live[i][0], r) for i, r in memory.replacing(reading, when)],
+                [
+                    (memory.live[i][0], r)
+                    for i, r in memory.replacing(reading, when, (text, memory.slots.read))
+                ],
             )
         )
     return out

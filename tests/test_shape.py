@@ -364,6 +364,7 @@ FACES = {
         "sessions",
         "slots",
         "sources",
+        "statements",
         "tags",
         "tombstones",
     },

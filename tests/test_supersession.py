@@ -160,9 +160,9 @@ KEPT = {
         ("Porto", "Acme Corp", "eu-west-1", "Globex"),
         (),
     ),
-    # Replacing a statement takes all of it: one that states another slot too stays beside
-    # the new value (the prod cluster's place, the user's name are not lost); one that
-    # states only the old value goes.
+    # A statement of two slots, each said on its own, loses the one replaced and keeps the
+    # other in the entry that replaces it (the prod cluster's place). One whose replaced
+    # part says more than its value (the partner, the year) stays beside the new value.
     "one slot of two replaced": (
         [
             "Our prod cluster runs in eu-west-1 and our staging cluster runs in eu-central-1.",
@@ -172,8 +172,20 @@ KEPT = {
             "We moved to Bristol last month, the new place is lovely.",
             "We moved the build cache to eu-north-1.",
         ],
-        ("eu-west-1", "My name is Ana", "us-east-2", "Bristol", "eu-north-1"),
-        ("us-west-1",),
+        ("eu-west-1", "My name is Ana", "Rui", "us-east-2", "Bristol", "eu-north-1"),
+        ("us-west-1", "eu-central-1"),
+    ),
+    # What a corrected entry said besides the corrected value stays; what refers to it, or
+    # says nothing on its own, goes with it.
+    "a correction keeps the rest": (
+        [
+            "We deploy with GitHub Actions to Fly.io, and the staging app is checkout-staging.",
+            "Quick change of plans: we now deploy to Render instead of Fly.io.",
+            "We moved to Leeds last year, the new place is lovely.",
+            "We moved to Bristol last month.",
+        ],
+        ("The staging app is checkout-staging.", "Render", "Bristol"),
+        ("GitHub Actions to Fly.io", "Leeds", "lovely"),
     ),
     # A slot said again with its value is no slot lost: the old statement goes.
     "one slot replaced, the other restated": (
@@ -332,6 +344,9 @@ SAME_SLOT = [
     ("I live in Leeds with my partner.", "Big news: moved to Bristol last month."),
     ("I live in Leeds.", "Finally got the keys and live in Denver now."),
     ("I live in Leeds and work at Acme Corp.", "I moved to Bristol and still work at Acme Corp."),
+    # A label before a colon names nobody: the correction is the speaker's.
+    ("We deploy to Fly.io.", "Quick change of plans: we now deploy to Render instead of Fly.io."),
+    ("We deploy to Fly.io.", "Update: we use Render instead of Fly.io now."),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [
@@ -372,6 +387,8 @@ NOT_REPLACED = [
     ("I live in Leeds.", "Anna got a new job, so moved to Bristol."),
     # A plan is no new value: they live in Valencia until June.
     ("I live in Valencia.", "We're moving to Madrid in June because of the new job."),
+    # A name after a label is still whose statement it is.
+    ("Anna deploys to Fly.io.", "Update: Ben deploys to Render instead of Fly.io."),
 ]
 
 

@@ -5,7 +5,8 @@ In the order a night reads them: `sources` (which transcript files belong to whi
 registry), `admission` and `tombstones` (whose words may enter, and what never may again),
 `sessions` (each session file's record: its admission and metadata),
 `corpus` (the admitted lines and their dated files), `claims` (the statements a line makes),
-`salience` and `scoring` (what a claim tells, and its score), `candidates` (claims folded
+`salience` and `scoring` (what a claim tells, and its score), `slots` and `statements`
+(the facts a statement fills, and the statements an entry is made of), `candidates` (claims folded
 across sessions, with their evidence). The light phase (`dreaming.phases.light`) drives them.
 """
 
@@ -23,6 +24,7 @@ __all__ = [
     "sessions",
     "slots",
     "sources",
+    "statements",
     "tags",
     "tombstones",
 ]

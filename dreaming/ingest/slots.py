@@ -66,7 +66,7 @@ NOBODY = Reading((), frozenset(), False, False, frozenset(), frozenset())
 
 # A clause ends at a comma, a semicolon, a colon, a dash, or a conjunction that starts
 # another statement ("I live in Leeds, near the park", "..., so forward the letters").
-_CLAUSE = re.compile(
+CLAUSE = _CLAUSE = re.compile(
     r"\s*[,;:]\s+|\s+[-–—]\s+|\s+(?:and|but|so|because|while|although|though|since)\s+",
     re.IGNORECASE,
 )
@@ -302,6 +302,12 @@ def _subject_of(text: str, carried: Subject, *, named: bool = False) -> Subject:
     return holder, mine
 
 
+def opens_subject(clause: str) -> bool:
+    """Whether `clause` starts with a subject of its own (see `_opens_subject`)."""
+    words = _lower_words(clause)
+    return bool(words) and _opens_subject(clause, words)
+
+
 def _opens_subject(text: str, words: Sequence[str]) -> bool:
     """Whether a clause with no relation in it starts with its subject: the speaker, a
     pronoun, something possessed or determined ("my sister", "the staging database"), or a
@@ -461,6 +467,9 @@ def _negated(text: str) -> bool:
     return _NEGATION.search(text) is not None
 
 
+# A short label before a colon ("Update:", "Quick change of plans:", "Heads up:") names
+# nobody: the statement starts after it.
+_LABEL = re.compile(r"^(?:[\w'-]+ ){0,3}[\w'-]+:\s+")
 _LEADING_NAME = re.compile(r"^(?:[A-Z][a-z]+,?\s+)?([A-Z][a-z]{1,20})\b(?!')")
 _COMMON = frozenset(
     """I The A An My Our We It This That There These Those They He She You Your His Her
@@ -480,7 +489,7 @@ def holders(text: str) -> frozenset[str]:
         for w, nxt in itertools.pairwise(words)
         if w in ("my", "our", "s") and claims_mod.stem(nxt) in claims_mod.HOLDERS
     }
-    lead = _LEADING_NAME.match(text.strip())
+    lead = _LEADING_NAME.match(_LABEL.sub("", text.strip(), count=1))
     if lead is not None and lead.group(1) not in _COMMON:
         out.add(lead.group(1).casefold())
     return frozenset(out)

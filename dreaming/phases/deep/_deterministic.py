@@ -19,8 +19,9 @@ lines' speakers, `lineage.spoken_by`): one person's "I" is never another's, so M
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -30,6 +31,7 @@ from dreaming.ingest.tags import TagRegistry
 from dreaming.memory import lineage, memory_file
 from dreaming.memory.decisions import Action
 from dreaming.memory.sanitize import sanitize_entry_text
+from dreaming.phases.deep import _remainder
 from dreaming.phases.deep._likeness import (
     LOOSE_SIMILARITY,
     SELF,
@@ -253,18 +255,36 @@ class Memory:
             if i not in self.gone
             and (r := slots_mod.replaces(reading, self.readings[i])) is not None
         ]
-        # An entry stating another slot too stays: replacing it would lose that one.
+        # An entry stating another slot too stays, unless that one is a statement of its
+        # own the replacing entry keeps (`_remainder`): replacing it would lose that slot.
         by_slot = [(i, r) for i, r in found if r.by_slot]
-        whole = [(i, r) for i, r in by_slot if slots_mod.covers(reading, self.readings[i])]
+        whole = [
+            (i, r)
+            for i, r in by_slot
+            if slots_mod.covers(reading, self.readings[i])
+            or _remainder.separable(reading, self.live[i][1], self.reader(i))
+        ]
         if by_slot or not found:
             return whole
         # The likest correction target; of equally alike ones, the last stated.
         return [max(found, key=lambda p: (p[1].likeness, self.when(p[0]), p[0]))]
 
+    def reader(self, i: int) -> Callable[[str], slots_mod.Reading]:
+        """How entry `i`'s speaker's statements are read."""
+        return functools.partial(self.voices[i].reading, self.slots)
+
+    def rest(self, i: int, reading: slots_mod.Reading) -> list[str]:
+        """What entry `i` says that a statement read as `reading` leaves true (`_remainder`)."""
+        return _remainder.kept(reading, self.live[i][1], self.reader(i))
+
     def replacing(
-        self, reading: slots_mod.Reading, when: datetime | None
+        self,
+        reading: slots_mod.Reading,
+        when: datetime | None,
+        said: tuple[str, Callable[[str], slots_mod.Reading]],
     ) -> list[tuple[int, slots_mod.Replacement]]:
-        """The live entries stated after `when` that replace a statement said then."""
+        """The live entries stated after `when` that replace a statement said then (`said`:
+        its text, and how its speaker's statements are read)."""
         # A later entry replaces it by filling one of its relations anew, or correcting it.
         near = sorted(self._sharing(reading) | self.correcting)
         return [
@@ -273,8 +293,13 @@ class Memory:
             if i not in self.gone
             and self.stated_after(i, when)
             and (r := slots_mod.replaces(self.readings[i], reading)) is not None
-            # A statement of another slot too is no old value as a whole: it stays.
-            and (not r.by_slot or slots_mod.covers(self.readings[i], reading))
+            # A statement of another slot too is no old value as a whole: it stays, unless
+            # that slot is a statement of its own the newer entry keeps (as `conflicts`).
+            and (
+                not r.by_slot
+                or slots_mod.covers(self.readings[i], reading)
+                or _remainder.separable(self.readings[i], *said)
+            )
         ]
 
     def when(self, i: int) -> datetime:
@@ -410,14 +435,24 @@ def _decide_one(
         )
     # Only the owner's word changes a fact: an agent-only line never replaces one.
     if c.owner_lines:
-        reading = voice.reading(memory.slots, text)
+        read = functools.partial(voice.reading, memory.slots)
+        reading = read(text)
         # An entry stated later that replaces this statement: it is an old value.
-        newer = memory.replacing(reading, when)
+        newer = memory.replacing(reading, when, (text, read))
         if newer:
-            return _old_value(memory, c, newer, folded)
+            return _old_value(memory, c, (text, voice, read), newer, folded, max_chars)
         # A correction said before an entry corrects something older than it, not the entry.
         earlier = [p for p in memory.conflicts(reading) if not memory.stated_after(p[0], when)]
         if earlier:
+            # What else the replaced entries said stays, in the entry that replaces them.
+            kept = [
+                part
+                for i, _ in earlier
+                if memory.voices[i].holder == voice.holder
+                for part in memory.rest(i, reading)
+            ]
+            text = _remainder.joined(text, kept, max_chars)
+            said, mine = bag(text), owned(text)
             return _supersede(memory, c, text, (said, mine, voice), when, earlier, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
     memory.add(text, said, mine, when, voice)
@@ -427,13 +462,23 @@ def _decide_one(
 def _old_value(
     memory: Memory,
     c: Candidate,
+    said: tuple[str, Voice, Callable[[str], slots_mod.Reading]],
     newer: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
+    max_chars: int,
 ) -> lineage.Applied:
     """`c` is an old value: an entry stated later replaces it. Its lineage joins the latest
-    such entry, whose text stays, as if `c` had been read first and superseded by it."""
+    such entry, whose text stays, as if `c` had been read first and superseded by it: with
+    what else `c` said that the entry leaves true (`_remainder`). `said`: `c`'s text, its
+    voice, and how that voice's statements are read."""
     i, r = max(newer, key=lambda p: (memory.when(p[0]), p[0]))
     key, kept = memory.live[i]
+    text, voice, read = said
+    if memory.voices[i].holder == voice.holder:
+        rest = _remainder.kept(memory.readings[i], text, read)
+        if rest and (joined := _remainder.joined(kept, rest, max_chars)) != kept:
+            memory.rewrite(i, joined, bag(joined), owned(joined))
+            kept = joined
     why = f"an earlier value, replaced by a later statement ({r.reason})"
     return lineage.Applied(c.id, c.key, Action.MERGE, (key,), kept, "deterministic", why, folded)
 

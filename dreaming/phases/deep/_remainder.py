@@ -1,0 +1,97 @@
+"""What a replaced entry said besides the fact that replaced it.
+
+An entry is often two statements: "We deploy with GitHub Actions to Fly.io, and the staging
+app is checkout-staging." When "We now deploy to Render instead of Fly.io" supersedes it,
+the staging app's name is still true and said nowhere else. The deterministic path keeps
+such a statement in the entry that replaces it, so its lineage stays whole: the new entry
+already carries the old entry's origins, and forgetting either source removes it.
+
+A statement is kept only when it stands on its own (its own subject,
+`dreaming.ingest.statements`), says a fact, a rule or something about a person
+(`salience`), and is not itself replaced: "the new place is lovely" (an appraisal of the
+old home) and "our two cats" (no statement) go with the rest."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from dreaming.ingest import slots as slots_mod
+from dreaming.ingest import statements
+from dreaming.ingest.salience import Feature, assess
+
+# What a statement must say to be kept apart from the one it was said with.
+_WORTH = frozenset({Feature.FACT, Feature.DISCLOSURE, Feature.INSTRUCTION, Feature.CONSTRAINT})
+
+
+def kept(
+    new: slots_mod.Reading, old_text: str, read: Callable[[str], slots_mod.Reading]
+) -> list[str]:
+    """The statements of `old_text` that `new` leaves true and that are worth an entry's
+    room; empty when `new` replaces none of them on its own (the entry was replaced as a
+    whole) or all of them. `read` reads a statement as its entry's speaker said it."""
+    parts = statements.split(old_text)
+    if len(parts) < 2:
+        return []
+    replaced = [_replaces(new, read(p)) for p in parts]
+    if not any(replaced) or all(replaced):
+        return []
+    return [p for p, gone in zip(parts, replaced, strict=True) if not gone and _worth(p)]
+
+
+def separable(
+    new: slots_mod.Reading, old_text: str, read: Callable[[str], slots_mod.Reading]
+) -> bool:
+    """Whether `new` replaces some statements of `old_text` and every other statement of
+    a slot in it is kept (`kept`): "Our prod cluster runs in eu-west-1 and our staging
+    cluster runs in eu-central-1" is replaced by "We migrated the staging cluster to
+    us-east-2" with its prod cluster kept, where as one statement it had to stay whole."""
+    parts = statements.split(old_text)
+    if len(parts) < 2:
+        return False
+    readings = [read(p) for p in parts]
+    replaced = [_replaces(new, r) for r in readings]
+    if not any(replaced) or all(replaced):
+        return False
+    return all(
+        _only_its_value(p) if gone else not r.fills or _worth(p)
+        for p, r, gone in zip(parts, readings, replaced, strict=True)
+    )
+
+
+# A name, a place, a number or a version: a word written with a capital or a digit.
+_NAMED = re.compile(r"\b(?:[A-Z]|[\w.-]*\d)")
+# Words after which a name tells more than the value: who else, since when ("in Porto with
+# my partner Rui since 2019"); where the value is ("FitLife on Calle Colón") is still it.
+_MORE = re.compile(r"\b(?:with|and|since|plus|alongside|for|from|to)\b", re.IGNORECASE)
+
+
+def _only_its_value(part: str) -> bool:
+    """Whether a replaced statement names no more than its value ("our staging cluster
+    runs in eu-central-1", "my gym is FitLife on Calle Colón"), nothing that would go with
+    it ("I live in Porto with my partner Rui since 2019": the partner and the year are no
+    part of the home)."""
+    # Its first word has a capital as every sentence's does.
+    rest = statements.body(part).partition(" ")[2]
+    first = _NAMED.search(rest)
+    more = first and _MORE.search(rest, first.end())
+    return not (more and _NAMED.search(rest, more.end()))
+
+
+def _replaces(new: slots_mod.Reading, part: slots_mod.Reading) -> bool:
+    # The corrected value named in it ("instead of Fly.io") replaces the part that says it.
+    return slots_mod.replaces(new, part) is not None or bool(new.old & part.tokens)
+
+
+def _worth(part: str) -> bool:
+    found = assess(part)
+    return not found.zero and bool(found.features & _WORTH)
+
+
+def joined(text: str, parts: Iterable[str], max_chars: int) -> str:
+    """`text` followed by `parts`, each as a sentence; `text` alone when that would pass
+    an entry's limit of `max_chars`."""
+    out = statements.as_sentence(text.rstrip())
+    for part in parts:
+        out += " " + statements.as_sentence(part)
+    return out if len(out) <= max_chars else text
