@@ -36,6 +36,10 @@ def candidate(
         # A standing fact, a preference, an instruction: no date, no speaker.
         ("I'm allergic to peanuts", "constraint disclosure", "I'm allergic to peanuts."),
         ("I love green tea", "preference", "I love green tea."),
+        # a word that only joins it to what was said before goes
+        ("Also my gym is now BasicFit", "fact", "My gym is now BasicFit."),
+        ("And I'm now on the payments team", "fact", "I'm now on the payments team."),
+        ("Andrea is my sister", "fact", "Andrea is my sister."),
         (
             "always run the linter before committing, every morning",
             "instruction time",

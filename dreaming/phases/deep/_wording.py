@@ -22,7 +22,8 @@ _CJK_END = re.compile(r"[\u3040-\u30ff\u3400-\u9fff。！？」』]$")
 # character of an entry is paid on every turn, so the deterministic path leaves them out.
 _INTERJECTION = re.compile(
     r"^(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|"
-    r"totally|absolutely|definitely|honestly|actually|anyway|btw|hmm+|um+|uh+)\b[\s,!.…-]*)+",
+    r"totally|absolutely|definitely|honestly|actually|anyway|btw|and|also|hmm+|um+|uh+)\b"
+    r"[\s,!.…-]*)+",
     re.IGNORECASE,
 )
 
