@@ -41,6 +41,11 @@ def candidate(
         ("And I'm now on the payments team", "fact", "I'm now on the payments team."),
         ("Andrea is my sister", "fact", "Andrea is my sister."),
         (
+            "By the way, please use snake_case for function names",
+            "instruction",
+            "Please use snake_case for function names.",
+        ),
+        (
             "always run the linter before committing, every morning",
             "instruction time",
             "Always run the linter before committing, every morning.",

@@ -144,6 +144,9 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("The staging app is checkout-staging.", Feature.FACT),
         ("I'm now on the payments team.", Feature.FACT),
         ("Priya joined the platform team.", Feature.FACT),
+        # who fills a role for the owner, said after a word that joins it to the chat
+        ("Also my gym is now BasicFit, FitLife closed.", Feature.FACT),
+        ("Quick update: my manager is now Sofía.", Feature.FACT),
     ],
 )
 def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:

@@ -21,7 +21,7 @@ _CJK_END = re.compile(r"[\u3040-\u30ff\u3400-\u9fff。！？」』]$")
 # Words that open a sentence without adding to what it says ("Yeah, I painted ..."): every
 # character of an entry is paid on every turn, so the deterministic path leaves them out.
 _INTERJECTION = re.compile(
-    r"^(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|"
+    r"^(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|by the way|"
     r"totally|absolutely|definitely|honestly|actually|anyway|btw|and|also|hmm+|um+|uh+)\b"
     r"[\s,!.…-]*)+",
     re.IGNORECASE,
