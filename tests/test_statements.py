@@ -24,9 +24,26 @@ from dreaming.phases.deep import _remainder
             "My name is Ana and I live in Porto with my partner Rui since 2019.",
             ["My name is Ana", "I live in Porto with my partner Rui since 2019."],
         ),
-        # a clause without a subject of its own needs the one before it
-        ("I live in Leeds and work at Acme Corp.", ["I live in Leeds and work at Acme Corp."]),
+        # a clause without a subject of its own needs the one before it ...
         ("I live in Leeds, near the park.", ["I live in Leeds, near the park."]),
+        ("I like tea and coffee.", ["I like tea and coffee."]),
+        ("I live in Leeds, and love it.", ["I live in Leeds, and love it."]),
+        # ... unless, said of the same "I" or "we", it is a statement of its own
+        ("I live in Leeds and work at Acme Corp.", ["I live in Leeds", "I work at Acme Corp."]),
+        (
+            "We open at 6am and close at 3pm, and on Mondays we're closed.",
+            ["We open at 6am", "We close at 3pm", "on Mondays we're closed."],
+        ),
+        # a pronoun's statement is no statement alone: it stays with what names it
+        (
+            "We live in Leeds and she works at Acme and lives in York.",
+            ["We live in Leeds", "she works at Acme and lives in York."],
+        ),
+        # a subject without a determiner, and its verb
+        (
+            "Our supplier for flour is Shipton Mill, and eggs come from Hilltop Farm.",
+            ["Our supplier for flour is Shipton Mill", "eggs come from Hilltop Farm."],
+        ),
         (
             "We use Python 3.11 and poetry for dependencies.",
             ["We use Python 3.11 and poetry for dependencies."],

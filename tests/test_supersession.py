@@ -183,9 +183,18 @@ KEPT = {
             "Quick change of plans: we now deploy to Render instead of Fly.io.",
             "We moved to Leeds last year, the new place is lovely.",
             "We moved to Bristol last month.",
+            "We open at 6am and close at 3pm, and Mondays we're closed.",
+            "Also we now close at 4pm, not 3pm.",
         ],
-        ("The staging app is checkout-staging.", "Render", "Bristol"),
-        ("GitHub Actions to Fly.io", "Leeds", "lovely"),
+        (
+            "The staging app is checkout-staging.",
+            "Render",
+            "Bristol",
+            "We open at 6am.",
+            "Mondays we're closed.",
+            "close at 4pm",
+        ),
+        ("GitHub Actions to Fly.io", "Leeds", "lovely", "close at 3pm"),
     ),
     # A slot said again with its value is no slot lost: the old statement goes.
     "one slot replaced, the other restated": (
@@ -347,6 +356,11 @@ SAME_SLOT = [
     # A label before a colon names nobody: the correction is the speaker's.
     ("We deploy to Fly.io.", "Quick change of plans: we now deploy to Render instead of Fly.io."),
     ("We deploy to Fly.io.", "Update: we use Render instead of Fly.io now."),
+    # A plural noun is no name: whose statement it is stays the speaker's.
+    (
+        "Our supplier for flour is Shipton Mill, and eggs come from Hilltop Farm.",
+        "Eggs now come from Meadow Farm instead of Hilltop.",
+    ),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
 ]
 NOT_REPLACED = [

@@ -490,9 +490,19 @@ def holders(text: str) -> frozenset[str]:
         if w in ("my", "our", "s") and claims_mod.stem(nxt) in claims_mod.HOLDERS
     }
     lead = _LEADING_NAME.match(_LABEL.sub("", text.strip(), count=1))
-    if lead is not None and lead.group(1) not in _COMMON:
+    # (A plural verb after it makes it a noun: "Eggs now come from ...", "Kids are ...".)
+    if (
+        lead is not None
+        and lead.group(1) not in _COMMON
+        and not _PLURAL.match(lead.string, lead.end())
+    ):
         out.add(lead.group(1).casefold())
     return frozenset(out)
+
+
+_PLURAL = re.compile(
+    r"\s+(?:now\s+|all\s+|usually\s+)?(?:are|were|have|come|go|do|get|need|make|run)\b"
+)
 
 
 # -- replacing -----------------------------------------------------------------------------

@@ -7,15 +7,28 @@ deep keeps the others (`dreaming.phases.deep._deterministic`)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from dreaming.ingest import claims as claims_mod
-from dreaming.ingest import slots
+from dreaming.ingest import salience, slots
 
 # What joins two clauses and is no part of either: "and", "but" or "also" opening the
 # second ("..., and the staging app is ..."), a comma or semicolon closing the first.
 _JOINER = re.compile(r"^(?:(?:and|but|also|plus|then)\b[\s,]*)+", re.IGNORECASE)
 _TRAILING = re.compile(r"[\s,;:—–-]+$")
+# A time before a clause's subject ("..., and on Mondays we're closed").
+_WHEN = re.compile(
+    r"^(?:(?:on|every|each|in the|at)\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?"
+    r"|weekdays?|mornings?|evenings?|nights?|winter|summer|spring|autumn)\b[\s,]*",
+    re.IGNORECASE,
+)
+# A subject of one to three words and a verb that tells a fact of it ("eggs come from",
+# "the kids go to", "payments run through"): a clause that starts with a verb has none.
+_NOUN_VERB = re.compile(
+    r"(?:[a-z][\w'-]* ){1,3}(?:is|are|was|were|has|have|had|come|comes|came|go|goes|went|run|"
+    r"runs|ran|live|lives|lived|work|works|worked|get|gets|got|stay|stays|belong|belongs)\b"
+)
 # What deep's wording puts before an entry's statements: the day they were said and who
 # said them ("2026-03-08 Caroline: ..."), which belong to the first and split nothing.
 _LEAD = re.compile(
@@ -26,23 +39,69 @@ _LEAD = re.compile(
 def split(text: str) -> list[str]:
     """The statements of `text`, in order, as written (less the words that joined them).
     A clause starts a statement when it names its own subject ("the staging app is ...",
-    "my sister lives in ..."); one without ("... and work at Acme") continues the one
-    before it."""
+    "my sister lives in ..."). One without continues the statement before it ("I live in
+    Leeds, near the park"), unless it is a statement of that one's "I", "we", "they", "he"
+    or "she" said again, which it then names: "We open at 6am and close at 3pm" is "We open
+    at 6am" and "We close at 3pm"; "I like tea and coffee" stays one."""
     out: list[str] = []
     lead = _LEAD.match(text)
     head, text = (lead[0], text[lead.end() :]) if lead else ("", text)
     for sentence in claims_mod.sentences(text):
-        start = 0
-        for m in slots.CLAUSE.finditer(sentence):
-            rest = _JOINER.sub("", sentence[m.end() :])
-            if rest and slots.opens_subject(rest):
-                out.append(sentence[start : m.start()])
-                start = m.end()
-        out.append(sentence[start:])
+        ends = [*slots.CLAUSE.finditer(sentence), None]
+        start, named, subject = 0, "", _subject(sentence)
+        for m, after in itertools.pairwise(ends):
+            assert m is not None  # only the last is None
+            tail = sentence[m.end() : None if after is None else after.start()]
+            joiner = _JOINER.match(tail)
+            clause = tail[joiner.end() :] if joiner else tail
+            if clause and _opens_statement(_WHEN.sub("", clause)):
+                said_again = ""
+            elif clause and subject and _says_alone(f"{subject} {clause}"):
+                said_again = f"{subject} "
+            else:
+                continue
+            out.append(named + sentence[start : m.start()])
+            named, start = said_again, m.end() + (joiner.end() if joiner else 0)
+            subject = _subject(clause) if not said_again else subject
+        out.append(named + sentence[start:])
     parts = [s for s in (_tidy(p) for p in out) if s]
     if head and parts:
         parts[0] = head + parts[0]
     return parts
+
+
+# The subjects a clause without one may be read with: a pronoun, said again.
+_PRONOUN = re.compile(r"^(?:(?:so|well|oh|yeah|and|but|also)[\s,]+)*(i|we|they|he|she)\b", re.I)
+
+
+def _subject(clause: str) -> str:
+    m = _PRONOUN.match(clause.strip())
+    return "" if m is None else m[1]
+
+
+def _says_alone(statement: str) -> bool:
+    """Whether a statement, read on its own, fills a slot or tells a fact, a rule or
+    something about a person (so "we close at 3pm" does, "I coffee" does not)."""
+    if slots.default_slots().read(statement).fills:
+        return True
+    found = salience.assess(statement)
+    return not found.zero and bool(found.features & _TELLS)
+
+
+_TELLS = frozenset(
+    {
+        salience.Feature.FACT,
+        salience.Feature.DISCLOSURE,
+        salience.Feature.INSTRUCTION,
+        salience.Feature.CONSTRAINT,
+    }
+)
+
+
+def _opens_statement(clause: str) -> bool:
+    """Whether a clause starts with its subject: one `slots` knows ("the staging app",
+    "my sister", "we"), or a bare noun with its verb ("eggs come from ...")."""
+    return slots.opens_subject(clause) or _NOUN_VERB.match(clause) is not None
 
 
 def body(part: str) -> str:

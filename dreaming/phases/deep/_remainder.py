@@ -33,10 +33,16 @@ def kept(
     parts = statements.split(old_text)
     if len(parts) < 2:
         return []
-    replaced = [_replaces(new, read(p)) for p in parts]
+    readings = [read(p) for p in parts]
+    replaced = [_replaces(new, r) for r in readings]
     if not any(replaced) or all(replaced):
         return []
-    return [p for p, gone in zip(parts, replaced, strict=True) if not gone and _worth(p)]
+    # (What the new statement says again is in it already: "... and still work at Acme".)
+    return [
+        p
+        for p, r, gone in zip(parts, readings, replaced, strict=True)
+        if not gone and not r.tokens <= new.tokens and _worth(p)
+    ]
 
 
 def separable(
