@@ -147,6 +147,13 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         # who fills a role for the owner, said after a word that joins it to the chat
         ("Also my gym is now BasicFit, FitLife closed.", Feature.FACT),
         ("Quick update: my manager is now Sofía.", Feature.FACT),
+        # when a place is open, where things come from, what the agent must not suggest
+        ("We open at 6am and close at 3pm, and Mondays we're closed.", Feature.FACT),
+        ("The gym is open until 10pm.", Feature.FACT),
+        ("Eggs now come from Meadow Farm instead of Hilltop.", Feature.FACT),
+        ("Our flour is supplied by Shipton Mill.", Feature.FACT),
+        ("Please don't suggest recipes with nuts.", Feature.INSTRUCTION),
+        ("Don't schedule meetings before 10am.", Feature.INSTRUCTION),
     ],
 )
 def test_informative_claims_fire_their_feature(text: str, feature: Feature) -> None:
@@ -231,6 +238,8 @@ def test_a_state_of_mind_is_no_self_introduction(text: str) -> None:
         "Write tests for the parser.",
         "Use this instead of the old helper.",
         "Please sort the imports.",
+        "Please don't worry about it.",
+        "Don't forget the milk.",
     ],
 )
 def test_a_task_on_one_thing_is_no_standing_rule(text: str) -> None:
@@ -248,6 +257,13 @@ def test_a_task_on_one_thing_is_no_standing_rule(text: str) -> None:
     ],
 )
 def test_a_state_is_no_name_and_a_photo_is_no_team(text: str) -> None:
+    assert Feature.FACT not in assess(text).features, text
+
+
+@pytest.mark.parametrize(
+    "text", ["The package is from Amazon.", "This is from John.", "It is by Tolkien."]
+)
+def test_what_something_is_from_is_no_supplier(text: str) -> None:
     assert Feature.FACT not in assess(text).features, text
 
 
