@@ -5,7 +5,8 @@ entry whose slot the owner has since filled with another value or that the owner
 outright (`dreaming.ingest.slots`): "We moved to Bristol" replaces "I live in Leeds" when it
 was said later, on the transcripts' clock. A statement older than the entry it conflicts
 with was already replaced: its lineage joins the newer entry, whose text stands. So the
-same sessions give the same memory read in one night or night by night.
+same sessions give the same memory read in one night or night by night. Either way what
+else the replaced statement said stays, in the entry that replaces it (`_remainder`).
 
 A near-duplicate is a near-identical bag of words, or one bag holding nearly all of the
 other's (at least three words, inflections folded), said of one person: "My son is allergic

@@ -24,45 +24,43 @@ from dreaming.ingest.salience import Feature, assess
 _WORTH = frozenset({Feature.FACT, Feature.DISCLOSURE, Feature.INSTRUCTION, Feature.CONSTRAINT})
 
 
-def kept(
-    new: slots_mod.Reading, old_text: str, read: Callable[[str], slots_mod.Reading]
-) -> list[str]:
+Read = Callable[[str], slots_mod.Reading]
+
+
+def kept(new: slots_mod.Reading, old_text: str, read: Read) -> list[str]:
     """The statements of `old_text` that `new` leaves true and that are worth an entry's
     room; empty when `new` replaces none of them on its own (the entry was replaced as a
     whole) or all of them. `read` reads a statement as its entry's speaker said it."""
-    parts = statements.split(old_text)
-    if len(parts) < 2:
-        return []
-    readings = [read(p) for p in parts]
-    replaced = [_replaces(new, r) for r in readings]
-    if not any(replaced) or all(replaced):
-        return []
     # (What the new statement says again is in it already: "... and still work at Acme".)
     return [
         p
-        for p, r, gone in zip(parts, readings, replaced, strict=True)
+        for p, r, gone in _parts(new, old_text, read)
         if not gone and not r.tokens <= new.tokens and _worth(p)
     ]
 
 
-def separable(
-    new: slots_mod.Reading, old_text: str, read: Callable[[str], slots_mod.Reading]
-) -> bool:
+def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
     """Whether `new` replaces some statements of `old_text` and every other statement of
     a slot in it is kept (`kept`): "Our prod cluster runs in eu-west-1 and our staging
     cluster runs in eu-central-1" is replaced by "We migrated the staging cluster to
     us-east-2" with its prod cluster kept, where as one statement it had to stay whole."""
+    parts = _parts(new, old_text, read)
+    return bool(parts) and all(
+        _only_its_value(p) if gone else not r.fills or _worth(p) for p, r, gone in parts
+    )
+
+
+def _parts(
+    new: slots_mod.Reading, old_text: str, read: Read
+) -> list[tuple[str, slots_mod.Reading, bool]]:
+    """Each statement of `old_text`, read, and whether `new` replaces it; empty unless `new`
+    replaces some of them and not all."""
     parts = statements.split(old_text)
     if len(parts) < 2:
-        return False
-    readings = [read(p) for p in parts]
-    replaced = [_replaces(new, r) for r in readings]
-    if not any(replaced) or all(replaced):
-        return False
-    return all(
-        _only_its_value(p) if gone else not r.fills or _worth(p)
-        for p, r, gone in zip(parts, readings, replaced, strict=True)
-    )
+        return []
+    out = [(p, r, _replaces(new, r)) for p in parts for r in (read(p),)]
+    gone = sum(g for _, _, g in out)
+    return out if 0 < gone < len(out) else []
 
 
 # A name, a place, a number or a version: a word written with a capital or a digit.
