@@ -152,6 +152,7 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("The gym is open until 10pm.", Feature.FACT),
         ("Eggs now come from Meadow Farm instead of Hilltop.", Feature.FACT),
         ("Our flour is supplied by Shipton Mill.", Feature.FACT),
+        ("We use Python 3.11.", Feature.FACT),
         ("Please don't suggest recipes with nuts.", Feature.INSTRUCTION),
         ("Don't schedule meetings before 10am.", Feature.INSTRUCTION),
     ],

@@ -44,10 +44,16 @@ from dreaming.phases.deep import _remainder
             "Our supplier for flour is Shipton Mill, and eggs come from Hilltop Farm.",
             ["Our supplier for flour is Shipton Mill", "eggs come from Hilltop Farm."],
         ),
+        # ... or with its verb too, where the verb was left out ("and Xero for the accounts")
         (
             "We use Python 3.11 and poetry for dependencies.",
-            ["We use Python 3.11 and poetry for dependencies."],
+            ["We use Python 3.11", "We use poetry for dependencies."],
         ),
+        (
+            "I use Square for payments and Xero for the accounts.",
+            ["I use Square for payments", "I use Xero for the accounts."],
+        ),
+        ("I work at Acme and Globex.", ["I work at Acme and Globex."]),
         # the day and the speaker an entry's wording puts first belong to its first statement
         (
             "2026-03-08 Caroline: I went to a support group and it was so powerful.",
@@ -127,3 +133,15 @@ def test_joined_keeps_an_entry_within_its_limit() -> None:
     assert _remainder.joined("We deploy to Render", ["the app is a-b"], 20) == (
         "We deploy to Render"
     )
+
+
+def test_a_kept_statement_keeps_its_entrys_day_only_where_it_carries_time() -> None:
+    hours = "2026-04-01 We open at 6am and close at 3pm, and Mondays we're closed."
+    assert _remainder.kept(READ("We now close at 4pm, not 3pm."), hours, READ) == [
+        "We open at 6am",
+        "Mondays we're closed.",
+    ]
+    trip = "2026-04-01 We flew to Lisbon yesterday, and our dog Rex is in Porto."
+    assert _remainder.kept(READ("Actually our dog Rex is in Faro, not Porto."), trip, READ) == [
+        "2026-04-01 We flew to Lisbon yesterday"
+    ]

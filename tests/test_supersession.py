@@ -185,6 +185,8 @@ KEPT = {
             "We moved to Bristol last month.",
             "We open at 6am and close at 3pm, and Mondays we're closed.",
             "Also we now close at 4pm, not 3pm.",
+            "I use Square for payments and Xero for the accounts.",
+            "We switched from Square to SumUp, the fees were too high.",
         ],
         (
             "The staging app is checkout-staging.",
@@ -193,8 +195,16 @@ KEPT = {
             "We open at 6am.",
             "Mondays we're closed.",
             "close at 4pm",
+            "I use Xero for the accounts.",
+            "SumUp",
         ),
-        ("GitHub Actions to Fly.io", "Leeds", "lovely", "close at 3pm"),
+        (
+            "GitHub Actions to Fly.io",
+            "Leeds",
+            "lovely",
+            "close at 3pm",
+            "Square for payments",
+        ),
     ),
     # A slot said again with its value is no slot lost: the old statement goes.
     "one slot replaced, the other restated": (

@@ -56,13 +56,13 @@ def split(text: str) -> list[str]:
             clause = tail[joiner.end() :] if joiner else tail
             if clause and _opens_statement(_WHEN.sub("", clause)):
                 said_again = ""
-            elif clause and subject and _says_alone(f"{subject} {clause}"):
-                said_again = f"{subject} "
+            elif clause and (said_again := _said_again(subject, clause)):
+                pass
             else:
                 continue
             out.append(named + sentence[start : m.start()])
             named, start = said_again, m.end() + (joiner.end() if joiner else 0)
-            subject = _subject(clause) if not said_again else subject
+            subject = subject if said_again else _subject(clause)
         out.append(named + sentence[start:])
     parts = [s for s in (_tidy(p) for p in out) if s]
     if head and parts:
@@ -70,8 +70,10 @@ def split(text: str) -> list[str]:
     return parts
 
 
-# The subjects a clause without one may be read with: a pronoun, said again.
-_PRONOUN = re.compile(r"^(?:(?:so|well|oh|yeah|and|but|also)[\s,]+)*(i|we|they|he|she)\b", re.I)
+# The subjects a clause without one may be read with: a pronoun, said again, and its verb.
+_PRONOUN = re.compile(
+    r"^(?:(?:so|well|oh|yeah|and|but|also)[\s,]+)*((?:i|we|they|he|she)\b(?: [a-z]+)?)", re.I
+)
 
 
 def _subject(clause: str) -> str:
@@ -79,22 +81,30 @@ def _subject(clause: str) -> str:
     return "" if m is None else m[1]
 
 
+def _said_again(subject: str, clause: str) -> str:
+    """What a clause without a subject is said with, when it is a statement of its own so:
+    the subject before it ("... and close at 3pm": "we close at 3pm"), or the subject and
+    its verb ("I use Square for payments and Xero for the accounts": "I use Xero for the
+    accounts"). Empty when neither tells anything alone ("I like tea and coffee")."""
+    who, _, verb = subject.partition(" ")
+    for said in (f"{who} ", f"{subject} " if verb else ""):
+        if said and _says_alone(said + clause):
+            return said
+    return ""
+
+
 def _says_alone(statement: str) -> bool:
-    """Whether a statement, read on its own, fills a slot or tells a fact, a rule or
-    something about a person (so "we close at 3pm" does, "I coffee" does not)."""
+    """Whether a statement, read on its own, fills a slot or tells a fact, a rule or a
+    constraint (so "we close at 3pm" does, "I like coffee" does not)."""
     if slots.default_slots().read(statement).fills:
         return True
     found = salience.assess(statement)
     return not found.zero and bool(found.features & _TELLS)
 
 
+# (Not a disclosure: "I like coffee", "I work Globex" are one, and tell nothing alone.)
 _TELLS = frozenset(
-    {
-        salience.Feature.FACT,
-        salience.Feature.DISCLOSURE,
-        salience.Feature.INSTRUCTION,
-        salience.Feature.CONSTRAINT,
-    }
+    {salience.Feature.FACT, salience.Feature.INSTRUCTION, salience.Feature.CONSTRAINT}
 )
 
 

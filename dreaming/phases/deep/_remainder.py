@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dreaming.ingest import slots as slots_mod
 from dreaming.ingest import statements
 from dreaming.ingest.salience import Feature, assess
+from dreaming.phases.deep._wording import dated
 
 # What a statement must say to be kept apart from the one it was said with.
 _WORTH = frozenset({Feature.FACT, Feature.DISCLOSURE, Feature.INSTRUCTION, Feature.CONSTRAINT})
@@ -33,10 +34,24 @@ def kept(new: slots_mod.Reading, old_text: str, read: Read) -> list[str]:
     whole) or all of them. `read` reads a statement as its entry's speaker said it."""
     # (What the new statement says again is in it already: "... and still work at Acme".)
     return [
-        p
+        _dated_if_timely(p)
         for p, r, gone in _parts(new, old_text, read)
         if not gone and not r.tokens <= new.tokens and _worth(p)
     ]
+
+
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}\s+")
+
+
+def _dated_if_timely(part: str) -> str:
+    """`part` with the day its entry was dated by only where the part itself carries time
+    (`_wording.dated`): "2026-04-01 We open at 6am and ..., and Mondays we're closed" was
+    dated for its Mondays, which "We open at 6am" alone does not hold."""
+    day = _DAY.match(part)
+    if day is None:
+        return part
+    found = assess(statements.body(part)).features
+    return part if dated(" ".join(f.value for f in found)) else part[day.end() :]
 
 
 def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
