@@ -78,6 +78,7 @@ def test_a_statement_reads_as_a_sentence() -> None:
         "The staging app is checkout-staging."
     )
     assert statements.as_sentence("Is it?") == "Is it?"
+    assert statements.as_sentence("僕は大阪に引っ越した。") == "僕は大阪に引っ越した。"
     assert statements.body("2026-03-08 Caroline: I went") == "I went"
 
 
@@ -133,6 +134,9 @@ def test_joined_keeps_an_entry_within_its_limit() -> None:
     assert _remainder.joined("We deploy to Render", ["the app is a-b"], 20) == (
         "We deploy to Render"
     )
+    # nothing kept: the text as it was, not made a sentence
+    assert _remainder.joined("僕は大阪に引っ越した", [], 100) == "僕は大阪に引っ越した"
+    assert _remainder.joined("we moved to Bristol", [], 100) == "we moved to Bristol"
 
 
 def test_a_kept_statement_keeps_its_entrys_day_only_where_it_carries_time() -> None:

@@ -1,6 +1,8 @@
 """The statements an entry's text is made of, each one that stands on its own: "We deploy
-to Fly.io, and the staging app is checkout-staging" is two, "I live in Leeds and work at
-Acme" one (its second clause has no subject of its own; it needs the first).
+to Fly.io, and the staging app is checkout-staging" is two, "I live in Leeds, near the
+park" one (its second clause has no subject of its own and says nothing alone), "I live in
+Leeds and work at Acme" two ("I work at Acme" is a statement of the same "I"). English
+only: text in other scripts is one statement.
 
 A statement that replaces one of them (`dreaming.ingest.slots`) need not replace the rest:
 deep keeps the others (`dreaming.phases.deep._deterministic`)."""
@@ -127,4 +129,8 @@ def _tidy(part: str) -> str:
 def as_sentence(part: str) -> str:
     """A statement written as a sentence of its own: a capital first, a full stop last."""
     part = part[:1].upper() + part[1:]
-    return part if part[-1:] in ".!?" else part + "."
+    return part if _ENDED.search(part) else part + "."
+
+
+# An end that needs no full stop: one already, or a script written without them.
+_ENDED = re.compile(r"[.!?。！？…\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]$")

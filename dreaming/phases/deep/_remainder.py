@@ -108,8 +108,11 @@ def _worth(part: str) -> bool:
 
 
 def joined(text: str, parts: Iterable[str], max_chars: int) -> str:
-    """`text` followed by `parts`, each as a sentence; `text` alone when that would pass
-    an entry's limit of `max_chars`."""
+    """`text` followed by `parts`, each as a sentence; `text` as it is when there are none,
+    or when they would pass an entry's limit of `max_chars`."""
+    parts = list(parts)
+    if not parts:
+        return text
     out = statements.as_sentence(text.rstrip())
     for part in parts:
         out += " " + statements.as_sentence(part)
