@@ -5,9 +5,10 @@ In the order a night reads them: `sources` (which transcript files belong to whi
 registry), `admission` and `tombstones` (whose words may enter, and what never may again),
 `sessions` (each session file's record: its admission and metadata),
 `corpus` (the admitted lines and their dated files), `claims` (the statements a line makes),
-`salience` and `scoring` (what a claim tells, and its score), `slots` and `statements`
-(the facts a statement fills, and the statements an entry is made of), `candidates` (claims folded
+`salience` and `scoring` (what a claim tells, and its score), `candidates` (claims folded
 across sessions, with their evidence). The light phase (`dreaming.phases.light`) drives them.
+Deep reads `slots` (the facts a statement fills) and `statements` (the statements an entry
+is made of) to keep memory current.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ NOBODY = Reading((), frozenset(), False, False, frozenset(), frozenset())
 
 # A clause ends at a comma, a semicolon, a colon, a dash, or a conjunction that starts
 # another statement ("I live in Leeds, near the park", "..., so forward the letters").
-CLAUSE = _CLAUSE = re.compile(
+CLAUSE = re.compile(
     r"\s*[,;:]\s+|\s+[-–—]\s+|\s+(?:and|but|so|because|while|although|though|since)\s+",
     re.IGNORECASE,
 )
@@ -169,7 +169,7 @@ class Slots:
         not the speaker: "The staging database is called acme-stage and lives in eu-west-1"
         says nothing of where the user lives."""
         carried: Subject = (frozenset(), True)  # no subject yet: the speaker's
-        for clause in _CLAUSE.split(text):
+        for clause in CLAUSE.split(text):
             if clause:
                 fill, carried = self._fill(clause, carried)
                 if fill is not None:
@@ -409,7 +409,7 @@ def _noun_phrase(words: list[str]) -> frozenset[str] | None:
 
 
 def _until_clause_end(text: str, also: Sequence[str] = ()) -> str:
-    cut = _CLAUSE.split(text, maxsplit=1)[0]
+    cut = CLAUSE.split(text, maxsplit=1)[0]
     for stop in also:
         at = cut.find(stop)
         if at >= 0:
