@@ -31,6 +31,11 @@ from dreaming.memory import memory_sync
         ("ユーザーの会社は東京にある", "work"),
         ("2023-05-08 — the user: I went to a LGBTQ support group yesterday.", "people"),
         ("The user's sister Anna lives in Lisbon.", "people"),
+        # an alternative alone is a change, not a taste; with a taste it is one
+        ("We now deploy to Render instead of Fly.io.", "work"),
+        ("Eggs now come from Meadow Farm instead of Hilltop.", "people"),
+        ("I prefer tea instead of coffee.", "preferences"),
+        ("My favourite is tea rather than coffee.", "preferences"),
     ],
 )
 def test_group_of(text: str, group: str) -> None:

@@ -23,7 +23,7 @@ from dreaming.ingest.cues import Cues
 
 # The checks a group may add or exclude by name: they need more than a cue list
 # (`salience.group_of` implements them).
-CHECKS = frozenset({"directive", "about_family"})
+CHECKS = frozenset({"directive", "about_family", "only_an_alternative"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import functools
 import itertools
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -444,17 +444,31 @@ def group_of(text: str, lexicon: Lexicon | None = None) -> str:
     change headings as they change scores."""
     lex = lexicon or default_lexicon()
     prepared = Text.of(text)
-    checks = {
-        "directive": lambda: _directive(text, prepared, lex),
-        "about_family": lambda: _about_family(prepared),
+    # Each check is asked of the group whose cues `cues` are.
+    checks: dict[str, Callable[[Cues], bool]] = {
+        "directive": lambda _: _directive(text, prepared, lex),
+        "about_family": lambda _: _about_family(prepared),
+        "only_an_alternative": lambda cues: _only_an_alternative(text, cues),
     }
     for group, cues in lex.groups:
         if group.fallback:
             return group.name
-        hit = cues.hit(prepared) or any(checks[c]() for c in group.checks)
-        if hit and not any(checks[c]() for c in group.unless):
+        hit = cues.hit(prepared) or any(checks[c](cues) for c in group.checks)
+        if hit and not any(checks[c](cues) for c in group.unless):
             return group.name
     raise ValueError("the lexicon has no fallback group")
+
+
+def _only_an_alternative(text: str, cues: Cues) -> bool:
+    """Whether all `cues` (a group's) find in an entry is an alternative ("instead of",
+    "rather than") with no taste for it: "We now deploy to Render instead of Fly.io" tells
+    a change, "I prefer tea instead of coffee" a preference."""
+    if _ALTERNATIVE.search(text) is None:
+        return False
+    return not cues.hit(Text.of(_ALTERNATIVE.sub(" ", text)))
+
+
+_ALTERNATIVE = re.compile(r"\b(?:instead of|rather than)\b", re.IGNORECASE)
 
 
 # Whose entry it is decides its heading before what it mentions: "My sister Anna lives in
