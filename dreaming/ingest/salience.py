@@ -17,11 +17,9 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from importlib import resources
 
 from dreaming.ingest import claims as claims_mod
 from dreaming.ingest import grouping
@@ -195,10 +193,8 @@ def _raw_regex(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str] | Non
 
 @functools.cache
 def _default_lists() -> Mapping[str, tuple[str, ...]]:
-    raw = tomllib.loads(
-        resources.files("dreaming.ingest").joinpath("lexicon.toml").read_text("utf-8")
-    )
     # `[[groups]]` is read by `grouping`; the rest are cue lists.
+    raw = grouping.lexicon_data()
     return {k: tuple(str(v) for v in vs) for k, vs in raw.items() if k != "groups"}
 
 
