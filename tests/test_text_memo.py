@@ -26,6 +26,7 @@ NOT_TEXT = {
     "dreaming.ingest.salience._default_lists",  # the packaged lexicon
     "dreaming.ingest.salience.default_lexicon",
     "dreaming.ingest.grouping.default_groups",
+    "dreaming.ingest.grouping.lexicon_data",
     "dreaming.ingest.slots._defaults",  # the packaged slot lists
     "dreaming.ingest._slot_data.defaults",
     "dreaming.ingest.slots.default_slots",
