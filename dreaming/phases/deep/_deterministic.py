@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -270,7 +270,7 @@ class Memory:
         # The likest correction target; of equally alike ones, the last stated.
         return [max(found, key=lambda p: (p[1].likeness, self.when(p[0]), p[0]))]
 
-    def reader(self, i: int) -> Callable[[str], slots_mod.Reading]:
+    def reader(self, i: int) -> _remainder.Read:
         """How entry `i`'s speaker's statements are read."""
         return functools.partial(self.voices[i].reading, self.slots)
 
@@ -282,7 +282,7 @@ class Memory:
         self,
         reading: slots_mod.Reading,
         when: datetime | None,
-        said: tuple[str, Callable[[str], slots_mod.Reading]],
+        said: tuple[str, _remainder.Read],
     ) -> list[tuple[int, slots_mod.Replacement]]:
         """The live entries stated after `when` that replace a statement said then (`said`:
         its text, and how its speaker's statements are read)."""
@@ -452,8 +452,9 @@ def _decide_one(
                 if memory.voices[i].holder == voice.holder
                 for part in memory.rest(i, reading)
             ]
-            text = _remainder.joined(text, kept, max_chars)
-            said, mine = bag(text), owned(text)
+            if kept:
+                text = _remainder.joined(text, kept, max_chars)
+                said, mine = bag(text), owned(text)
             return _supersede(memory, c, text, (said, mine, voice), when, earlier, folded)
     why = f"salient: {c.features}" if c.features else "passed the gates"
     memory.add(text, said, mine, when, voice)
@@ -463,7 +464,7 @@ def _decide_one(
 def _old_value(
     memory: Memory,
     c: Candidate,
-    said: tuple[str, Voice, Callable[[str], slots_mod.Reading]],
+    said: tuple[str, Voice, _remainder.Read],
     newer: list[tuple[int, slots_mod.Replacement]],
     folded: tuple[tuple[int, str], ...],
     max_chars: int,

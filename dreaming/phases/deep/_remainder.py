@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from dreaming.ingest import slots as slots_mod
 from dreaming.ingest import statements
-from dreaming.ingest.salience import Feature, assess
+from dreaming.ingest.salience import Feature, Salience, assess
 from dreaming.phases.deep._wording import dated
 
 # What a statement must say to be kept apart from the one it was said with.
@@ -33,25 +33,26 @@ def kept(new: slots_mod.Reading, old_text: str, read: Read) -> list[str]:
     room; empty when `new` replaces none of them on its own (the entry was replaced as a
     whole) or all of them. `read` reads a statement as its entry's speaker said it."""
     # (What the new statement says again is in it already: "... and still work at Acme".)
-    return [
-        _dated_if_timely(p)
-        for p, r, gone in _parts(new, old_text, read)
-        if not gone and not r.tokens <= new.tokens and _worth(p)
-    ]
+    out = []
+    for p, r, gone in _parts(new, old_text, read):
+        if not gone and not r.tokens <= new.tokens:
+            found = assess(p)
+            if _worth(found):
+                out.append(_dated_if_timely(p, found))
+    return out
 
 
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}\s+")
 
 
-def _dated_if_timely(part: str) -> str:
-    """`part` with the day its entry was dated by only where the part itself carries time
-    (`_wording.dated`): "2026-04-01 We open at 6am and ..., and Mondays we're closed" was
-    dated for its Mondays, which "We open at 6am" alone does not hold."""
+def _dated_if_timely(part: str, found: Salience) -> str:
+    """`part` (whose salience is `found`) with the day its entry was dated by only where the
+    part itself carries time (`_wording.dated`): "2026-04-01 We open at 6am and ..., and
+    Mondays we're closed" was dated for its Mondays, which "We open at 6am" does not hold."""
     day = _DAY.match(part)
     if day is None:
         return part
-    found = assess(statements.body(part)).features
-    return part if dated(" ".join(f.value for f in found)) else part[day.end() :]
+    return part if dated(" ".join(f.value for f in found.features)) else part[day.end() :]
 
 
 def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
@@ -61,7 +62,7 @@ def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
     us-east-2" with its prod cluster kept, where as one statement it had to stay whole."""
     parts = _parts(new, old_text, read)
     return bool(parts) and all(
-        _only_its_value(p) if gone else not r.fills or _worth(p) for p, r, gone in parts
+        _only_its_value(p) if gone else not r.fills or _worth(assess(p)) for p, r, gone in parts
     )
 
 
@@ -102,8 +103,7 @@ def _replaces(new: slots_mod.Reading, part: slots_mod.Reading) -> bool:
     return slots_mod.replaces(new, part) is not None or bool(new.old & part.tokens)
 
 
-def _worth(part: str) -> bool:
-    found = assess(part)
+def _worth(found: Salience) -> bool:
     return not found.zero and bool(found.features & _WORTH)
 
 
