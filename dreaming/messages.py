@@ -109,6 +109,11 @@ class SessionFile:
     participants: tuple[str, ...] = ()
     kind: SessionKind = SessionKind.INTERACTIVE
     created_at: datetime | None = None
+    # When the session started is in its header, not read yet: discovery leaves that line to
+    # the read that opens the file anyway (`TranscriptReader.header_time`), or to whoever
+    # needs it without reading (`transcripts.with_start`). A night opens an unchanged file
+    # not at all, and a new one once.
+    start_unread: bool = False
     extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     # What says who this session is with (`dreaming.ingest.admission.Evidence`); None: nothing does,
     # and an unclassified session is never taken for the owner's own.

@@ -49,6 +49,7 @@ def test_public_api_is_exactly_the_intended_names() -> None:
             "discover_openclaw",
             "head_senders",
             "session_kind_from_key",
+            "with_start",
         ]
     )
     for name in transcripts.__all__:

@@ -13,6 +13,7 @@ from dreaming.ingest.transcripts import (
     discover_event_log,
     discover_openclaw,
     session_kind_from_key,
+    with_start,
 )
 from dreaming.messages import Format, SessionKind
 
@@ -99,6 +100,7 @@ def test_openclaw_discovery_with_a_full_index(tmp_path: Path) -> None:
     assert (dm.channel, dm.chat_type, dm.kind) == ("telegram", "direct", SessionKind.INTERACTIVE)
     assert dm.participants == ("telegram:user123", "telegram:bot", "Alice")
     assert dm.created_at == datetime(2026, 3, 8, 11, 40, tzinfo=UTC)
+    assert not dm.start_unread  # sessionStartedAt says it: the header is never needed
     assert dm.extra["updated_at"].startswith("2026-03-08T13:03:27")
     assert found["s-gmail"].external_source == "gmail"
     assert found["s-hook"].external_source == "webhook"
@@ -111,9 +113,12 @@ def test_openclaw_discovery_with_a_full_index(tmp_path: Path) -> None:
     assert (group.channel, group.chat_type, group.participants) == ("whatsapp", "group", ())
     orphan = found["orphan"]
     assert (orphan.session_key, orphan.kind) == (None, SessionKind.INTERACTIVE)
-    # No sessionStartedAt: the header's timestamp.
-    assert orphan.created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
-    assert found["s-cron"].created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    # No sessionStartedAt: the header's timestamp, which discovery does not open the file
+    # for (the read that opens it anyway takes it); `with_start` reads it for whoever asks.
+    assert (orphan.created_at, orphan.start_unread) == (None, True)
+    assert with_start(orphan).created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    assert with_start(found["s-cron"]).created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    assert with_start(dm) is dm
 
 
 def test_openclaw_facts_derived_from_the_key_alone(tmp_path: Path) -> None:
@@ -122,7 +127,7 @@ def test_openclaw_facts_derived_from_the_key_alone(tmp_path: Path) -> None:
     (found,) = discover_openclaw(tmp_path)
     assert (found.channel, found.chat_type) == ("signal", "direct")
     assert found.participants == ("signal:+15550001",)
-    assert found.created_at is None  # no sessionStartedAt, no header
+    assert with_start(found).created_at is None  # no sessionStartedAt, no header
 
 
 def test_openclaw_lasto_is_prefixed_with_the_channel(tmp_path: Path) -> None:
@@ -180,7 +185,7 @@ def test_openclaw_tolerates_odd_field_types(tmp_path: Path) -> None:
     (found,) = discover_openclaw(tmp_path)
     assert found.session_key == "agent:main:main"
     assert (found.channel, found.participants) == (None, ())
-    assert found.created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    assert with_start(found).created_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 
 
 def test_openclaw_session_file_field_and_topic_files_are_matched(tmp_path: Path) -> None:

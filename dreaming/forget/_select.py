@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, or_, select
 
 from dreaming.ingest import sessions, tombstones
+from dreaming.ingest.transcripts import with_start
 from dreaming.messages import SessionFile
 from dreaming.store.tables import SESSIONS
 
@@ -67,6 +68,14 @@ def _aware(ts: datetime | None) -> datetime | None:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
+def _started(session: dict[str, Any]) -> datetime | None:
+    """When a session started: its record's time, or its file's (the header, read now)."""
+    f: SessionFile | None = session.get("file")
+    if session["created_at"] is None and f is not None:
+        return with_start(f).created_at
+    return session["created_at"]  # type: ignore[no-any-return]
+
+
 def resolve(
     conn: Connection | None, agent: str, selector: Selector, files: Sequence[SessionFile]
 ) -> list[Target]:
@@ -81,6 +90,7 @@ def resolve(
             "participants": list(f.participants),
             "created_at": f.created_at,
             "parent": f.extra.get("parent_session"),
+            "file": f,  # its header read only where its start is asked (`_started`)
         }
     tombstoned: set[str] = set()
     if conn is not None:
@@ -128,7 +138,7 @@ def resolve(
         for s in known.values():
             if (s["external_source"] or "").casefold() != src:
                 continue
-            created = _aware(s["created_at"])
+            created = _aware(_started(s)) if since is not None else None
             if since is not None and (created is None or created < since):
                 continue
             out.setdefault(s["session_id"], target(s))

@@ -20,6 +20,7 @@ from ._discovery import (
     discover_event_log,
     discover_openclaw,
     openclaw_agents,
+    with_start,
 )
 from ._format import FORMATS, SourceRoot, TranscriptFormat, format_named, register
 from ._inbound import ChatFacts, chat_facts, head_senders
@@ -52,4 +53,5 @@ __all__ = [
     "head_senders",
     "openclaw_agents",
     "session_kind_from_key",
+    "with_start",
 ]

@@ -9,6 +9,9 @@ from typing import Any
 
 from dreaming.messages import SkipCounts
 
+# The longest first line read for a session header's start time: a header is small, this
+# only bounds a pathological first line.
+HEADER_LIMIT = 64 * 1024
 # Epoch numbers above this are milliseconds: as seconds they would be past the year 5000.
 _EPOCH_MS_THRESHOLD = 1e11
 
@@ -39,6 +42,18 @@ def parse_timestamp(value: object) -> datetime | None:
             return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             return None
+    return None
+
+
+def header_time(first_line: bytes) -> datetime | None:
+    """The session start an OpenClaw header (`{"type": "session", "timestamp": ...}`, the
+    file's first line) gives, or None when the line is no such header."""
+    try:
+        header = json.loads(first_line)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(header, dict) and header.get("type") == "session":
+        return parse_timestamp(header.get("timestamp"))
     return None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from dreaming.messages import Format, SessionFile, SessionKind
 
-from ._common import parse_timestamp
+from ._common import HEADER_LIMIT, header_time, parse_timestamp
 from ._session_keys import parse_session_key
 
 logger = logging.getLogger(__name__)
@@ -32,8 +32,6 @@ logger = logging.getLogger(__name__)
 # compaction checkpoints, archives left by /reset and deletion, and per-run trajectory
 # sidecars (timing events, not conversation).
 _NOT_TRANSCRIPT_MARKERS = (".checkpoint.", ".reset.", ".deleted.", ".bak", ".trajectory.")
-# The header line is small; this only bounds a pathological first line.
-_HEADER_LIMIT = 64 * 1024
 
 
 # --------------------------------------------------------------------------- OpenClaw
@@ -198,14 +196,13 @@ def _updated(entry: dict[str, Any]) -> float:
 def _openclaw_session(
     agent: str, path: Path, indexed: tuple[str, dict[str, Any]] | None
 ) -> SessionFile:
-    header_time = _header_timestamp(path)
     if indexed is None:
         return SessionFile(
             agent=agent,
             session_id=path.stem,
             path=path,
             format=Format.OPENCLAW,
-            created_at=header_time,
+            start_unread=True,
         )
     key, entry = indexed
     facts = parse_session_key(key)
@@ -221,7 +218,7 @@ def _openclaw_session(
         prefixed=(origin.get("from"), origin.get("to"), entry.get("lastTo"), facts.peer),
         plain=(entry.get("displayName"),),
     )
-    created_at = parse_timestamp(entry.get("sessionStartedAt")) or header_time
+    created_at = parse_timestamp(entry.get("sessionStartedAt"))
     extra: dict[str, str] = {}
     updated_at = parse_timestamp(entry.get("updatedAt"))
     if updated_at is not None:
@@ -238,6 +235,7 @@ def _openclaw_session(
         participants=participants,
         kind=facts.kind,
         created_at=created_at,
+        start_unread=created_at is None,  # the header may say (see `with_start`)
         extra=extra,
         classified_by="index",
     )
@@ -267,17 +265,22 @@ def _participants(
     return tuple(dict.fromkeys(out))
 
 
+def with_start(sf: SessionFile) -> SessionFile:
+    """`sf` with when its session started, read from its header if discovery left that to
+    the reader (`SessionFile.start_unread`), for a caller that will not read the file."""
+    if not sf.start_unread:
+        return sf
+    return dataclasses.replace(sf, created_at=_header_timestamp(sf.path), start_unread=False)
+
+
 def _header_timestamp(path: Path) -> datetime | None:
     """The session header's timestamp, when the first line is one."""
     try:
         with path.open("rb") as f:
-            first = f.readline(_HEADER_LIMIT)
-        header = json.loads(first)
-    except (OSError, ValueError, RecursionError):
+            first = f.readline(HEADER_LIMIT)
+    except OSError:
         return None
-    if isinstance(header, dict) and header.get("type") == "session":
-        return parse_timestamp(header.get("timestamp"))
-    return None
+    return header_time(first)
 
 
 # --------------------------------------------------------------------------- Claude Code

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
+from typing import BinaryIO
 
 from dreaming.messages import Format, Message, SessionFile, SkipCounts, SkipReason
 
-from ._common import ParseContext
+from ._common import HEADER_LIMIT, ParseContext, header_time
 from ._cursor import START, Cursor, digest, hash_range, new_hasher, prefix_hasher
 from ._detect import detect_format, starts_as_json
 from ._format import FORMATS
@@ -48,6 +50,9 @@ class TranscriptReader:
         # of no known format: what it holds now, for certain); False when it could not open it.
         self.completed = False
         self.started_at: int | None = None  # the offset the last iteration read from
+        # When the session started, as its header says: read with the file's head where
+        # discovery left it unread (`SessionFile.start_unread`), else None.
+        self.header_time: datetime | None = None
         self.format: Format | None = session.format
         if self.format is None:
             self.format = detect_format(session.path, max_line_bytes=max_line_bytes)
@@ -76,6 +81,8 @@ class TranscriptReader:
             self.started_at = start.offset
             f.seek(0)
             head = f.read(_BINARY_SNIFF_BYTES)
+            if self.session.start_unread:
+                self.header_time = _header_time(f, head)
             self.completed = True  # the early returns below are about what the file holds
             if size == 0:
                 skips[SkipReason.EMPTY_FILE.value] += 1
@@ -112,3 +119,12 @@ class TranscriptReader:
                 head=digest(hasher),
                 size=os.fstat(f.fileno()).st_size,
             )
+
+
+def _header_time(f: BinaryIO, head: bytes) -> datetime | None:
+    """The header's start time from the file's first line: in `head` when it ends there,
+    else read on to its end, as far as discovery would have read it."""
+    first, newline, _ = head.partition(b"\n")
+    if not newline and len(head) == _BINARY_SNIFF_BYTES:
+        first += f.readline(HEADER_LIMIT - len(head))
+    return header_time(first)

@@ -17,7 +17,7 @@ from dreaming import faults, forking
 from dreaming.ingest import corpus, salience
 from dreaming.ingest.admission import UNCLASSIFIED, Status
 from dreaming.ingest.candidates import Folder, read_clock, refresh_stale, rescore
-from dreaming.ingest.sessions import differs
+from dreaming.ingest.sessions import differs, utc
 from dreaming.ingest.tags import TagRegistry
 from dreaming.memory import diary, lineage
 from dreaming.messages import SessionFile
@@ -323,6 +323,8 @@ class LightPhase:
         summary.bytes_read += max(reader.cursor.offset - (reader.started_at or 0), 0)
         if reader.format is not None:
             values["format"] = reader.format.value
+        if sf.start_unread:  # the header, read with the file's head
+            values["created_at"] = utc(reader.header_time)
         if reader.restarted or self.reingest:
             # What the file no longer says is purged first, against what is committed.
             self._commit(batch, summary)

@@ -6,6 +6,7 @@ made from such a plan only where its own agrees."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from dreaming.ingest.admission import Decision, admit, reads_head
 from dreaming.ingest.sessions import may_have_changed, records, session_values
 from dreaming.ingest.tombstones import file_tombstones
 from dreaming.ingest.tombstones import in_db as tombstones_in_db
-from dreaming.ingest.transcripts import ChatFacts, chat_facts
+from dreaming.ingest.transcripts import ChatFacts, chat_facts, with_start
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.phases.light import _ahead as read_ahead
@@ -73,11 +74,24 @@ def admitted(
             scan=may_have_changed(sf, cursors),
             facts_of=facts_of,
         )
-        values = session_values(sf, decision.status, decision.reason, trust)
+        values = session_values(
+            _started(sf, existing, decision), decision.status, decision.reason, trust
+        )
         if existing is not None:
             add_participants(values, json.loads(existing.get("participants") or "[]"))
         planned.append((sf, decision, values, existing))
     return planned
+
+
+def _started(sf: SessionFile, existing: dict[str, Any] | None, decision: Decision) -> SessionFile:
+    """`sf` with when its session started, for its record, where discovery left that to the
+    reader (`SessionFile.start_unread`): the record's, or the header's read now for a file
+    light will not read. A file light reads has it set from its read (`_phase`)."""
+    if not sf.start_unread:
+        return sf
+    if existing is not None:
+        return dataclasses.replace(sf, created_at=existing["created_at"])
+    return sf if decision.admitted else with_start(sf)
 
 
 # Heads read at once from this many on, half in a forked child (`forking.split_map`): a

@@ -71,7 +71,7 @@ def read_new_lines(
         skips=summary.skips,
         max_line_bytes=settings.corpus.max_transcript_line_bytes,
     )
-    fallback_day = (sf.created_at or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
+    fallback_day = ""  # made when a line without a time first needs it (`_fallback_day`)
     max_chars = settings.corpus.max_line_chars
     rows: list[dict[str, Any]] = []
     senders: list[Speaker | None] = []
@@ -86,7 +86,9 @@ def read_new_lines(
             summary.dropped["empty-after-strip"] += 1
             continue
         ts = utc(msg.timestamp)
-        if ts is not None and (newest is None or ts > newest):
+        if ts is None:
+            fallback_day = fallback_day or _fallback_day(sf, reader, st)
+        elif newest is None or ts > newest:
             newest = ts
         rows.append(_row(sf, msg, ts, text, fallback_day))
         senders.append(msg.speaker)
@@ -97,6 +99,13 @@ def read_new_lines(
         for row, who in zip(rows, senders, strict=True):
             row["speaker"] = who.name if who is not None else None
     return Read(reader, rows, newest, st, [iso_time(r["ts"]) for r in rows])
+
+
+def _fallback_day(sf: SessionFile, reader: TranscriptReader, st: os.stat_result) -> str:
+    """The day of a line without a time of its own: the session's start (the header's, read
+    by now with the file's head, when discovery left it unread), else the file's mtime."""
+    started = reader.header_time if sf.start_unread else sf.created_at
+    return (started or datetime.fromtimestamp(st.st_mtime, UTC)).date().isoformat()
 
 
 def _several_people(
