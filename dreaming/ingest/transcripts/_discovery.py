@@ -10,6 +10,7 @@ Every function returns its SessionFiles sorted by path, so runs are deterministi
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import logging
@@ -437,14 +438,23 @@ def _entries(
     a transcript (None: it can). Nothing is opened here: a FIFO would block a reader
     forever."""
     try:
-        found = sorted(folder.glob(pattern), key=lambda p: p.name)  # one folder: Path order
+        # The names `folder.glob(pattern)` gives, each with the type the folder's listing
+        # says (most file systems tell it there): a regular file costs no stat of its own.
+        with os.scandir(folder) as listing:
+            found = sorted(
+                (e for e in listing if fnmatch.fnmatchcase(e.name, pattern)), key=lambda e: e.name
+            )
     except OSError:
         return []
-    return [(p, _unreadable(p, folder)) for p in found if keep is None or keep(p)]
+    entries = [(folder / e.name, e) for e in found]
+    return [(p, _unreadable(p, folder, e)) for p, e in entries if keep is None or keep(p)]
 
 
-def _unreadable(path: Path, folder: Path) -> str | None:
+def _unreadable(path: Path, folder: Path, entry: os.DirEntry[str] | None = None) -> str | None:
+    """Why `path` cannot be read as a transcript, or None. `entry`: its folder listing's."""
     try:
+        if entry is not None and entry.is_file(follow_symlinks=False):
+            return None  # a regular file (neither a link nor a FIFO): no stat needed
         if path.is_symlink():
             target = path.resolve(strict=True)
             # Another agent's transcript linked into this folder is that agent's words: a

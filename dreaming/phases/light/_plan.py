@@ -71,7 +71,8 @@ def admitted(
             existing,
             settings,
             tombstoned=sf.session_id in tombstoned,
-            scan=may_have_changed(sf, cursors),
+            # Asked (a stat) only where admission would read the head: `reads_head`.
+            scan=reads_head(sf, existing) and may_have_changed(sf, cursors),
             facts_of=facts_of,
         )
         values = session_values(
@@ -110,7 +111,7 @@ def _heads(
     heads = [
         sf.path
         for sf in files
-        if reads_head(sf, sessions.get(sf.session_id), scan=may_have_changed(sf, cursors))
+        if reads_head(sf, sessions.get(sf.session_id)) and may_have_changed(sf, cursors)
     ]
     found = dict(zip(heads, split_map(chat_facts, heads, min_items=HEADS_SPLIT_FROM), strict=True))
     return lambda path: found[path] if path in found else chat_facts(path)
