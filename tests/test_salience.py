@@ -103,6 +103,8 @@ def test_small_talk_requests_banners_and_fragments_score_zero(text: str) -> None
         ("We adopted a puppy named Max last month.", Feature.EVENT),
         ("The staging database is called bluebird.", Feature.FACT),
         ("My sister Anna lives in Lisbon.", Feature.DISCLOSURE),
+        # what someone drives is theirs, its make no name called out
+        ("I drive a Kia Niro EV now.", Feature.DISCLOSURE),
         ("I work as a nurse at the county hospital.", Feature.DISCLOSURE),
         ("My daughter Emma turns 7 on June 3.", Feature.NUMBERS),
         # The owner's world as a coding agent hears it: where things run, who owns what.
@@ -207,6 +209,7 @@ def test_generalisations_are_no_named_fact(text: str) -> None:
         "Please keep commit messages in the imperative mood, under 72 characters.",
         "We deploy with GitHub Actions to Fly.io, and the staging app is checkout-staging.",
         "And I'm now on the payments team, not checkout.",
+        "I drive a Kia Niro EV now.",
     ],
 )
 def test_a_work_fact_said_once_by_the_owner_clears_deeps_gate(text: str) -> None:

@@ -63,6 +63,20 @@ CHANGES = {
         "no longer",
     ),
     "japanese": ("僕は東京に住んでいる。", "僕は大阪に引っ越した。", "東京", "大阪"),
+    # A tool replaced outright, and a thing moved from one value to another: the rule and
+    # the fact that name the old one go.
+    "tool replaced": (
+        "Please run the linter with flake8 before you commit anything.",
+        "We replaced flake8 with ruff, so lint with ruff check from now on.",
+        "with flake8",
+        "ruff check",
+    ),
+    "moved from": (
+        "Our CI runs on GitHub Actions.",
+        "We moved CI from GitHub Actions to GitLab CI this week.",
+        "runs on GitHub Actions",
+        "GitLab CI",
+    ),
 }
 
 
@@ -205,6 +219,14 @@ KEPT = {
             "close at 3pm",
             "Square for payments",
         ),
+    ),
+    "a thing moved keeps what was said with it": (
+        [
+            "Our CI runs on GitHub Actions and we deploy to Heroku.",
+            "We moved CI from GitHub Actions to GitLab CI this week.",
+        ],
+        ("GitLab CI", "We deploy to Heroku."),
+        ("runs on GitHub Actions",),
     ),
     # A slot said again with its value is no slot lost: the old statement goes.
     "one slot replaced, the other restated": (
@@ -372,6 +394,10 @@ SAME_SLOT = [
         "Eggs now come from Meadow Farm instead of Hilltop.",
     ),
     ("僕は東京に住んでいる。", "僕は大阪に住んでいる。"),
+    ("Always lint with flake8.", "We replaced flake8 with ruff."),
+    ("Use Jest for the unit tests.", "We swapped Jest for Vitest last sprint."),
+    ("Our CI runs on GitHub Actions.", "We moved CI from GitHub Actions to GitLab CI."),
+    ("The app stores files in S3.", "We migrated the file storage from S3 to R2."),
 ]
 NOT_REPLACED = [
     ("I live in Leeds.", "My sister moved to Oslo."),
@@ -413,6 +439,9 @@ NOT_REPLACED = [
     ("I live in Valencia.", "We're moving to Madrid in June because of the new job."),
     # A name after a label is still whose statement it is.
     ("Anna deploys to Fly.io.", "Update: Ben deploys to Render instead of Fly.io."),
+    # A thing replaced names its old value only with what replaced it ("with", "for", "by").
+    ("My laptop battery lasts two hours.", "I replaced the battery last week."),
+    ("I live in Leeds.", "We went out for dinner from 7 until late."),
 ]
 
 

@@ -40,3 +40,19 @@ def defaults() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
         return {k: tuple(str(v) for v in vs) for k, vs in raw.get(name, {}).items()}
 
     return table("relations"), table("lists")
+
+
+# Capitalised words a statement may start with that name nobody (`slots.holders`).
+COMMON_CAPITALS = frozenset(
+    """I The A An My Our We It This That There These Those They He She You Your His Her
+    Their Its Yes No Oh So Well Also Just Now Then Actually Always Never From Use Please
+    Send Ask Forward Share Sign Keep Put Hotel Changed Scratch Correction Going When If
+    Don't Do Not Instead Today Tomorrow Yesterday Since After Before Call Reply Write""".split()  # noqa: SIM905
+)
+
+# Verbs a rule starts with: the name after one is its object, not whose statement it is
+# ("Use Jest for the unit tests", "Ask Anna before booking").
+IMPERATIVES = frozenset(
+    """Use Ask Send Forward Share Call Email Text Message Tell Invite Remind Book Pay Try
+    Prefer Avoid Run Install Add Copy Cc Bcc Ping Contact Thank Let Pick Choose""".split()  # noqa: SIM905
+)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dreaming.ingest import claims as claims_mod
+from dreaming.ingest._slot_data import COMMON_CAPITALS, IMPERATIVES
 from dreaming.ingest._slot_data import defaults as _defaults
 from dreaming.ingest._slot_data import merged as _merged
 from dreaming.ingest._slot_data import words_regex as _words_regex
@@ -50,7 +51,9 @@ class Reading:
 
     fills: tuple[Fill, ...]
     old: frozenset[str]  # the old value an explicit correction names ("instead of pnpm")
-    old_named: bool  # and that value is a name ("It's Marie, not Maria")
+    # and that value is a name ("It's Marie, not Maria"), or the change is said with its verb
+    # ("replaced flake8 with ruff"): either way no passing "instead of" ("tea instead of coffee")
+    old_named: bool
     corrects: bool  # an explicit correction that names no old value ("changed my mind")
     holders: frozenset[str]  # whose statement: kin words after "my", a leading name
     tokens: frozenset[str]  # its content tokens
@@ -69,6 +72,12 @@ NOBODY = Reading((), frozenset(), False, False, frozenset(), frozenset())
 CLAUSE = re.compile(
     r"\s*[,;:]\s+|\s+[-–—]\s+|\s+(?:and|but|so|because|while|although|though|since)\s+",
     re.IGNORECASE,
+)
+_NEW_VALUE = (" to ", " with ", " for ", " by ")  # ends the old value: "from X to Y", "X with Y"
+# A correction's cue that is a verb of changing: the old value it names is no longer, whatever
+# else the two statements share ("We switched from poetry to uv", "swapped Jest for Vitest").
+_CHANGED = re.compile(
+    r"(?i:switched|changed|moved|migrated|relocated|upgraded|downgraded|replaced|swapped)\b"
 )
 _ALTERNATIVE = re.compile(r"\s+(?:over|to|rather than|instead of|than)\s+", re.IGNORECASE)
 _CJK_CLAUSE = re.compile(r"[、。，；！？!?]")
@@ -153,9 +162,9 @@ class Slots:
         named = False
         if self.corrections_old is not None:
             for m in self.corrections_old.finditer(text):
-                said = _until_clause_end(text[m.end() :], also=(" to ",))
+                said = _until_clause_end(text[m.end() :], also=_NEW_VALUE)
                 old |= _value_tokens(said, _NONE)
-                named = named or said.strip()[:1].isupper()
+                named = named or said.strip()[:1].isupper() or bool(_CHANGED.match(m[0]))
         corrects = bool(self.corrections_similar and self.corrections_similar.search(text))
         if not (old or corrects or _ACTUALLY.search(text)):
             # A pronoun's referent is known only to the conversation: only a correction
@@ -325,7 +334,7 @@ def _opens_subject(text: str, words: Sequence[str]) -> bool:
         return False
     return (
         lead[0][:1].isupper()
-        and lead[0] not in _COMMON
+        and lead[0] not in COMMON_CAPITALS
         and first not in _FILLERS  # "Finally got the keys and live in Denver now"
         and len(words) > 1
         and words[1] in _NAME_VERBS
@@ -470,13 +479,7 @@ def _negated(text: str) -> bool:
 # A short label before a colon ("Update:", "Quick change of plans:", "Heads up:") names
 # nobody: the statement starts after it.
 _LABEL = re.compile(r"^(?:[\w'-]+ ){0,3}[\w'-]+:\s+")
-_LEADING_NAME = re.compile(r"^(?:[A-Z][a-z]+,?\s+)?([A-Z][a-z]{1,20})\b(?!')")
-_COMMON = frozenset(
-    """I The A An My Our We It This That There These Those They He She You Your His Her
-    Their Its Yes No Oh So Well Also Just Now Then Actually Always Never From Use Please
-    Send Ask Forward Share Sign Keep Put Hotel Changed Scratch Correction Going When If
-    Don't Do Not Instead Today Tomorrow Yesterday Since After Before Call Reply Write""".split()  # noqa: SIM905
-)
+_LEADING_NAME = re.compile(r"^(?:([A-Z][a-z]+),?\s+)?([A-Z][a-z]{1,20})\b(?!')")
 
 
 def holders(text: str) -> frozenset[str]:
@@ -493,10 +496,11 @@ def holders(text: str) -> frozenset[str]:
     # (A plural verb after it makes it a noun: "Eggs now come from ...", "Kids are ...".)
     if (
         lead is not None
-        and lead.group(1) not in _COMMON
+        and lead[2] not in COMMON_CAPITALS
+        and lead[1] not in IMPERATIVES
         and not _PLURAL.match(lead.string, lead.end())
     ):
-        out.add(lead.group(1).casefold())
+        out.add(lead[2].casefold())
     return frozenset(out)
 
 
