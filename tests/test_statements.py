@@ -127,6 +127,25 @@ def test_a_slot_is_taken_apart_only_when_its_part_names_nothing_more() -> None:
     assert not _remainder.separable(staging, "Our staging cluster runs in eu-central-1.", READ)
 
 
+@pytest.mark.parametrize(
+    ("old", "whole"),
+    [
+        ("I live in Leeds.", True),
+        ("I live in Leeds with my partner and our two cats.", True),
+        ("I live in Manchester with my husband Tom and our son Arjun, who is 7.", False),
+        ("I live in Porto with my partner Rui since 2019.", False),
+        ("2026-04-30 I live in Porto with my partner Rui since 2019.", False),
+        ("I live in Leeds, and I work at Acme.", True),
+        ("I live in Leeds with my wife Ann, and I work at Acme.", False),
+    ],
+)
+def test_a_statement_is_replaced_whole_only_when_it_names_nothing_more(
+    old: str, whole: bool
+) -> None:
+    new = READ("We moved to Bristol and I now work at Globex.")
+    assert _remainder.replaceable(new, old, READ) is whole
+
+
 def test_joined_keeps_an_entry_within_its_limit() -> None:
     assert _remainder.joined("We deploy to Render", ["the app is a-b"], 100) == (
         "We deploy to Render. The app is a-b."

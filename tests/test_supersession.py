@@ -220,6 +220,22 @@ KEPT = {
             "Square for payments",
         ),
     ),
+    # A statement whose replaced value comes with more (who lives there, since when) stays
+    # beside the new value, said alone as with another statement: superseding it would
+    # take the husband, the son and the partner with the old home.
+    "a replaced home names who lives there": (
+        [
+            "I live in Manchester with my husband Tom and our son Arjun, who is 7.",
+            "We moved to Salford last weekend.",
+        ],
+        ("Tom", "Arjun", "Salford"),
+        (),
+    ),
+    "a replaced home names since when": (
+        ["I live in Porto with my partner Rui since 2019.", "I moved to Lisbon last month."],
+        ("Rui", "Lisbon"),
+        (),
+    ),
     "a thing moved keeps what was said with it": (
         [
             "Our CI runs on GitHub Actions and we deploy to Heroku.",

@@ -71,9 +71,8 @@ def _aware(ts: datetime | None) -> datetime | None:
 def _started(session: dict[str, Any]) -> datetime | None:
     """When a session started: its record's time, or its file's (the header, read now)."""
     f: SessionFile | None = session.get("file")
-    if session["created_at"] is None and f is not None:
-        return with_start(f).created_at
-    return session["created_at"]  # type: ignore[no-any-return]
+    started: datetime | None = session["created_at"]
+    return with_start(f).created_at if started is None and f is not None else started
 
 
 def resolve(

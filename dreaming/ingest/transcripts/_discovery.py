@@ -59,10 +59,12 @@ def discover_openclaw(
     sessions: Collection[str] | None = None,
 ) -> list[SessionFile]:
     """Every live transcript under `<root>/agents/*/sessions/`, with its sessions.json facts
-    (only those of `agents` when given: a purge of one agent need not open every file).
+    (only those of `agents` when given: a purge of one agent lists no other agent's files).
 
     `sessions`, when given, keeps only the transcripts whose session id (file stem) or
-    session key is one of them: a purge of one session opens one header, not ten thousand.
+    session key is one of them. No transcript is opened: when a session without
+    sessionStartedAt started is in its header, which the read takes (`with_start` for a
+    caller that does not read it).
 
     A transcript without an index entry is still found (kind INTERACTIVE, no key). A broken
     sessions.json is logged as a warning and treated as absent.

@@ -262,7 +262,10 @@ class Memory:
         whole = [
             (i, r)
             for i, r in by_slot
-            if slots_mod.covers(reading, self.readings[i])
+            if (
+                slots_mod.covers(reading, self.readings[i])
+                and _remainder.replaceable(reading, self.live[i][1], self.reader(i))
+            )
             or _remainder.separable(reading, self.live[i][1], self.reader(i))
         ]
         if by_slot or not found:
@@ -298,7 +301,10 @@ class Memory:
             # that slot is a statement of its own the newer entry keeps (as `conflicts`).
             and (
                 not r.by_slot
-                or slots_mod.covers(self.readings[i], reading)
+                or (
+                    slots_mod.covers(self.readings[i], reading)
+                    and _remainder.replaceable(self.readings[i], *said)
+                )
                 or _remainder.separable(self.readings[i], *said)
             )
         ]

@@ -66,6 +66,17 @@ def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
     )
 
 
+def replaceable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
+    """Whether `new`, filling every slot of `old_text` anew, may take its place whole: each
+    statement it replaces names no more than its value (`_only_its_value`). "I live in
+    Manchester with my husband Tom and our son Arjun" stays beside "We moved to Salford", as
+    it would beside the other statement of a two-slot entry (`separable`)."""
+    parts = statements.split(old_text)
+    if len(parts) == 1:
+        return _only_its_value(old_text)
+    return all(_only_its_value(p) for p in parts if _replaces(new, read(p)))
+
+
 def _parts(
     new: slots_mod.Reading, old_text: str, read: Read
 ) -> list[tuple[str, slots_mod.Reading, bool]]:
