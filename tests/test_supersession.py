@@ -71,6 +71,13 @@ CHANGES = {
         "with flake8",
         "ruff check",
     ),
+    # A thing sold, named: what was said of it goes ("the Honda" ends at its sentence).
+    "sold": (
+        "My car is a 2018 Honda Jazz.",
+        "We sold the Honda; I drive a Kia Niro EV now.",
+        "Honda Jazz",
+        "Kia Niro",
+    ),
     "moved from": (
         "Our CI runs on GitHub Actions.",
         "We moved CI from GitHub Actions to GitLab CI this week.",
@@ -414,6 +421,8 @@ SAME_SLOT = [
     ("Use Jest for the unit tests.", "We swapped Jest for Vitest last sprint."),
     ("Our CI runs on GitHub Actions.", "We moved CI from GitHub Actions to GitLab CI."),
     ("The app stores files in S3.", "We migrated the file storage from S3 to R2."),
+    ("My car is a 2018 Honda Jazz.", "We sold the Honda; I drive a Kia Niro EV now."),
+    ("My car is a 2018 Honda Jazz.", "We sold the Honda. I drive a Kia Niro EV now."),
 ]
 NOT_REPLACED = [
     ("I live in Leeds.", "My sister moved to Oslo."),
@@ -458,6 +467,8 @@ NOT_REPLACED = [
     # A thing replaced names its old value only with what replaced it ("with", "for", "by").
     ("My laptop battery lasts two hours.", "I replaced the battery last week."),
     ("I live in Leeds.", "We went out for dinner from 7 until late."),
+    # A thing sold names its old value as a name; "my bike" shares nothing else.
+    ("I bike to work every day.", "I sold my bike to Tom."),
 ]
 
 

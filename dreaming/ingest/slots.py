@@ -51,9 +51,7 @@ class Reading:
 
     fills: tuple[Fill, ...]
     old: frozenset[str]  # the old value an explicit correction names ("instead of pnpm")
-    # and that value is a name ("It's Marie, not Maria"), or the change is said with its verb
-    # ("replaced flake8 with ruff"): either way no passing "instead of" ("tea instead of coffee")
-    old_named: bool
+    old_named: bool  # and it is a name ("not Maria") or said with a verb ("replaced X with Y")
     corrects: bool  # an explicit correction that names no old value ("changed my mind")
     holders: frozenset[str]  # whose statement: kin words after "my", a leading name
     tokens: frozenset[str]  # its content tokens
@@ -73,12 +71,13 @@ CLAUSE = re.compile(
     r"\s*[,;:]\s+|\s+[-–—]\s+|\s+(?:and|but|so|because|while|although|though|since)\s+",
     re.IGNORECASE,
 )
-_NEW_VALUE = (" to ", " with ", " for ", " by ")  # ends the old value: "from X to Y", "X with Y"
+_NEW_VALUE = (" to ", " with ", " for ", " by ", ". ", "! ", "? ")  # "from X to Y", "X. Now"
 # A correction's cue that is a verb of changing: the old value it names is no longer, whatever
 # else the two statements share ("We switched from poetry to uv", "swapped Jest for Vitest").
 _CHANGED = re.compile(
     r"(?i:switched|changed|moved|migrated|relocated|upgraded|downgraded|replaced|swapped)\b"
 )
+_NAMED_VALUE = re.compile(r"\s*(?:(?:the|our|my) )?[A-Z]")  # "Maria", "the Honda"
 _ALTERNATIVE = re.compile(r"\s+(?:over|to|rather than|instead of|than)\s+", re.IGNORECASE)
 _CJK_CLAUSE = re.compile(r"[、。，；！？!?]")
 _CJK_PARTICLE = re.compile(r"[はがもを]")
@@ -164,7 +163,7 @@ class Slots:
             for m in self.corrections_old.finditer(text):
                 said = _until_clause_end(text[m.end() :], also=_NEW_VALUE)
                 old |= _value_tokens(said, _NONE)
-                named = named or said.strip()[:1].isupper() or bool(_CHANGED.match(m[0]))
+                named = named or bool(_NAMED_VALUE.match(said) or _CHANGED.match(m[0]))
         corrects = bool(self.corrections_similar and self.corrections_similar.search(text))
         if not (old or corrects or _ACTUALLY.search(text)):
             # A pronoun's referent is known only to the conversation: only a correction
