@@ -40,6 +40,14 @@ def candidate(
         ("Also my gym is now BasicFit", "fact", "My gym is now BasicFit."),
         ("And I'm now on the payments team", "fact", "I'm now on the payments team."),
         ("Andrea is my sister", "fact", "Andrea is my sister."),
+        # and so does a label that only announces it
+        ("Heads up: we switched from poetry to uv", "fact", "We switched from poetry to uv."),
+        ("Quick update: my manager is now Sofía", "fact", "My manager is now Sofía."),
+        ("Update: pickup is now at 3:30", "fact", "Pickup is now at 3:30."),
+        ("Big news: I got promoted", "event", "2026-03-08 I got promoted."),
+        ("Note: the API key lives in 1Password", "fact", "The API key lives in 1Password."),
+        # a label that says what follows is not one of those
+        ("Allergies: peanuts and shellfish", "constraint", "Allergies: peanuts and shellfish."),
         (
             "By the way, please use snake_case for function names",
             "instruction",

@@ -18,12 +18,14 @@ _NO_STOP = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af.!?。！？…)
 _CJK_END = re.compile(r"[\u3040-\u30ff\u3400-\u9fff。！？」』]$")
 
 
-# Words that open a sentence without adding to what it says ("Yeah, I painted ..."): every
-# character of an entry is paid on every turn, so the deterministic path leaves them out.
+# Words that open a sentence without adding to what it says ("Yeah, I painted ...", "Heads
+# up: ..."): every character of an entry is paid on every turn, so the deterministic path
+# leaves them out.
 _INTERJECTION = re.compile(
-    r"^(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|by the way|"
-    r"totally|absolutely|definitely|honestly|actually|anyway|btw|and|also|hmm+|um+|uh+)\b"
-    r"[\s,!.…-]*)+",
+    r"^(?:(?:(?:yeah|yes|yep|yup|wow|whoa|oh|ah|aw+|hey|haha+|lol|omg|ok|okay|well|so|sure|"
+    r"by the way|totally|absolutely|definitely|honestly|actually|anyway|btw|and|also|hmm+|"
+    r"um+|uh+)\b|(?:(?:quick|small|big|good|great|important|one more|another)\s+)?"
+    r"(?:update|heads[- ]up|fyi|news|note|reminder|change of plans?)\s*:)[\s,!.…-]*)+",
     re.IGNORECASE,
 )
 
