@@ -6,10 +6,10 @@ made from such a plan only where its own agrees."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,24 +75,25 @@ def admitted(
             scan=reads_head(sf, existing) and may_have_changed(sf, cursors),
             facts_of=facts_of,
         )
-        values = session_values(
-            _started(sf, existing, decision), decision.status, decision.reason, trust
-        )
+        values = session_values(sf, decision.status, decision.reason, trust)
+        if sf.start_unread:
+            values["created_at"] = _started(sf, existing, decision)
         if existing is not None:
             add_participants(values, json.loads(existing.get("participants") or "[]"))
         planned.append((sf, decision, values, existing))
     return planned
 
 
-def _started(sf: SessionFile, existing: dict[str, Any] | None, decision: Decision) -> SessionFile:
-    """`sf` with when its session started, for its record, where discovery left that to the
-    reader (`SessionFile.start_unread`): the record's, or the header's read now for a file
-    light will not read. A file light reads has it set from its read (`_phase`)."""
-    if not sf.start_unread:
-        return sf
+def _started(
+    sf: SessionFile, existing: dict[str, Any] | None, decision: Decision
+) -> datetime | None:
+    """When a session discovery left unread (`SessionFile.start_unread`) started, for its
+    record: the record's, or the header's read now for a file light will not read. A file
+    light reads has it set from its read (`_phase`)."""
     if existing is not None:
-        return dataclasses.replace(sf, created_at=existing["created_at"])
-    return sf if decision.admitted else with_start(sf)
+        started: datetime | None = existing["created_at"]
+        return started
+    return None if decision.admitted else with_start(sf).created_at
 
 
 # Heads read at once from this many on, half in a forked child (`forking.split_map`): a
