@@ -210,16 +210,26 @@ def add_files(
     if not rows:
         return [[] for _ in files]
     made = [t for file_times in times for t in file_times] if times is not None else None
-    inserted = (
-        _insert_sqlite(conn, rows, made if made is not None and len(made) == len(rows) else None)
-        if is_sqlite(conn)
-        else conn.execute(_insert_returning(conn), rows)
-    )
-    ids = {(s, n): i for s, n, i in inserted}
-    return [
-        [(ids[key], r) for r in file_rows if (key := (r["session_id"], r["line"])) in ids]
-        for file_rows in files
-    ]
+    if made is not None and len(made) != len(rows):
+        made = None
+    if is_sqlite(conn):
+        ids = _insert_sqlite(conn, rows, made)
+    else:
+        returned = conn.execute(_insert_returning(conn), rows)
+        ids = _aligned(rows, {(s, n): i for s, n, i in returned})
+    out: list[list[tuple[int, dict[str, Any]]]] = []
+    start = 0
+    for file_rows in files:
+        end = start + len(file_rows)
+        placed = zip(ids[start:end], file_rows, strict=True)
+        out.append([(i, r) for i, r in placed if i is not None])
+        start = end
+    return out
+
+
+def _aligned(rows: Sequence[dict[str, Any]], ids: dict[tuple[str, int], int]) -> list[int | None]:
+    """Each row's id in `ids` (by its session and line), None for a row not inserted."""
+    return [ids.get((r["session_id"], r["line"])) for r in rows]
 
 
 def _insert_returning(conn: Connection) -> Any:
@@ -263,18 +273,19 @@ _SINCE = "SELECT session_id, line, id FROM corpus_lines WHERE id > ? ORDER BY id
 
 def _insert_sqlite(
     conn: Connection, rows: Sequence[dict[str, Any]], times: Sequence[str | None] | None
-) -> list[Any]:
-    """(session, line, id) of each row inserted. No RETURNING: making and fetching a row per
-    row cost a tenth of light's insert. A page whose every row went in took the ids after the
-    last one, in order (AUTOINCREMENT: one above the largest ever, row by row); a page that
-    skipped rows already stored (a forced re-ingestion) reads back the ids above the
-    sequence as it stood, which only its rows can hold."""
+) -> list[int | None]:
+    """Each row's id, in the rows' order, None for a row not inserted (stored already). No
+    RETURNING: making and fetching a row per row cost a tenth of light's insert. A page whose
+    every row went in took the ids after the last one, in order (AUTOINCREMENT: one above the
+    largest ever, row by row); a page that skipped rows already stored (a forced
+    re-ingestion) reads back the ids above the sequence as it stood, which only its rows can
+    hold."""
     convert = time_text(conn.dialect, CORPUS_LINES.c.ts.type)
     if convert is not iso_time:  # the reader's times are not what this dialect stores
         times = None
     head = f"INSERT INTO corpus_lines ({', '.join(_COLUMNS)}) VALUES "
     tail = " ON CONFLICT DO NOTHING"
-    out: list[Any] = []
+    out: list[int | None] = []
     for start in range(0, len(rows), _PAGE):
         page = rows[start : start + _PAGE]
         made = times[start : start + _PAGE] if times is not None else None
@@ -299,9 +310,12 @@ def _insert_sqlite(
         inserted, last = result.rowcount, result.lastrowid
         first = last - len(page) + 1 if last is not None else 0
         if inserted == len(page) and first > before and _holds(conn, first, page[0]):
-            out += [(r["session_id"], r["line"], first + k) for k, r in enumerate(page)]
+            out += range(first, first + len(page))
         elif inserted:
-            out += conn.exec_driver_sql(_SINCE, (before,)).all()
+            since = conn.exec_driver_sql(_SINCE, (before,))
+            out += _aligned(page, {(s, n): i for s, n, i in since})
+        else:
+            out += [None] * len(page)
     return out
 
 
