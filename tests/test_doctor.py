@@ -154,6 +154,38 @@ def test_memory_larger_than_what_openclaw_loads_is_a_warning(demo: Path) -> None
     assert [c for c in found(doc, "caps", "ok") if "50000 characters" in c["message"]]
 
 
+def test_memory_size_is_counted_as_openclaw_counts_it(demo: Path) -> None:
+    """OpenClaw is JavaScript: an emoji is two characters of bootstrapMaxChars, and a CRLF
+    file's carriage returns are characters too. Doctor counts as `status` does."""
+    add_settings(demo, "[memory]\nmax_chars = 20000\n")  # the warning is OpenClaw's cut only
+    memory = demo / "workspace" / "MEMORY.md"
+
+    def warned(limit: int) -> list[str]:
+        (demo / "openclaw.json").write_text(
+            f"{{agents: {{defaults: {{bootstrapMaxChars: {limit}}}, list: ["
+            '{id: "main", default: true, plugins: {slots: {"memory.dreaming": "none"}}},'
+            ' {id: "bob", bootstrapMaxChars: 50000, plugins: {slots: {"memory.dreaming": "none"}}}'
+            "]}}"
+        )
+        caps = found(report(demo), "caps", "warn")
+        return [c["message"] for c in caps if c["agent"] == "main"]
+
+    memory.write_text(memory.read_text() + "\nTrip photos \U0001f3d4\ufe0f\U0001f30a\n" * 12)
+    points = len(memory.read_text())
+    units = len(memory.read_text().encode("utf-16-le")) // 2
+    assert units == points + 24  # each line's two emoji outside the BMP: two units each
+    [big] = warned(points + 10)  # enough by code points, not by what OpenClaw counts
+    assert f"has {units} characters; OpenClaw loads {points + 10}" in big
+    assert warned(units) == []
+
+    memory.write_bytes(memory.read_bytes().replace(b"\n", b"\r\n"))
+    crlf = len(memory.read_bytes().decode())
+    assert crlf > points == len(memory.read_text())  # reading turns each "\r\n" into "\n"
+    [big] = warned(units)
+    assert f"has {crlf + 24} characters" in big
+    assert warned(crlf + 24) == []
+
+
 def test_budget_caps_with_an_llm_profile(demo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     add_settings(
         demo,

@@ -12,6 +12,7 @@ from dreaming.app import App
 from dreaming.config import Settings
 from dreaming.doctor._findings import Diagnosis, Level, names
 from dreaming.errors import DreamingError, LLMConfigError
+from dreaming.memory import capacity
 from dreaming.messages import SessionFile
 from dreaming.paths import Paths
 from dreaming.verify import Verdict, verify, verify_without_state
@@ -116,9 +117,12 @@ def _budget(d: Diagnosis, settings: Settings) -> None:
 
 
 def _memory_size(d: Diagnosis, paths: Paths, agent: str, limit: int) -> None:
+    """MEMORY.md counted as OpenClaw counts what it loads (`capacity.measure`: UTF-16 code
+    units, so an emoji is two; a CRLF file's carriage returns too), as `status` shows it."""
     try:
         path = paths.memory_file(agent)
-        size = len(path.read_text("utf-8")) if path.is_file() else 0
+        text = path.read_bytes().decode("utf-8") if path.is_file() else ""
+        size, _ = capacity.measure(text)  # the raw text: its "\r"s are in it
     except (DreamingError, OSError, UnicodeDecodeError) as err:
         d.add("caps", Level.FAIL, f"agent {agent}: MEMORY.md cannot be read: {err}", None, agent)
         return
