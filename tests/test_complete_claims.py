@@ -198,6 +198,9 @@ SAID_AS_PEOPLE_SAY_THEM = [
     ("The on-call rota is handled by Omar now; ask him about paging changes.", "instruction"),
     ("When you draft replies to clients, sign off with Best, Dana.", "instruction"),
     ("For status emails to my boss, don't use exclamation marks.", "instruction"),
+    # A rule with its reason first, however short the reason ("I'm" is two words).
+    ("I'm vegetarian, so please only suggest vegetarian recipes.", "instruction"),
+    ("I'm allergic to peanuts, so never suggest anything with nuts.", "instruction"),
     ("Expense reports go through Concur now.", "fact"),
     ("Invoices are now approved by Greta.", "fact"),
     ("The Lisbon office relocated to Porto.", "fact"),
@@ -258,6 +261,8 @@ def test_these_days_this_week_and_a_closing_now_are_time_words() -> None:
         "It's normal to have hiccups, but use them to learn and grow.",
         "Thanks, Caroline, so share your story whenever you're ready.",
         "I don't use Facebook much anymore.",
+        "I'm bored tonight, so suggest a good movie.",
+        "I'm hungry, so please suggest something quick for lunch.",
     ],
 )
 def test_near_misses_are_no_instruction(text: str) -> None:

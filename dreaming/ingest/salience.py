@@ -328,14 +328,26 @@ def _directive(body: str, text: Text, lex: Lexicon) -> bool:
     if lex.directive_clause is None or ("," not in body and ";" not in body):
         return False
     m = lex.directive_clause.search(body.replace("’", "'"))
-    if m is None or len(body[: m.start()].split()) < 3:
+    if m is None or _statement_words(body[: m.start()]) < 3:
         return False
-    if lex.directive_target.hit(text):
-        return True
+    if _LASTING.search(m[0]) or lex.directive_target.hit(text):
+        return True  # "..., so never suggest ...": the clause itself says the rule lasts
     clause = body[m.end() :]
     if lex.directive_object.hit(Text.of(clause)):
         return True
     return says_a_name(clause, ["", *claims_mod.words(clause)])
+
+
+# "I'm vegetarian, so please only suggest ...": a rule's reason is a statement however short,
+# and "I'm" is two words of it ("ok, send it now" is still one word before its ask).
+_CONTRACTED = ("'m", "'re", "'s", "'ve", "'ll", "'d")
+# An ask that says it lasts: "so always ...", "so never ...", "so please only ...".
+_LASTING = re.compile(r"\b(?:always|never|only)\b", re.IGNORECASE)
+
+
+def _statement_words(text: str) -> int:
+    words = text.replace("’", "'").split()
+    return len(words) + sum(1 for w in words if w.lower().endswith(_CONTRACTED))
 
 
 # A night asks about one text several times (light scores a claim; REM judges a sentence
