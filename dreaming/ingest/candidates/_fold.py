@@ -40,7 +40,7 @@ from dreaming.ingest.admission import OriginClass
 from dreaming.ingest.candidates._common import MARK_CUE, chunks, mark_stale, set_where_ids, utc_now
 from dreaming.memory import diary, memory_file
 from dreaming.store.bulk import execute_many
-from dreaming.store.dialect import insert_ignore
+from dreaming.store.dialect import insert_ignore, is_sqlite
 from dreaming.store.statuses import HELD
 from dreaming.store.tables import (
     CANDIDATE_EVIDENCE,
@@ -76,8 +76,11 @@ class _Batch:
     # (candidate, or a pending one's id; corpus line id; corpus row)
     evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     recalls: list[dict[str, Any]] = field(default_factory=list)
-    # New candidates: -1, -2, ... while their own file is folded, PENDING + n after it.
+    # New candidates: -1, -2, ... while their own file is folded, `first` + n after it.
     pending: list[dict[str, Any]] = field(default_factory=list)
+    # The id the batch's first new candidate takes (SQLite: one above the largest, as the
+    # insert gives them), or PENDING where the database picks them (PostgreSQL).
+    first: int = 0
     file_start: int = 0  # the first of `pending` made by the file being folded
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
@@ -198,7 +201,7 @@ class Folder:
         here: touched candidates are marked stale and refreshed once at the end of the run.
         `known`: rows' claims extracted already (by `id` of the row), each what extracting
         the row's text gives (light's reading child makes them: `light._claims_ahead`)."""
-        batch = _Batch()
+        batch = _Batch(first=_first_new_id(conn))
         now = utc_now()
         for lines in files:
             evidence_start = len(batch.evidence)
@@ -206,7 +209,7 @@ class Folder:
             for line_id, row in sorted(lines, key=lambda x: not self.creates(x[1])):
                 self._gather_line(batch, line_id, row, now, known)
             self._file_folded(batch, evidence_start)
-        real = self._insert_new(conn, batch.pending)
+        real = self._insert_new(conn, batch)
         self.made += batch.assessed
         touched = {real.get(cid, cid) for cid, _, _ in batch.evidence}
         mark_stale(conn, touched.difference(real.values()))
@@ -334,8 +337,8 @@ class Folder:
         elif claim.durable_cue:
             if cid < 0:  # made by this file
                 batch.pending[batch.file_start - cid - 1]["durable_cue"] = True
-            elif cid >= PENDING:  # made by an earlier file of the batch
-                batch.pending[cid - PENDING]["durable_cue"] = True
+            elif cid >= batch.first:  # made by an earlier file of the batch
+                batch.pending[cid - batch.first]["durable_cue"] = True
             else:
                 batch.cue.add(cid)
         return cid
@@ -347,7 +350,7 @@ class Folder:
         among its probes and ties, as they always did."""
         renamed = {}
         for n in range(batch.file_start, len(batch.pending)):
-            old, new = -(n - batch.file_start + 1), PENDING + n
+            old, new = -(n - batch.file_start + 1), batch.first + n
             renamed[old] = new
             self.by_key[batch.pending[n]["key"]] = new
             self.index.rename(old, new)
@@ -358,11 +361,18 @@ class Folder:
             ]
         batch.file_start = len(batch.pending)
 
-    def _insert_new(self, conn: Connection, pending: list[dict[str, Any]]) -> dict[int, int]:
+    def _insert_new(self, conn: Connection, batch: _Batch) -> dict[int, int]:
         """Insert the batch's new candidates; returns their real ids by pending id, and puts
-        the real ids in the folder's indexes."""
+        the real ids in the folder's indexes. On SQLite they take the ids they were folded
+        under (`_first_new_id`): nothing to read back or rename."""
         real: dict[int, int] = {}
+        pending = batch.pending
         if not pending:
+            return real
+        if batch.first != PENDING:
+            for n, p in enumerate(pending, batch.first):
+                p["id"] = real[n] = n
+            execute_many(conn, _INSERT_NEW_WITH_ID, pending)
             return real
         execute_many(conn, _INSERT_NEW, pending)
         keys = [p["key"] for p in pending]
@@ -401,10 +411,23 @@ class Folder:
 
 
 # A candidate of an earlier file of the batch, folded but not inserted yet, has an id from
-# here on: above every real one, in the order they were made, as they will be once inserted,
-# so the similarity index probes and breaks ties (the lowest id wins) alike whether a file's
-# candidates were inserted before the next file is folded or with it.
+# `_first_new_id` on: above every real one, in the order they were made, as they will be once
+# inserted, so the similarity index probes and breaks ties (the lowest id wins) alike whether
+# a file's candidates were inserted before the next file is folded or with it. Where the
+# database picks ids (a PostgreSQL sequence), from here, renamed once inserted.
 PENDING = 1 << 62
+
+
+def _first_new_id(conn: Connection) -> int:
+    """The id SQLite gives the next candidate inserted: one above the largest (the table is
+    not AUTOINCREMENT, so this is the rowid it would choose, a reused one included). The
+    batch inserts its new candidates with these ids, in the order they were made."""
+    if not is_sqlite(conn):
+        return PENDING
+    return int(conn.exec_driver_sql(_MAX_ID).scalar() or 0) + 1
+
+
+_MAX_ID = "SELECT max(id) FROM candidates"
 
 
 # A new candidate names only these columns; the others take the defaults of the table's DDL
@@ -435,6 +458,9 @@ def _entry_claim(text: str, names: frozenset[str]) -> tuple[frozenset[str], str 
 
 _INSERT_NEW = insert(
     table(CANDIDATES.name, *(column(c, CANDIDATES.c[c].type) for c in _NEW_COLUMNS))
+)
+_INSERT_NEW_WITH_ID = insert(
+    table(CANDIDATES.name, *(column(c, CANDIDATES.c[c].type) for c in ("id", *_NEW_COLUMNS)))
 )
 
 
