@@ -29,6 +29,8 @@ from dreaming.store.compiled import share as share_compiled
 from dreaming.store.migrations import migrate
 from dreaming.store.storage import convert_sqlite_faults, os_fault
 
+WAL_CHECKPOINT_PAGES = 16_384
+
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
@@ -39,6 +41,12 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
+    # Checkpoint the WAL into the file every 64 MiB of it (4 KiB pages), not every 4 MiB: a
+    # night rewrites the same candidate and index pages batch after batch, and each
+    # checkpoint copied them into the file again and synced it (10,000 chat sessions: 38
+    # commits 0.61-0.79 s, now 0.37-0.41 s). Closing the last connection still checkpoints
+    # all of it, as before; what a commit makes durable is unchanged.
+    cur.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
     cur.execute("PRAGMA foreign_keys=ON")
     # Freed pages are zeroed: a purged row must not linger in the file (invariant 4).
     cur.execute("PRAGMA secure_delete=ON")
