@@ -168,3 +168,10 @@ def test_a_kept_statement_keeps_its_entrys_day_only_where_it_carries_time() -> N
     assert _remainder.kept(READ("Actually our dog Rex is in Faro, not Porto."), trip, READ) == [
         "2026-04-01 We flew to Lisbon yesterday"
     ]
+
+
+def test_a_kept_statements_time_is_judged_without_its_day_and_speaker() -> None:
+    # "Recently left ..." tells an event; read with "2022-08-06 John:" before it, it did not.
+    left = "2022-08-06 John: Recently left my IT job after 3 years."
+    assert _remainder._dated_if_timely(left) == left
+    assert _remainder._dated_if_timely("2026-04-01 We open at 6am.") == "We open at 6am."

@@ -33,26 +33,26 @@ def kept(new: slots_mod.Reading, old_text: str, read: Read) -> list[str]:
     room; empty when `new` replaces none of them on its own (the entry was replaced as a
     whole) or all of them. `read` reads a statement as its entry's speaker said it."""
     # (What the new statement says again is in it already: "... and still work at Acme".)
-    out = []
-    for p, r, gone in _parts(new, old_text, read):
-        if not gone and not r.tokens <= new.tokens:
-            found = assess(p)
-            if _worth(found):
-                out.append(_dated_if_timely(p, found))
-    return out
+    return [
+        _dated_if_timely(p)
+        for p, r, gone in _parts(new, old_text, read)
+        if not gone and not r.tokens <= new.tokens and _worth(assess(p))
+    ]
 
 
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}\s+")
 
 
-def _dated_if_timely(part: str, found: Salience) -> str:
-    """`part` (whose salience is `found`) with the day its entry was dated by only where the
-    part itself carries time (`_wording.dated`): "2026-04-01 We open at 6am and ..., and
-    Mondays we're closed" was dated for its Mondays, which "We open at 6am" does not hold."""
+def _dated_if_timely(part: str) -> str:
+    """`part` with the day its entry was dated by only where the part itself carries time
+    (`_wording.dated`): "2026-04-01 We open at 6am and ..., and Mondays we're closed" was
+    dated for its Mondays, which "We open at 6am" does not hold. Judged on the statement
+    without its day and speaker: the day's own digits are no time the statement tells."""
     day = _DAY.match(part)
     if day is None:
         return part
-    return part if dated(" ".join(f.value for f in found.features)) else part[day.end() :]
+    found = assess(statements.body(part)).features
+    return part if dated(" ".join(f.value for f in found)) else part[day.end() :]
 
 
 def separable(new: slots_mod.Reading, old_text: str, read: Read) -> bool:
