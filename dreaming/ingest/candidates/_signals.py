@@ -203,36 +203,56 @@ def rescore(
     else:
         rows = conn.execute(_SCORED_ONLY, {"agent": agent, "ids": sorted(only)}).all()
     # Rarity is relative to the whole corpus, so it is read over every candidate each time.
-    every = (r.tokens for r in rows) if only is None else _all_tokens(conn, agent)
-    rarity = Rarity(_words_of(tokens) for tokens in every)
+    # Each row's words are cut once: a full rescore reads the rarity over its own rows.
+    words = [_words_of(r[_TOKENS_AT]) for r in rows]
+    rarity = Rarity(words if only is None else map(_words_of, _all_tokens(conn, agent)))
     parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
     pending = 0
     changes = []
-    for r in rows:
-        features = parse(r.features)
+    # Rows unpacked by position (`_SCORED`'s columns): a row's attributes are looked up by
+    # name, and a full rescore reads sixteen of them from every candidate.
+    for row, said in zip(rows, words, strict=True):
+        (
+            cid,
+            sess,
+            days,
+            own,
+            agt,
+            untr,
+            sysl,
+            last,
+            cue,
+            boost,
+            status,
+            old,
+            sal,
+            feats,
+            _,
+            chars,
+        ) = row
         value = score(
             Signals(
-                sessions=r.sessions,
-                days=r.days,
-                owner_lines=r.owner_lines,
-                agent_lines=r.agent_lines,
-                untrusted_lines=r.untrusted_lines,
-                system_lines=r.system_lines,
-                last_seen=r.last_seen,
-                durable_cue=bool(r.durable_cue),
-                rem_boost=r.rem_boost,
-                salience=r.salience or 0.0,
-                features=features,
-                rarity=rarity.of(_words_of(r.tokens)) if r.salience else 0.0,
-                chars=r.chars or 0,
+                sessions=sess,
+                days=days,
+                owner_lines=own,
+                agent_lines=agt,
+                untrusted_lines=untr,
+                system_lines=sysl,
+                last_seen=last,
+                durable_cue=bool(cue),
+                rem_boost=boost,
+                salience=sal or 0.0,
+                features=parse(feats),
+                rarity=rarity.of(said) if sal else 0.0,
+                chars=chars or 0,
             ),
             clock,
             half_life,
         )
-        if r.status == CandidateStatus.PENDING:
+        if status == CandidateStatus.PENDING:
             pending += 1
-        if value != r.score:
-            changes.append({"cid": r.id, "score": value})
+        if value != old:
+            changes.append({"cid": cid, "score": value})
     if changes:
         execute_many(conn, _SET_SCORE, changes)
     return pending
@@ -256,6 +276,7 @@ _SCORED = select(
     CANDIDATES.c.tokens,
     func.length(CANDIDATES.c.text).label("chars"),
 ).where(CANDIDATES.c.agent == bindparam("agent"))
+_TOKENS_AT = 14  # `tokens`' place among `_SCORED`'s columns
 _SCORED_ONLY = _SCORED.where(CANDIDATES.c.id.in_(bindparam("ids", expanding=True)))
 
 
