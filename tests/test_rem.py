@@ -71,6 +71,47 @@ def test_rem_rescores_the_boosted_and_leaves_every_score_as_a_full_rescore_gives
         app.close()
 
 
+def test_a_full_rescore_gives_each_candidate_the_score_of_its_own_signals(
+    tmp_path: Path,
+) -> None:
+    """The rescore reads its rows by position; each stored score is what `score` gives the
+    candidate's signals read by name, so a column out of place cannot go unseen."""
+    from dreaming.ingest import candidates, salience, scoring
+    from dreaming.ingest.candidates import _signals
+
+    root = build_state(tmp_path / "s")
+    run(root, ["light"])
+    app = open_app(root)
+    try:
+        settings = app.paths.settings
+        with app.engine("main").begin() as conn:
+            candidates.rescore(conn, "main", settings)
+            rows = conn.execute(_signals._SCORED, {"agent": "main"}).all()
+            clock = candidates.read_clock(conn, "main")
+            conn.rollback()
+    finally:
+        app.close()
+    rarity = scoring.Rarity(_signals._words_of(r.tokens) for r in rows)
+    for r in rows:
+        signals = scoring.Signals(
+            sessions=r.sessions,
+            days=r.days,
+            owner_lines=r.owner_lines,
+            agent_lines=r.agent_lines,
+            untrusted_lines=r.untrusted_lines,
+            system_lines=r.system_lines,
+            last_seen=r.last_seen,
+            durable_cue=bool(r.durable_cue),
+            rem_boost=r.rem_boost,
+            salience=r.salience or 0.0,
+            features=salience.parse_features(r.features),
+            rarity=rarity.of(_signals._words_of(r.tokens)) if r.salience else 0.0,
+            chars=r.chars or 0,
+        )
+        assert r.score == scoring.score(signals, clock, settings.candidates.recency_half_life_days)
+    assert len({r.score for r in rows}) > 2  # scores that differ: the check is not vacuous
+
+
 def test_rem_rescores_every_candidate_when_the_scores_are_not_current(tmp_path: Path) -> None:
     """A half-life changed since light scored (or a rescore left pending) makes REM's
     boosts rescore every candidate, as before it rescored only the boosted: what scoring

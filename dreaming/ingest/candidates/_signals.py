@@ -209,8 +209,8 @@ def rescore(
     parse = functools.lru_cache(maxsize=256)(salience_mod.parse_features)
     pending = 0
     changes = []
-    # Rows unpacked by position (`_SCORED`'s columns): a row's attributes are looked up by
-    # name, and a full rescore reads sixteen of them from every candidate.
+    # Rows unpacked by position, in `_SCORED`'s order (a column more or fewer fails here): a
+    # row's attributes are looked up by name, and a full rescore reads sixteen of each.
     for row, said in zip(rows, words, strict=True):
         (
             cid,
@@ -276,7 +276,7 @@ _SCORED = select(
     CANDIDATES.c.tokens,
     func.length(CANDIDATES.c.text).label("chars"),
 ).where(CANDIDATES.c.agent == bindparam("agent"))
-_TOKENS_AT = 14  # `tokens`' place among `_SCORED`'s columns
+_TOKENS_AT = [c.name for c in _SCORED.selected_columns].index("tokens")
 _SCORED_ONLY = _SCORED.where(CANDIDATES.c.id.in_(bindparam("ids", expanding=True)))
 
 
