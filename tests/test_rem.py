@@ -76,8 +76,9 @@ def test_a_full_rescore_gives_each_candidate_the_score_of_its_own_signals(
 ) -> None:
     """The rescore reads its rows by position; each stored score is what `score` gives the
     candidate's signals read by name, so a column out of place cannot go unseen."""
-    from dreaming.ingest import candidates, salience, scoring
+    from dreaming.ingest import candidates, salience
     from dreaming.ingest.candidates import _signals
+    from dreaming.ingest.scoring import Rarity, Signals, score
 
     root = build_state(tmp_path / "s")
     run(root, ["light"])
@@ -91,9 +92,9 @@ def test_a_full_rescore_gives_each_candidate_the_score_of_its_own_signals(
             conn.rollback()
     finally:
         app.close()
-    rarity = scoring.Rarity(_signals._words_of(r.tokens) for r in rows)
+    rarity = Rarity(_signals._words_of(r.tokens) for r in rows)
     for r in rows:
-        signals = scoring.Signals(
+        signals = Signals(
             sessions=r.sessions,
             days=r.days,
             owner_lines=r.owner_lines,
@@ -108,7 +109,7 @@ def test_a_full_rescore_gives_each_candidate_the_score_of_its_own_signals(
             rarity=rarity.of(_signals._words_of(r.tokens)) if r.salience else 0.0,
             chars=r.chars or 0,
         )
-        assert r.score == scoring.score(signals, clock, settings.candidates.recency_half_life_days)
+        assert r.score == score(signals, clock, settings.candidates.recency_half_life_days)
     assert len({r.score for r in rows}) > 2  # scores that differ: the check is not vacuous
 
 
