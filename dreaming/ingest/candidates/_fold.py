@@ -73,14 +73,15 @@ class FoldStats:
 class _Batch:
     """What a fold gathers from its lines before it writes anything."""
 
+    # The id the batch's first new candidate takes (SQLite: one above the largest, as the
+    # insert gives them), or PENDING where the database picks them (PostgreSQL). No
+    # default: any other number would fold new candidates under ids already taken.
+    first: int
     # (candidate, or a pending one's id; corpus line id; corpus row)
     evidence: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     recalls: list[dict[str, Any]] = field(default_factory=list)
     # New candidates: -1, -2, ... while their own file is folded, `first` + n after it.
     pending: list[dict[str, Any]] = field(default_factory=list)
-    # The id the batch's first new candidate takes (SQLite: one above the largest, as the
-    # insert gives them), or PENDING where the database picks them (PostgreSQL).
-    first: int = 0
     file_start: int = 0  # the first of `pending` made by the file being folded
     cue: set[int] = field(default_factory=set)  # known candidates a claim gave a durable cue
     echoes: int = 0
@@ -201,7 +202,7 @@ class Folder:
         here: touched candidates are marked stale and refreshed once at the end of the run.
         `known`: rows' claims extracted already (by `id` of the row), each what extracting
         the row's text gives (light's reading child makes them: `light._claims_ahead`)."""
-        batch = _Batch(first=_first_new_id(conn))
+        batch = _Batch(_first_new_id(conn))
         now = utc_now()
         for lines in files:
             evidence_start = len(batch.evidence)
